@@ -1,0 +1,76 @@
+// File: easyscale/common/job_spec.h
+//
+// The EasyScaleJob spec (easyscale.io/v1alpha1) and the training arguments the
+// worker runs with. One definition serves the CRD's reader (operator), the
+// worker's CLI and the control protocol. Field names are the CRD's camelCase.
+//
+//   StatusOr<JobSpec> spec = ParseJobSpec(obj["spec"]);   // names the bad field
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+
+namespace easyscale {
+
+inline constexpr const char* kApiGroup = "easyscale.io";
+inline constexpr const char* kApiVersion = "v1alpha1";
+inline constexpr const char* kJobKind = "EasyScaleJob";
+inline constexpr const char* kGpuResource = "easyscale.io/gpu";
+
+// Accelerator types the system knows; "cpu" is a worker without a GPU.
+const std::vector<std::string>& KnownGpuTypes();
+bool IsKnownGpuType(const std::string& type);
+
+// What one job trains. Everything that changes the final bits is here, and
+// nothing that depends on resources (worker count, placement, device type).
+struct TrainingArgs {
+  std::string model = "cnn";      // mlp | cnn
+  std::string dataset = "mnist";  // mnist | synthetic
+  int64_t steps = 120;            // global mini-batches
+  uint64_t seed = 1;
+  int batchPerEst = 16;           // micro-batch of one EST
+  std::string optimizer = "sgd";  // sgd | adam
+  double learningRate = 0.05;
+  double momentum = 0.9;
+  double weightDecay = 1e-4;
+  std::string lrSchedule = "cosine";  // constant | step | cosine
+  int64_t warmupSteps = 0;
+  bool augment = true;
+  int64_t checkpointEvery = 10;  // steps between periodic checkpoints; 0 = off
+
+  bool operator==(const TrainingArgs&) const = default;
+};
+
+struct CheckpointVolume {
+  std::string claimName;  // PersistentVolumeClaim; empty = emptyDir
+  std::string mountPath = "/checkpoints";
+  bool operator==(const CheckpointVolume&) const = default;
+};
+
+struct JobSpec {
+  std::string image;
+  int ests = 0;
+  int minWorkers = 1;
+  int maxWorkers = 0;                 // 0 in the input means "ests"
+  std::vector<std::string> gpuTypes;  // allowed types; empty = any known type
+  int priority = 0;
+  TrainingArgs training;
+  CheckpointVolume checkpoint;
+  bool operator==(const JobSpec&) const = default;
+};
+
+StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path);
+// Validates every field and the relations between them
+// (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set).
+StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path = "spec");
+// Checks a TrainingArgs built by code (CLI flags) with the same rules as parsing.
+Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path);
+
+nlohmann::json ToJson(const TrainingArgs& t);
+nlohmann::json ToJson(const JobSpec& s);
+
+}  // namespace easyscale
