@@ -63,6 +63,12 @@ struct SchedulerOptions {
   std::map<std::string, double> defaultSpeed = {{"h200", 4.0}, {"h100", 3.5}, {"a100", 2.5},
                                                 {"a10", 1.2},  {"l4", 1.0},   {"v100", 1.5},
                                                 {"t4", 0.6},   {"cpu", 0.1}};
+  // Throughput of a type in neither the job's report nor defaultSpeed.
+  double unknownTypeSpeed = 1.0;
+  // Policy switches (the simulator's baselines turn them off/on):
+  bool homogeneous = false;         // a job's workers all share one GPU type
+  bool preemptForInference = true;  // false: training keeps its GPUs, inference waits
+  bool reclaimForPriority = true;   // a waiting job may take GPUs from lower priorities
 };
 
 struct JobAllocation {
@@ -88,12 +94,29 @@ struct ScheduleResult {
 class InterJobScheduler {
  public:
   explicit InterJobScheduler(SchedulerOptions options);
-  // Deterministic: equal inputs give equal outputs.
+  // One decision, in four steps (operator/src/scheduler/phases.h):
+  //  1. nodes where inference claims GPUs training holds: preempt now, taking
+  //     workers from the lowest priority, then the job that loses least
+  //     throughput (a job pushed below minWorkers loses all of it);
+  //  2. in (priority desc, submitOrder, key) order, a job below minWorkers gets
+  //     its minimum from idle GPUs or from lower-priority jobs, or nothing;
+  //  3. idle GPUs go to the step with the largest throughput gain per GPU; a
+  //     job that held workers keeps its old plan unless it gains > minGain;
+  //     then a bounded pass of GPU transfers between jobs;
+  //  4. placements: current ones stay, new workers pack onto few nodes.
+  // Deterministic and independent of input order: equal inputs give equal
+  // outputs. Bad counts (negative, min > max) are clamped, never fatal.
   ScheduleResult Schedule(const ClusterState& cluster) const;
 
  private:
   SchedulerOptions options_;
 };
+
+// Predicted samples/s of `job` on `placements` under the speed model the
+// scheduler uses: ests / max_i(count_i / speed_i) over the best EST assignment.
+// 0 when the placements hold no worker or more workers than ESTs.
+double PredictThroughput(const JobDemand& job, const std::vector<Placement>& placements,
+                         const SchedulerOptions& options);
 
 // Intra-job scheduler: spreads a job's ESTs over its workers so the step time
 // is smallest given each worker's GPU type speed (AssignBySpeed underneath).

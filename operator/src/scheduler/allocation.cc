@@ -1,0 +1,239 @@
+// Steps 2 and 3: decide how many workers of each GPU type every job runs.
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <tuple>
+
+#include "phases.h"
+
+namespace easyscale::op::internal {
+
+std::vector<int> FreeByType(const ClusterModel& m) {
+  std::vector<int> free(m.types.size(), 0);
+  for (size_t s = 0; s < m.slots.size(); ++s) {
+    free[m.slots[s].type] += std::max(0, m.slots[s].capacity - m.used[s]);
+  }
+  return free;
+}
+
+void Release(JobModel* j, int t, int n, std::vector<int>* freeByType) {
+  j->counts[t] -= n;
+  (*freeByType)[t] += n;
+}
+
+void ReleaseAll(JobModel* j, std::vector<int>* freeByType) {
+  for (size_t t = 0; t < j->counts.size(); ++t) Release(j, t, j->counts[t], freeByType);
+}
+
+namespace {
+
+// The types a job may take, fastest first (ties: type order).
+std::vector<int> TypesBySpeed(const JobModel& j, const std::vector<int>& mask) {
+  std::vector<int> order = mask;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return j.speed[a] > j.speed[b]; });
+  return order;
+}
+
+int FreeIn(const std::vector<int>& mask, const std::vector<int>& freeByType) {
+  int n = 0;
+  for (int t : mask) n += freeByType[t];
+  return n;
+}
+
+// Takes `need` free GPUs of the mask's types, fastest first: for a fixed
+// worker count faster workers never lengthen the step.
+bool TakeFree(JobModel* j, const std::vector<int>& mask, int need, std::vector<int>* freeByType) {
+  if (FreeIn(mask, *freeByType) < need) return false;
+  for (int t : TypesBySpeed(*j, mask)) {
+    const int take = std::min(need, (*freeByType)[t]);
+    j->counts[t] += take;
+    (*freeByType)[t] -= take;
+    need -= take;
+  }
+  if (j->lockedType < 0 && mask.size() == 1) j->lockedType = mask[0];
+  return true;
+}
+
+// Frees GPUs of the mask's types from strictly lower-priority jobs, the last
+// served first: first what they hold above their minimum, then whole jobs.
+// All or nothing: restores every donor if `need` still cannot be met.
+bool Reclaim(ClusterModel* m, size_t taker, const std::vector<int>& mask, int need,
+             std::vector<int>* freeByType) {
+  const int priority = m->jobs[taker].demand->priority;
+  std::vector<std::pair<size_t, std::vector<int>>> saved;
+  const std::vector<int> savedFree = *freeByType;
+  auto save = [&](size_t d) {
+    if (saved.empty() || saved.back().first != d) saved.push_back({d, m->jobs[d].counts});
+  };
+  auto donors = [&](auto&& visit) {
+    for (size_t d = m->jobs.size(); d-- > taker + 1;) {
+      if (FreeIn(mask, *freeByType) >= need) return;
+      if (m->jobs[d].demand->priority < priority) visit(d);
+    }
+  };
+  const JobModel& t = m->jobs[taker];
+  donors([&](size_t d) {
+    JobModel& donor = m->jobs[d];
+    for (int type : TypesBySpeed(t, mask)) {
+      while (donor.counts[type] > 0 && donor.Workers() > donor.minWorkers &&
+             FreeIn(mask, *freeByType) < need) {
+        save(d);
+        Release(&donor, type, 1, freeByType);
+      }
+    }
+  });
+  donors([&](size_t d) {
+    JobModel& donor = m->jobs[d];
+    bool holds = false;
+    for (int type : mask) holds = holds || donor.counts[type] > 0;
+    if (!holds) return;
+    save(d);
+    ReleaseAll(&donor, freeByType);
+  });
+  if (FreeIn(mask, *freeByType) >= need) return true;
+  for (auto& [d, counts] : saved) m->jobs[d].counts = std::move(counts);
+  *freeByType = savedFree;
+  return false;
+}
+
+// Type sets a waiting job may start on: all allowed types at once, or (one
+// type per job) each allowed type, the best for its minimum first.
+std::vector<std::vector<int>> StartOptions(const JobModel& j, bool homogeneous) {
+  std::vector<int> allowed;
+  for (size_t t = 0; t < j.speed.size(); ++t) {
+    if (j.speed[t] > 0.0) allowed.push_back(static_cast<int>(t));
+  }
+  if (!homogeneous) return {allowed};
+  if (j.lockedType >= 0) return {{j.lockedType}};
+  std::vector<std::vector<int>> out;
+  for (int t : TypesBySpeed(j, allowed)) out.push_back({t});
+  return out;
+}
+
+}  // namespace
+
+// The job's best next step: per type, the fewest extra workers that raise its
+// throughput (with many ESTs per worker, one more worker often changes
+// nothing; a slow type can even lower it), scored by gain per GPU.
+bool BestStep(const JobModel& j, int index, bool homogeneous, const std::vector<int>& freeByType,
+              int onlyType, Step* out) {
+  const double tp = j.Tp();
+  const double better = tp * (1.0 + 1e-12) + 1e-12;
+  const int room = j.maxWorkers - j.Workers();
+  bool found = false;
+  for (size_t t = 0; t < j.speed.size(); ++t) {
+    if (j.speed[t] <= 0.0) continue;
+    if (homogeneous && j.lockedType >= 0 && static_cast<int>(t) != j.lockedType) continue;
+    if (onlyType >= 0 && static_cast<int>(t) != onlyType) continue;
+    const int most = std::min(room, freeByType[t]);
+    if (most <= 0 || j.TpWith(t, most) <= better) continue;
+    // Past one worker of this type, throughput only grows with more of them.
+    int lo = 1, hi = most;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (j.TpWith(t, mid) > better) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    const double gain = (j.TpWith(t, lo) - tp) / lo;
+    if (!found || gain > out->gainPerGpu) {
+      *out = Step{gain, index, static_cast<int>(t), lo, 0};
+      found = true;
+    }
+  }
+  return found;
+}
+
+void SecureMinimums(ClusterModel* m, const SchedulerOptions& options,
+                    std::vector<int>* freeByType) {
+  for (size_t i = 0; i < m->jobs.size(); ++i) {
+    JobModel& j = m->jobs[i];
+    if (j.Workers() >= j.minWorkers && j.minWorkers <= j.maxWorkers) continue;
+    if (j.Workers() == 0) j.lockedType = -1;
+    const int need = j.minWorkers - j.Workers();
+    bool placed = false;
+    if (j.minWorkers <= j.maxWorkers) {
+      for (const std::vector<int>& mask : StartOptions(j, options.homogeneous)) {
+        if (mask.empty()) continue;
+        if (FreeIn(mask, *freeByType) < need &&
+            !(options.reclaimForPriority && Reclaim(m, i, mask, need, freeByType))) {
+          continue;
+        }
+        placed = TakeFree(&j, mask, need, freeByType);
+        if (placed) break;
+      }
+    }
+    // A job that cannot reach its minimum waits with nothing.
+    if (!placed) ReleaseAll(&j, freeByType);
+  }
+}
+
+namespace {
+
+// Max-heap order: the largest gain per GPU, then the earlier-served job.
+struct StepLess {
+  bool operator()(const Step& a, const Step& b) const {
+    return std::make_tuple(a.gainPerGpu, -a.job, -a.type) <
+           std::make_tuple(b.gainPerGpu, -b.job, -b.type);
+  }
+};
+
+void Greedy(ClusterModel* m, const SchedulerOptions& options, const std::vector<bool>& frozen,
+            std::vector<int>* freeByType) {
+  std::vector<unsigned> version(m->jobs.size(), 0);
+  std::priority_queue<Step, std::vector<Step>, StepLess> heap;
+  auto offer = [&](int j) {
+    Step s;
+    if (BestStep(m->jobs[j], j, options.homogeneous, *freeByType, -1, &s)) {
+      s.version = version[j];
+      heap.push(s);
+    }
+  };
+  for (size_t j = 0; j < m->jobs.size(); ++j) {
+    const JobModel& job = m->jobs[j];
+    if (!frozen[j] && job.Workers() >= job.minWorkers && job.Workers() > 0) offer(j);
+  }
+  while (!heap.empty()) {
+    const Step s = heap.top();
+    heap.pop();
+    if (s.version != version[s.job]) continue;
+    ++version[s.job];
+    if ((*freeByType)[s.type] >= s.gpus) {
+      m->jobs[s.job].counts[s.type] += s.gpus;
+      (*freeByType)[s.type] -= s.gpus;
+    }
+    // Taken or not, the job's best step is recomputed against the pool now.
+    offer(s.job);
+  }
+}
+
+}  // namespace
+
+void GrowForThroughput(ClusterModel* m, const SchedulerOptions& options,
+                       const std::vector<double>& nowTp, std::vector<int>* freeByType) {
+  std::vector<std::vector<int>> start;
+  for (const JobModel& j : m->jobs) start.push_back(j.counts);
+  std::vector<bool> frozen(m->jobs.size(), false);
+  // Each round freezes at least one job, so this ends; usually after one or two.
+  for (;;) {
+    Greedy(m, options, frozen, freeByType);
+    bool undone = false;
+    for (size_t i = 0; i < m->jobs.size(); ++i) {
+      JobModel& j = m->jobs[i];
+      if (frozen[i] || nowTp[i] <= 0.0 || j.counts == start[i]) continue;
+      if (j.Tp() > nowTp[i] * (1.0 + options.minGain)) continue;
+      // Not worth a reconfiguration: back to the plan before growth.
+      for (size_t t = 0; t < j.counts.size(); ++t) {
+        Release(&j, t, j.counts[t] - start[i][t], freeByType);
+      }
+      frozen[i] = true;
+      undone = true;
+    }
+    if (!undone) return;
+  }
+}
+
+}  // namespace easyscale::op::internal
