@@ -1,0 +1,400 @@
+// The REST verbs and the watch stream over cpp-httplib.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#include "easyscale/operator/kube_client.h"
+
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "absl/strings/numbers.h"
+#include "easyscale/common/checks.h"
+#include "easyscale/common/log.h"
+
+namespace easyscale::op {
+
+using nlohmann::json;
+
+const Resource kPods{"", "v1", "pods", "Pod", true};
+const Resource kNodes{"", "v1", "nodes", "Node", false};
+const Resource kEvents{"", "v1", "events", "Event", true};
+const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
+const Resource kEasyScaleJobs{"easyscale.io", "v1alpha1", "easyscalejobs", "EasyScaleJob", true};
+
+struct KubeClient::Target {
+  bool https = true;
+  std::string host;
+  int port = 443;
+  std::string basePath;  // a server URL may carry a path prefix
+};
+
+namespace {
+
+// The Content-Type a JSON merge patch needs.
+constexpr const char* kMergePatch = "application/merge-patch+json";
+
+StatusOr<std::unique_ptr<KubeClient::Target>> ParseServer(const std::string& server) {
+  auto t = std::make_unique<KubeClient::Target>();
+  std::string rest;
+  if (server.rfind("https://", 0) == 0) {
+    rest = server.substr(8);
+  } else if (server.rfind("http://", 0) == 0) {
+    t->https = false;
+    t->port = 80;
+    rest = server.substr(7);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server: must start with https:// or http://, got \"", server, "\""));
+  }
+  const size_t slash = rest.find('/');
+  std::string hostPort = rest.substr(0, slash);
+  if (slash != std::string::npos) t->basePath = rest.substr(slash);
+  while (!t->basePath.empty() && t->basePath.back() == '/') t->basePath.pop_back();
+  size_t colon = hostPort.rfind(':');
+  if (!hostPort.empty() && hostPort[0] == '[') {  // [v6]:port
+    const size_t close = hostPort.find(']');
+    if (close == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("server: bad IPv6 host in \"", server, "\""));
+    }
+    t->host = hostPort.substr(1, close - 1);
+    colon =
+        hostPort.size() > close + 1 && hostPort[close + 1] == ':' ? close + 1 : std::string::npos;
+  } else {
+    t->host = hostPort.substr(0, colon);
+  }
+  if (colon != std::string::npos) {
+    if (!absl::SimpleAtoi(hostPort.substr(colon + 1), &t->port) || t->port <= 0 ||
+        t->port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("server: bad port in \"", server, "\""));
+    }
+  }
+  if (t->host.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("server: no host in \"", server, "\""));
+  }
+  return t;
+}
+
+X509_STORE* StoreFromPem(const std::string& pem) {
+  X509_STORE* store = X509_STORE_new();
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  int added = 0;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
+  }
+  BIO_free(bio);
+  if (added == 0) {
+    X509_STORE_free(store);
+    return nullptr;
+  }
+  return store;
+}
+
+std::string HttpErrorName(httplib::Error e) { return httplib::to_string(e); }
+
+}  // namespace
+
+Status ToStatus(int code, const std::string& body) {
+  if (code >= 200 && code < 300) return absl::OkStatus();
+  std::string message = body;
+  std::string reason;
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object()) {
+    if (j.contains("message") && j["message"].is_string()) message = j["message"];
+    if (j.contains("reason") && j["reason"].is_string()) reason = j["reason"];
+  }
+  const std::string text =
+      absl::StrCat("HTTP ", code, reason.empty() ? "" : " ", reason, ": ", message);
+  switch (code) {
+    case 400:
+    case 422:
+      return absl::InvalidArgumentError(text);
+    case 401:
+      return absl::UnauthenticatedError(text);
+    case 403:
+      return absl::PermissionDeniedError(text);
+    case 404:
+      return absl::NotFoundError(text);
+    case 409:
+      return reason == "AlreadyExists" ? absl::AlreadyExistsError(text) : absl::AbortedError(text);
+    case 410:
+      return absl::OutOfRangeError(text);
+    case 429:
+      return absl::ResourceExhaustedError(text);
+    case 504:
+      return absl::DeadlineExceededError(text);
+    default:
+      return code >= 500 ? absl::UnavailableError(text) : absl::UnknownError(text);
+  }
+}
+
+std::string ObjectKey(const json& obj) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& m = obj["metadata"];
+  const std::string ns = m.value("namespace", "");
+  const std::string name = m.value("name", "");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::string ResourceVersionOf(const json& obj) {
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  return obj["metadata"].value("resourceVersion", "");
+}
+
+std::string UrlEncode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string ResourcePath(const Resource& r, const std::string& ns, const std::string& name,
+                         const std::string& subresource) {
+  std::string p = r.group.empty() ? "/api/" + r.version : "/apis/" + r.group + "/" + r.version;
+  if (r.namespaced && !ns.empty()) p += "/namespaces/" + ns;
+  p += "/" + r.plural;
+  if (!name.empty()) p += "/" + name;
+  if (!subresource.empty()) p += "/" + subresource;
+  return p;
+}
+
+void WatchCanceller::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (client_ != nullptr) client_->stop();
+}
+
+void WatchCanceller::Attach(httplib::ClientImpl* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  client_ = c;
+  if (c != nullptr && cancelled_) c->stop();
+}
+
+StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(const KubeConfig& config) {
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, ParseServer(config.server));
+  if (target->https && !config.caPem.empty()) {
+    X509_STORE* s = StoreFromPem(config.caPem);
+    if (s == nullptr) {
+      return absl::InvalidArgumentError("certificate-authority: no PEM certificate found");
+    }
+    X509_STORE_free(s);
+  }
+  if (!config.clientCertPem.empty() && !target->https) {
+    return absl::InvalidArgumentError("client-certificate: needs an https:// server");
+  }
+  auto c = std::unique_ptr<KubeClient>(new KubeClient(config, std::move(target)));
+  if (c->target_->https) {  // fail early on unreadable client credentials
+    if (c->NewConnection() == nullptr) {
+      return absl::InvalidArgumentError("client-certificate/client-key: not a valid PEM pair");
+    }
+  }
+  return c;
+}
+
+KubeClient::KubeClient(KubeConfig config, std::unique_ptr<Target> target)
+    : config_(std::move(config)), target_(std::move(target)) {}
+
+KubeClient::~KubeClient() = default;
+
+std::unique_ptr<httplib::ClientImpl> KubeClient::NewConnection() const {
+  std::unique_ptr<httplib::ClientImpl> c;
+  if (!target_->https) {
+    c = std::make_unique<httplib::ClientImpl>(target_->host, target_->port);
+  } else {
+    std::unique_ptr<httplib::SSLClient> s;
+    if (!config_.clientCertPem.empty()) {
+      BIO* cb = BIO_new_mem_buf(config_.clientCertPem.data(),
+                                static_cast<int>(config_.clientCertPem.size()));
+      X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+      BIO_free(cb);
+      BIO* kb = BIO_new_mem_buf(config_.clientKeyPem.data(),
+                                static_cast<int>(config_.clientKeyPem.size()));
+      EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+      BIO_free(kb);
+      if (cert == nullptr || key == nullptr) {
+        X509_free(cert);
+        EVP_PKEY_free(key);
+        return nullptr;
+      }
+      s = std::make_unique<httplib::SSLClient>(target_->host, target_->port, cert, key);
+      X509_free(cert);  // the SSL context holds its own references
+      EVP_PKEY_free(key);
+    } else {
+      s = std::make_unique<httplib::SSLClient>(target_->host, target_->port);
+    }
+    if (config_.insecureSkipTlsVerify) {
+      s->enable_server_certificate_verification(false);
+    } else {
+      s->enable_server_certificate_verification(true);
+      if (!config_.caPem.empty()) s->set_ca_cert_store(StoreFromPem(config_.caPem));
+    }
+    c = std::move(s);
+  }
+  c->set_connection_timeout(5, 0);
+  c->set_read_timeout(30, 0);
+  c->set_write_timeout(10, 0);
+  c->set_keep_alive(true);
+  if (!config_.token.empty()) c->set_bearer_token_auth(config_.token.c_str());
+  return c;
+}
+
+std::unique_ptr<httplib::ClientImpl> KubeClient::TakeConnection() {
+  {
+    std::lock_guard<std::mutex> lock(poolMu_);
+    if (!pool_.empty()) {
+      auto c = std::move(pool_.back());
+      pool_.pop_back();
+      return c;
+    }
+  }
+  return NewConnection();
+}
+
+void KubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> c) {
+  std::lock_guard<std::mutex> lock(poolMu_);
+  if (pool_.size() < 8) pool_.push_back(std::move(c));
+}
+
+StatusOr<json> KubeClient::Call(const std::string& method, const std::string& path,
+                                const json* body, const std::string& contentType) {
+  std::unique_ptr<httplib::ClientImpl> c = TakeConnection();
+  if (c == nullptr) return absl::InvalidArgumentError("client credentials: cannot load");
+  const std::string full = target_->basePath + path;
+  const httplib::Headers headers = {{"Accept", "application/json"}};
+  const std::string payload = body != nullptr ? body->dump() : std::string();
+  httplib::Result res = [&] {
+    if (method == "GET") return c->Get(full, headers);
+    if (method == "POST") return c->Post(full, headers, payload, contentType);
+    if (method == "PUT") return c->Put(full, headers, payload, contentType);
+    if (method == "PATCH") return c->Patch(full, headers, payload, contentType);
+    return c->Delete(full, headers, payload, contentType);
+  }();
+  if (!res) {
+    return absl::UnavailableError(
+        absl::StrCat(method, " ", path, ": ", HttpErrorName(res.error())));
+  }
+  const int code = res->status;
+  std::string respBody = std::move(res->body);
+  ReturnConnection(std::move(c));
+  ES_RETURN_IF_ERROR(ToStatus(code, respBody));
+  json j = json::parse(respBody, nullptr, false);
+  if (j.is_discarded()) {
+    return absl::UnavailableError(absl::StrCat(method, " ", path, ": response is not JSON"));
+  }
+  return j;
+}
+
+StatusOr<json> KubeClient::Get(const Resource& r, const std::string& ns, const std::string& name) {
+  return Call("GET", ResourcePath(r, ns, name), nullptr, "");
+}
+
+StatusOr<json> KubeClient::List(const Resource& r, const std::string& ns, const ListOptions& o) {
+  std::string q;
+  if (!o.labelSelector.empty()) q += "&labelSelector=" + UrlEncode(o.labelSelector);
+  if (!o.fieldSelector.empty()) q += "&fieldSelector=" + UrlEncode(o.fieldSelector);
+  if (!q.empty()) q[0] = '?';
+  return Call("GET", ResourcePath(r, ns) + q, nullptr, "");
+}
+
+StatusOr<json> KubeClient::Create(const Resource& r, const std::string& ns, const json& obj) {
+  return Call("POST", ResourcePath(r, ns), &obj, "application/json");
+}
+
+StatusOr<json> KubeClient::Update(const Resource& r, const json& obj) {
+  const json& m = obj.value("metadata", json::object());
+  return Call("PUT", ResourcePath(r, m.value("namespace", ""), m.value("name", "")), &obj,
+              "application/json");
+}
+
+StatusOr<json> KubeClient::UpdateStatus(const Resource& r, const json& obj) {
+  const json& m = obj.value("metadata", json::object());
+  return Call("PUT", ResourcePath(r, m.value("namespace", ""), m.value("name", ""), "status"), &obj,
+              "application/json");
+}
+
+StatusOr<json> KubeClient::MergePatch(const Resource& r, const std::string& ns,
+                                      const std::string& name, const json& patch, bool status) {
+  return Call("PATCH", ResourcePath(r, ns, name, status ? "status" : ""), &patch, kMergePatch);
+}
+
+Status KubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name) {
+  return Call("DELETE", ResourcePath(r, ns, name), nullptr, "").status();
+}
+
+Status KubeClient::Watch(const Resource& r, const std::string& ns, const WatchOptions& o,
+                         const std::function<bool(const WatchEvent&)>& onEvent,
+                         WatchCanceller* canceller) {
+  std::unique_ptr<httplib::ClientImpl> c = NewConnection();
+  if (c == nullptr) return absl::InvalidArgumentError("client credentials: cannot load");
+  c->set_keep_alive(false);
+  c->set_read_timeout(o.timeoutSeconds + 30, 0);  // the server ends the stream first
+  std::string q = "?watch=true";
+  if (!o.resourceVersion.empty()) q += "&resourceVersion=" + UrlEncode(o.resourceVersion);
+  if (o.allowBookmarks) q += "&allowWatchBookmarks=true";
+  q += absl::StrCat("&timeoutSeconds=", o.timeoutSeconds);
+  if (!o.labelSelector.empty()) q += "&labelSelector=" + UrlEncode(o.labelSelector);
+  if (!o.fieldSelector.empty()) q += "&fieldSelector=" + UrlEncode(o.fieldSelector);
+  const std::string path = target_->basePath + ResourcePath(r, ns) + q;
+
+  if (canceller != nullptr) canceller->Attach(c.get());
+  int code = 0;
+  std::string errorBody;
+  std::string pending;  // bytes after the last newline: an event not yet complete
+  Status streamStatus;
+  bool stoppedByHandler = false;
+  httplib::Result res = c->Get(
+      path, {{"Accept", "application/json"}},
+      [&](const httplib::Response& resp) {
+        code = resp.status;
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (code != 200) {
+          errorBody.append(data, n);
+          return errorBody.size() < (1u << 20);
+        }
+        pending.append(data, n);
+        size_t start = 0;
+        for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+          const std::string line = pending.substr(start, nl - start);
+          if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+          json j = json::parse(line, nullptr, false);
+          if (!j.is_object() || !j.contains("type") || !j["type"].is_string() ||
+              !j.contains("object") || !j["object"].is_object()) {
+            streamStatus = absl::UnavailableError("watch: malformed event line");
+            return false;
+          }
+          WatchEvent ev{j["type"].get<std::string>(), std::move(j["object"])};
+          if (ev.type == "ERROR") {  // a Status object; 410 means the RV expired
+            streamStatus = ToStatus(ev.object.value("code", 500), ev.object.dump());
+            return false;
+          }
+          if (!onEvent(ev)) {
+            stoppedByHandler = true;
+            return false;
+          }
+        }
+        pending.erase(0, start);
+        return true;
+      });
+  if (canceller != nullptr) canceller->Attach(nullptr);
+  if (canceller != nullptr && canceller->cancelled())
+    return absl::CancelledError("watch cancelled");
+  if (!streamStatus.ok()) return streamStatus;
+  if (stoppedByHandler) return absl::OkStatus();
+  if (code != 0 && code != 200) return ToStatus(code, errorBody);
+  if (!res) {
+    return absl::UnavailableError(
+        absl::StrCat("watch ", r.plural, ": ", HttpErrorName(res.error())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace easyscale::op

@@ -1,0 +1,240 @@
+// The client against the test API server over HTTPS: verbs, error codes,
+// status subresource, selectors, finalizers, garbage collection and watches.
+#include "easyscale/operator/kube_client.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "easyscale/common/file_io.h"
+#include "easyscale/operator/test_apiserver.h"
+
+namespace easyscale::op {
+namespace {
+
+using nlohmann::json;
+using testing::TestApiServer;
+
+json JobObject(const std::string& name, int ests) {
+  return {{"apiVersion", "easyscale.io/v1alpha1"},
+          {"kind", "EasyScaleJob"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"image", "easyscale/worker:test"}, {"ests", ests}, {"maxWorkers", ests}}}};
+}
+
+json PodObject(const std::string& name, json labels = json::object()) {
+  return {{"metadata", {{"name", name}, {"labels", labels}}},
+          {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+}
+
+class KubeClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s =
+        TestApiServer::Start({.tls = true, .token = "secret-token", .bookmarkIntervalMs = 200});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    dir_ =
+        std::filesystem::temp_directory_path() / ("kube_client_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    const std::string kubeconfig = (dir_ / "kubeconfig").string();
+    ASSERT_TRUE(server_->WriteKubeconfig(kubeconfig).ok());
+    StatusOr<KubeConfig> config = LoadKubeconfigFile(kubeconfig);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto c = KubeClient::Create(*config);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<TestApiServer> server_;
+  std::unique_ptr<KubeClient> client_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(KubeClientTest, CrudAndErrorCodesOverHttpsWithCaAndToken) {
+  StatusOr<json> created = client_->Create(kPods, "default", PodObject("a", {{"app", "x"}}));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)["status"]["phase"], "Pending");
+  EXPECT_FALSE((*created)["metadata"]["uid"].get<std::string>().empty());
+  EXPECT_TRUE(absl::IsAlreadyExists(client_->Create(kPods, "default", PodObject("a")).status()));
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "zzz").status()));
+
+  json stale = *created;
+  json fresh = *created;
+  fresh["metadata"]["labels"]["app"] = "y";
+  ASSERT_TRUE(client_->Update(kPods, fresh).ok());
+  EXPECT_TRUE(absl::IsAborted(client_->Update(kPods, stale).status()));  // 409 Conflict
+
+  StatusOr<json> bad = client_->Create(kEasyScaleJobs, "default", JobObject("bad", 0));
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status()));  // 422 from ParseJobSpec
+  EXPECT_NE(bad.status().message().find("spec.ests"), std::string::npos) << bad.status();
+
+  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("b", {{"app", "x"}})).ok());
+  StatusOr<json> list = client_->List(kPods, "default", {.labelSelector = "app=x"});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ((*list)["items"].size(), 1u);
+  EXPECT_EQ((*list)["items"][0]["metadata"]["name"], "b");
+  EXPECT_FALSE((*list)["metadata"]["resourceVersion"].get<std::string>().empty());
+  list = client_->List(kPods, "", {.fieldSelector = "metadata.name=a"});
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ((*list)["items"].size(), 1u);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client_->List(kPods, "", {.fieldSelector = "spec.bogus=1"}).status()));
+
+  ASSERT_TRUE(client_->Delete(kPods, "default", "a").ok());
+  EXPECT_TRUE(absl::IsNotFound(client_->Delete(kPods, "default", "a")));
+}
+
+TEST_F(KubeClientTest, WrongTokenAndUntrustedCaAreRejected) {
+  KubeConfig c = server_->ClientConfig();
+  c.token = "wrong";
+  auto wrongToken = KubeClient::Create(c);
+  ASSERT_TRUE(wrongToken.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated((*wrongToken)->List(kPods, "").status()));
+  auto other = testing::MakeSelfSignedCert("other");
+  ASSERT_TRUE(other.ok());
+  c = server_->ClientConfig();
+  c.caPem = other->certPem;
+  auto untrusted = KubeClient::Create(c);
+  ASSERT_TRUE(untrusted.ok());
+  EXPECT_TRUE(absl::IsUnavailable((*untrusted)->List(kPods, "").status()));
+  c.insecureSkipTlsVerify = true;
+  auto insecure = KubeClient::Create(c);
+  ASSERT_TRUE(insecure.ok());
+  EXPECT_TRUE((*insecure)->List(kPods, "").ok());
+}
+
+TEST_F(KubeClientTest, StatusSubresourceSplitsSpecAndStatus) {
+  StatusOr<json> job = client_->Create(kEasyScaleJobs, "default", JobObject("j", 4));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)["metadata"]["generation"], 1);
+  json withStatus = *job;
+  withStatus["status"] = {{"phase", "Running"}};
+  withStatus["spec"]["ests"] = 8;  // ignored by /status
+  StatusOr<json> s = client_->UpdateStatus(kEasyScaleJobs, withStatus);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)["status"]["phase"], "Running");
+  EXPECT_EQ((*s)["spec"]["ests"], 4);
+  EXPECT_EQ((*s)["metadata"]["generation"], 1);
+  json specChange = *s;
+  specChange["spec"]["ests"] = 8;
+  specChange["spec"]["maxWorkers"] = 8;
+  specChange["status"] = {{"phase", "Hacked"}};  // ignored by the main resource
+  StatusOr<json> u = client_->Update(kEasyScaleJobs, specChange);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ((*u)["metadata"]["generation"], 2);
+  EXPECT_EQ((*u)["status"]["phase"], "Running");
+  StatusOr<json> p = client_->MergePatch(kEasyScaleJobs, "default", "j",
+                                         {{"status", {{"step", 7}}}}, /*status=*/true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)["status"]["step"], 7);
+  EXPECT_EQ((*p)["status"]["phase"], "Running");
+}
+
+TEST_F(KubeClientTest, FinalizersDelayDeletionAndOwnedPodsAreCollected) {
+  json j = JobObject("owner", 2);
+  j["metadata"]["finalizers"] = {"easyscale.io/cleanup"};
+  StatusOr<json> job = client_->Create(kEasyScaleJobs, "default", j);
+  ASSERT_TRUE(job.ok());
+  json pod = PodObject("owned");
+  pod["metadata"]["ownerReferences"] = {{{"apiVersion", "easyscale.io/v1alpha1"},
+                                         {"kind", "EasyScaleJob"},
+                                         {"name", "owner"},
+                                         {"uid", (*job)["metadata"]["uid"]},
+                                         {"controller", true}}};
+  ASSERT_TRUE(client_->Create(kPods, "default", pod).ok());
+  ASSERT_TRUE(client_->Delete(kEasyScaleJobs, "default", "owner").ok());
+  StatusOr<json> terminating = client_->Get(kEasyScaleJobs, "default", "owner");
+  ASSERT_TRUE(terminating.ok());
+  EXPECT_TRUE((*terminating)["metadata"].contains("deletionTimestamp"));
+  EXPECT_TRUE(client_->Get(kPods, "default", "owned").ok());  // owner still exists
+  json done = *terminating;
+  done["metadata"]["finalizers"] = json::array();
+  ASSERT_TRUE(client_->Update(kEasyScaleJobs, done).ok());
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kEasyScaleJobs, "default", "owner").status()));
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "owned").status()));
+}
+
+TEST_F(KubeClientTest, WatchStreamsChangesAndBookmarksFromListRv) {
+  StatusOr<json> list = client_->List(kPods, "default");
+  ASSERT_TRUE(list.ok());
+  const std::string rv = (*list)["metadata"]["resourceVersion"];
+  std::vector<WatchEvent> seen;
+  WatchCanceller cancel;
+  std::thread watcher([&] {
+    Status s = client_->Watch(
+        kPods, "default", {.resourceVersion = rv, .labelSelector = "w=1"},
+        [&](const WatchEvent& e) {
+          seen.push_back(e);
+          return !(e.type == "BOOKMARK" && seen.size() >= 4);
+        },
+        &cancel);
+    EXPECT_TRUE(s.ok()) << s;
+  });
+  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("w1", {{"w", "1"}})).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("other")).ok());
+  ASSERT_TRUE(
+      client_->MergePatch(kPods, "default", "w1", {{"metadata", {{"labels", {{"w", "0"}}}}}}).ok());
+  watcher.join();
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_EQ(seen[0].type, "ADDED");
+  EXPECT_EQ(seen[0].object["metadata"]["name"], "w1");
+  EXPECT_EQ(seen[1].type, "DELETED");  // left the selector
+  EXPECT_EQ(seen.back().type, "BOOKMARK");
+  EXPECT_GE(std::stoll(ResourceVersionOf(seen.back().object)), std::stoll(rv) + 3);
+}
+
+TEST_F(KubeClientTest, ExpiredResourceVersionIsOutOfRange) {
+  StatusOr<json> list = client_->List(kPods, "default");
+  ASSERT_TRUE(list.ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("x")).ok());
+  server_->Compact();
+  Status s =
+      client_->Watch(kPods, "default", {.resourceVersion = (*list)["metadata"]["resourceVersion"]},
+                     [](const WatchEvent&) { return true; });
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;  // ERROR event with code 410
+}
+
+TEST_F(KubeClientTest, CancelEndsAnIdleWatch) {
+  WatchCanceller cancel;
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel.Cancel();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Status s = client_->Watch(
+      kNodes, "", {.allowBookmarks = false}, [](const WatchEvent&) { return true; }, &cancel);
+  t.join();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(KubeConfigTest, ErrorsNameTheField) {
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("kc_" + std::to_string(getpid()));
+  ASSERT_TRUE(WriteFileAtomic(path,
+                              "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: "
+                              "k\nclusters:\n- name: k\n  cluster:\n    server: ftp://x\n")
+                  .ok());
+  StatusOr<KubeConfig> c = LoadKubeconfigFile(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("clusters[k].cluster.server"), std::string::npos)
+      << c.status();
+  ASSERT_TRUE(WriteFileAtomic(
+                  path,
+                  "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: "
+                  "u\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n    "
+                  "certificate-authority-data: '!!!'\nusers:\n- name: u\n  user: {}\n")
+                  .ok());
+  c = LoadKubeconfigFile(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("certificate-authority-data"), std::string::npos)
+      << c.status();
+  std::filesystem::remove(path);
+  EXPECT_FALSE(LoadKubeconfigFile("/nonexistent/kubeconfig").ok());
+}
+
+}  // namespace
+}  // namespace easyscale::op

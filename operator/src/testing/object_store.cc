@@ -1,0 +1,372 @@
+// kube-apiserver's storage rules, in memory.
+#include "object_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "easyscale/common/checks.h"
+#include "easyscale/common/job_spec.h"
+#include "easyscale/operator/kube_time.h"
+
+namespace easyscale::op::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string Key(const std::string& ns, const std::string& name) {
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+// DNS-1123 subdomain: what most object names must be.
+bool ValidName(const std::string& n) {
+  if (n.empty() || n.size() > 253) return false;
+  for (char c : n) {
+    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
+          c == '-' || c == '.')) {
+      return false;
+    }
+  }
+  return isalnum(static_cast<unsigned char>(n.front())) &&
+         isalnum(static_cast<unsigned char>(n.back()));
+}
+
+std::string Qualified(const ResourceInfo& r) {
+  return r.resource.group.empty() ? r.resource.plural : r.resource.plural + "." + r.resource.group;
+}
+
+json& Meta(json& obj) {
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
+  return obj["metadata"];
+}
+
+bool HasFinalizers(const json& obj) {
+  const json& m = obj["metadata"];
+  return m.contains("finalizers") && m["finalizers"].is_array() && !m["finalizers"].empty();
+}
+
+}  // namespace
+
+const std::vector<ResourceInfo>& ServedResources() {
+  static const std::vector<ResourceInfo> r = {
+      {kPods, true}, {kNodes, true}, {kEvents, false}, {kLeases, false}, {kEasyScaleJobs, true}};
+  return r;
+}
+
+ObjectStore::ObjectStore() = default;
+
+const ResourceInfo* ObjectStore::FindResource(const std::string& group, const std::string& version,
+                                              const std::string& plural) const {
+  for (const ResourceInfo& r : ServedResources()) {
+    if (r.resource.group == group && r.resource.version == version && r.resource.plural == plural) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
+  const std::string name = obj["metadata"].value("name", "");
+  auto invalid = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.resource.kind, ".", r.resource.group.empty() ? "" : r.resource.group,
+                     r.resource.group.empty() ? "" : " ", "\"", name, "\" is invalid: ", why));
+  };
+  if (!ValidName(name)) {
+    return invalid("metadata.name: Invalid value: \"" + name +
+                   "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                   "characters, '-' or '.'");
+  }
+  if (r.resource.plural == "easyscalejobs") {
+    if (!obj.contains("spec")) return invalid("spec: Required value");
+    StatusOr<JobSpec> spec = ParseJobSpec(obj["spec"], "spec");
+    if (!spec.ok()) return invalid(std::string(spec.status().message()));
+  } else if (r.resource.plural == "pods") {
+    const json spec = obj.value("spec", json::object());
+    const json containers = spec.value("containers", json::array());
+    if (!containers.is_array() || containers.empty()) {
+      return invalid("spec.containers: Required value");
+    }
+    for (size_t i = 0; i < containers.size(); ++i) {
+      if (!containers[i].is_object() || containers[i].value("name", "").empty()) {
+        return invalid(absl::StrCat("spec.containers[", i, "].name: Required value"));
+      }
+      if (containers[i].value("image", "").empty()) {
+        return invalid(absl::StrCat("spec.containers[", i, "].image: Required value"));
+      }
+    }
+  } else if (r.resource.plural == "events") {
+    if (!obj.contains("involvedObject") || !obj["involvedObject"].is_object()) {
+      return invalid("involvedObject: Required value");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ObjectStore::Record(const std::string& plural, const std::string& type, const json& obj,
+                         const json& previous) {
+  history_.push_back({rv_, plural, type, obj, previous});
+  Trim();
+  changed_.notify_all();
+}
+
+void ObjectStore::Trim() {
+  while (history_.size() > window_) {
+    compactedRv_ = history_.front().rv;
+    history_.pop_front();
+  }
+}
+
+StatusOr<ObjectStore::Objects::iterator> ObjectStore::FindLocked(const ResourceInfo& r,
+                                                                 const std::string& ns,
+                                                                 const std::string& name) {
+  Objects& objs = objects_[r.resource.plural];
+  auto it = objs.find(Key(ns, name));
+  if (it == objs.end()) {
+    return absl::NotFoundError(absl::StrCat(Qualified(r), " \"", name, "\" not found"));
+  }
+  return it;
+}
+
+StatusOr<json> ObjectStore::Get(const ResourceInfo& r, const std::string& ns,
+                                const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
+  return it->second;
+}
+
+json ObjectStore::List(const ResourceInfo& r, const std::string& ns,
+                       const std::function<bool(const json&)>& match) {
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const auto& [key, obj] : objects_[r.resource.plural]) {
+    if (!ns.empty() && obj["metadata"].value("namespace", "") != ns) continue;
+    if (match(obj)) items.push_back(obj);
+  }
+  return {{"kind", r.resource.kind + "List"},
+          {"apiVersion", r.resource.apiVersion()},
+          {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
+          {"items", items}};
+}
+
+StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns, json obj) {
+  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+  std::lock_guard<std::mutex> lock(mu_);
+  json& m = Meta(obj);
+  if (r.resource.namespaced) {
+    const std::string bodyNs = m.value("namespace", "");
+    if (!bodyNs.empty() && bodyNs != ns) {
+      return absl::FailedPreconditionError(
+          "the namespace of the provided object does not match the namespace sent on the request");
+    }
+    m["namespace"] = ns;
+  } else {
+    m.erase("namespace");
+  }
+  if (m.value("name", "").empty() && !m.value("generateName", "").empty()) {
+    m["name"] =
+        absl::StrFormat("%s%05x", m.value("generateName", ""), (rv_ * 2654435761u) % 0xfffff);
+  }
+  obj["kind"] = r.resource.kind;
+  obj["apiVersion"] = r.resource.apiVersion();
+  ES_RETURN_IF_ERROR(Validate(r, obj));
+  const std::string key = Key(ns, m["name"]);
+  Objects& objs = objects_[r.resource.plural];
+  if (objs.count(key) != 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(Qualified(r), " \"", m["name"].get<std::string>(), "\" already exists"));
+  }
+  if (r.hasStatus) obj.erase("status");  // writes to the main resource ignore status
+  if (r.resource.plural == "pods") obj["status"] = {{"phase", "Pending"}};
+  m["uid"] = absl::StrFormat("00000000-0000-4000-8000-%012d", ++uidCounter_);
+  m["creationTimestamp"] = NowTime();
+  m.erase("deletionTimestamp");
+  if (obj.contains("spec")) m["generation"] = 1;
+  m["resourceVersion"] = std::to_string(++rv_);
+  objs[key] = obj;
+  Record(r.resource.plural, "ADDED", obj, json());
+  return obj;
+}
+
+StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
+                                   const std::string& name, json obj, bool status) {
+  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = Key(ns, name);
+  ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
+  const json old = it->second;
+  json& m = Meta(obj);
+  if (m.value("name", name) != name) {
+    return absl::FailedPreconditionError("the name of the object does not match the URL");
+  }
+  const std::string rv = m.value("resourceVersion", "");
+  if (!rv.empty() && rv != old["metadata"].value("resourceVersion", "")) {
+    return absl::AbortedError(absl::StrCat(
+        "Operation cannot be fulfilled on ", Qualified(r), " \"", name,
+        "\": the object has been modified; please apply your changes to the latest version and "
+        "try again"));
+  }
+  json next;
+  if (status) {  // /status: only the status stanza changes
+    next = old;
+    if (obj.contains("status")) next["status"] = obj["status"];
+  } else {
+    next = obj;
+    if (r.hasStatus) {  // the main resource: status is kept
+      if (old.contains("status"))
+        next["status"] = old["status"];
+      else
+        next.erase("status");
+    }
+    json& nm = next["metadata"];
+    for (const char* immutable :
+         {"uid", "creationTimestamp", "namespace", "generation", "deletionTimestamp"}) {
+      if (old["metadata"].contains(immutable))
+        nm[immutable] = old["metadata"][immutable];
+      else
+        nm.erase(immutable);
+    }
+    nm["name"] = name;
+    next["kind"] = r.resource.kind;
+    next["apiVersion"] = r.resource.apiVersion();
+    if (old.value("spec", json()) != next.value("spec", json()) && nm.contains("generation")) {
+      nm["generation"] = nm["generation"].get<int64_t>() + 1;
+    }
+    ES_RETURN_IF_ERROR(Validate(r, next));
+  }
+  next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];
+  if (next == old) return old;  // a no-op write keeps the resourceVersion
+  return Commit(r, key, std::move(next), old);
+}
+
+json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old) {
+  obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
+  if (obj["metadata"].contains("deletionTimestamp") && !HasFinalizers(obj)) {
+    objects_[r.resource.plural][key] = obj;
+    Remove(r, key);
+    return obj;
+  }
+  objects_[r.resource.plural][key] = obj;
+  Record(r.resource.plural, old.is_null() ? "ADDED" : "MODIFIED", obj, old);
+  return obj;
+}
+
+void ObjectStore::Remove(const ResourceInfo& r, const std::string& key) {
+  Objects& objs = objects_[r.resource.plural];
+  auto it = objs.find(key);
+  if (it == objs.end()) return;
+  json obj = it->second;
+  objs.erase(it);
+  obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
+  Record(r.resource.plural, "DELETED", obj, json());
+  CollectGarbage(obj["metadata"].value("uid", ""));
+}
+
+// The garbage collector deletes dependents whose owner no longer exists
+// (background propagation); dependents with finalizers start terminating.
+void ObjectStore::CollectGarbage(const std::string& ownerUid) {
+  if (ownerUid.empty()) return;
+  for (const ResourceInfo& r : ServedResources()) {
+    std::vector<std::string> dependents;
+    for (const auto& [key, obj] : objects_[r.resource.plural]) {
+      const json refs = obj["metadata"].value("ownerReferences", json::array());
+      for (const json& ref : refs) {
+        if (ref.is_object() && ref.value("uid", "") == ownerUid) dependents.push_back(key);
+      }
+    }
+    for (const std::string& key : dependents) {
+      json& obj = objects_[r.resource.plural][key];
+      if (HasFinalizers(obj)) {
+        if (obj["metadata"].contains("deletionTimestamp")) continue;
+        json old = obj;
+        obj["metadata"]["deletionTimestamp"] = NowTime();
+        Commit(r, key, obj, old);
+      } else {
+        Remove(r, key);
+      }
+    }
+  }
+}
+
+StatusOr<json> ObjectStore::MergePatch(const ResourceInfo& r, const std::string& ns,
+                                       const std::string& name, const json& patch, bool status) {
+  if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
+  StatusOr<json> current = Get(r, ns, name);
+  if (!current.ok()) return current.status();
+  json next = *current;
+  next.merge_patch(patch);
+  // Without a resourceVersion in the patch the write is unconditional; a race
+  // with another writer between Get and Update retries here, as the server does.
+  const bool conditional = patch.contains("metadata") && patch["metadata"].is_object() &&
+                           patch["metadata"].contains("resourceVersion");
+  for (int attempt = 0;; ++attempt) {
+    StatusOr<json> out = Update(r, ns, name, next, status);
+    if (out.ok() || conditional || !absl::IsAborted(out.status()) || attempt > 5) return out;
+    current = Get(r, ns, name);
+    if (!current.ok()) return current.status();
+    next = *current;
+    next.merge_patch(patch);
+  }
+}
+
+StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
+                                   const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = Key(ns, name);
+  ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
+  if (HasFinalizers(it->second)) {
+    if (it->second["metadata"].contains("deletionTimestamp")) return it->second;
+    json old = it->second;
+    json next = old;
+    next["metadata"]["deletionTimestamp"] = NowTime();
+    next["metadata"]["deletionGracePeriodSeconds"] = 0;
+    return Commit(r, key, std::move(next), old);
+  }
+  json obj = it->second;
+  Remove(r, key);
+  obj["metadata"]["resourceVersion"] = std::to_string(rv_);
+  return obj;
+}
+
+StatusOr<std::vector<StoredEvent>> ObjectStore::EventsSince(const std::string& plural, int64_t rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rv < compactedRv_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("too old resource version: ", rv, " (", compactedRv_ + 1, ")"));
+  }
+  std::vector<StoredEvent> out;
+  auto first = std::upper_bound(history_.begin(), history_.end(), rv,
+                                [](int64_t v, const StoredEvent& e) { return v < e.rv; });
+  for (auto it = first; it != history_.end(); ++it) {
+    if (it->plural == plural) out.push_back(*it);
+  }
+  return out;
+}
+
+void ObjectStore::WaitForChange(int64_t rv, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, timeout, [&] { return rv_ > rv; });
+}
+
+void ObjectStore::NotifyAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  changed_.notify_all();
+}
+
+int64_t ObjectStore::CurrentRv() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rv_;
+}
+
+void ObjectStore::SetCompactionWindow(size_t events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  window_ = events;
+  Trim();
+}
+
+void ObjectStore::Compact() {
+  std::lock_guard<std::mutex> lock(mu_);
+  compactedRv_ = rv_;
+  history_.clear();
+}
+
+}  // namespace easyscale::op::testing

@@ -1,0 +1,101 @@
+// File: operator/src/testing/object_store.h
+//
+// The state of the test API server: objects by resource, namespace and name,
+// one global resourceVersion, and the history of changes that watches resume
+// from. It applies kube-apiserver's write rules: status subresource split,
+// generation bumps on spec changes, optimistic concurrency, finalizers and
+// garbage collection of dependents whose owner is gone.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+#include "easyscale/operator/kube_client.h"
+
+namespace easyscale::op::testing {
+
+struct ResourceInfo {
+  Resource resource;
+  bool hasStatus = false;  // a /status subresource splits spec and status writes
+};
+
+// The resources the test API server serves.
+const std::vector<ResourceInfo>& ServedResources();
+
+struct StoredEvent {
+  int64_t rv = 0;
+  std::string plural;
+  std::string type;  // ADDED | MODIFIED | DELETED
+  nlohmann::json object;
+  nlohmann::json previous;  // the object before a MODIFIED, for selector moves
+};
+
+// Errors use the client's codes: NotFound, AlreadyExists, Aborted (conflict),
+// InvalidArgument (422), FailedPrecondition (400), OutOfRange (410).
+class ObjectStore {
+ public:
+  ObjectStore();
+
+  const ResourceInfo* FindResource(const std::string& group, const std::string& version,
+                                   const std::string& plural) const;
+
+  StatusOr<nlohmann::json> Get(const ResourceInfo& r, const std::string& ns,
+                               const std::string& name);
+  // Every object of `r` in `ns` (all when empty) that `match` accepts.
+  nlohmann::json List(const ResourceInfo& r, const std::string& ns,
+                      const std::function<bool(const nlohmann::json&)>& match);
+  StatusOr<nlohmann::json> Create(const ResourceInfo& r, const std::string& ns, nlohmann::json obj);
+  StatusOr<nlohmann::json> Update(const ResourceInfo& r, const std::string& ns,
+                                  const std::string& name, nlohmann::json obj, bool status);
+  StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, const std::string& ns,
+                                      const std::string& name, const nlohmann::json& patch,
+                                      bool status);
+  StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
+                                  const std::string& name);
+
+  // Events of `plural` after `rv`; OutOfRange when history before it is compacted.
+  StatusOr<std::vector<StoredEvent>> EventsSince(const std::string& plural, int64_t rv);
+  // Waits until the resourceVersion passes `rv` or `timeout` passes.
+  void WaitForChange(int64_t rv, std::chrono::milliseconds timeout);
+  // Wakes every waiter (used when watches are dropped or the server stops).
+  void NotifyAll();
+
+  int64_t CurrentRv();
+  void SetCompactionWindow(size_t events);
+  // Forgets the whole history: any watch from an older RV gets 410.
+  void Compact();
+
+ private:
+  using Objects = std::map<std::string, nlohmann::json>;  // "ns/name" -> object
+  StatusOr<Objects::iterator> FindLocked(const ResourceInfo& r, const std::string& ns,
+                                         const std::string& name);
+  Status Validate(const ResourceInfo& r, const nlohmann::json& obj) const;
+  void Record(const std::string& plural, const std::string& type, const nlohmann::json& obj,
+              const nlohmann::json& previous);
+  // Commits `obj` replacing `old` (or removes it when its last finalizer went).
+  nlohmann::json Commit(const ResourceInfo& r, const std::string& key, nlohmann::json obj,
+                        const nlohmann::json& old);
+  void Remove(const ResourceInfo& r, const std::string& key);
+  void CollectGarbage(const std::string& ownerUid);
+  void Trim();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, Objects> objects_;  // by plural
+  int64_t rv_ = 1;
+  int64_t uidCounter_ = 0;
+  std::deque<StoredEvent> history_;
+  int64_t compactedRv_ = 0;  // events at or below this RV are forgotten
+  size_t window_ = 100000;
+};
+
+}  // namespace easyscale::op::testing
