@@ -71,7 +71,8 @@ nlohmann::json ToJson(const WorkerAssignment& a) {
           {"checkpointDir", a.checkpointDir},
           {"backend", a.backend},
           {"training", ToJson(a.training)},
-          {"action", ToString(a.action)}};
+          {"action", ToString(a.action)},
+          {"stopAtStep", a.stopAtStep}};
 }
 
 nlohmann::json ToJson(const WorkerReport& r) {
@@ -99,6 +100,7 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   r.Int("totalEsts", &a.totalEsts, true, 1, 1 << 20);
   r.IntList("ests", &a.ests, true, 0, a.totalEsts - 1);
   r.String("checkpointDir", &a.checkpointDir, true);
+  r.Int("stopAtStep", &a.stopAtStep, false, 0);
   r.Enum("backend", &a.backend, {"cpu", "cuda"});
   std::string action = ToString(a.action);
   r.Enum("action", &action, {"Run", "Wait", "CheckpointAndStop"});

@@ -1,6 +1,7 @@
 #include "easyscale/common/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,6 +53,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view content) {
   std::string tmp_template = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
   const int fd = ::mkstemp(tmp_template.data());
   if (fd < 0) return ErrnoStatus("create temporary file for", path);
+  ::fchmod(fd, 0644);  // mkstemp creates 0600; these files are shared data
   Status st = WriteAll(fd, content, tmp_template);
   if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync", tmp_template);
   if (::close(fd) != 0 && st.ok()) st = ErrnoStatus("close", tmp_template);

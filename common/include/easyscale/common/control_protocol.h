@@ -57,6 +57,8 @@ struct WorkerAssignment {
   std::string backend = "cpu";  // cpu | cuda
   TrainingArgs training;
   WorkerAction action = WorkerAction::kRun;
+  // Checkpoint and stop after this global step; 0 = train to training.steps.
+  int64_t stopAtStep = 0;
   bool operator==(const WorkerAssignment&) const = default;
 };
 

@@ -1,0 +1,48 @@
+// File: easyscale/common/flags.h
+//
+// Command-line flags of the form --name=value or --name value, with typed
+// targets and one-line errors naming the flag:
+//   FlagSet flags("easyscale-worker local");
+//   flags.Int("ests", &ests, "number of ESTs (logical workers)");
+//   StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+
+namespace easyscale {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string usage) : usage_(std::move(usage)) {}
+
+  void Int(const std::string& name, int64_t* out, const std::string& help);
+  void Int(const std::string& name, int* out, const std::string& help);
+  void Double(const std::string& name, double* out, const std::string& help);
+  void String(const std::string& name, std::string* out, const std::string& help);
+  // A flag without a value (also accepts --name=true/false).
+  void Bool(const std::string& name, bool* out, const std::string& help);
+
+  // Parses argv[first..]; returns the positional arguments. --help sets
+  // help_requested() and stops.
+  StatusOr<std::vector<std::string>> Parse(int argc, char** argv, int first = 1);
+  bool help_requested() const { return help_; }
+  std::string Help() const;
+
+ private:
+  struct Flag {
+    std::string name, help, default_text;
+    bool is_bool = false;
+    std::function<Status(const std::string&)> set;
+  };
+  void Add(Flag f);
+  std::vector<Flag> flags_;
+  std::string usage_;
+  bool help_ = false;
+};
+
+}  // namespace easyscale

@@ -1,0 +1,131 @@
+#include "easyscale/common/flags.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace easyscale {
+namespace {
+
+Status ParseInt64(const std::string& name, const std::string& text, int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    return absl::InvalidArgumentError("--" + name + ": expected an integer, got \"" + text + "\"");
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void FlagSet::Add(Flag f) { flags_.push_back(std::move(f)); }
+
+void FlagSet::Int(const std::string& name, int64_t* out, const std::string& help) {
+  Add({name, help, std::to_string(*out), false,
+       [name, out](const std::string& v) { return ParseInt64(name, v, out); }});
+}
+
+void FlagSet::Int(const std::string& name, int* out, const std::string& help) {
+  Add({name, help, std::to_string(*out), false, [name, out](const std::string& v) {
+         int64_t x = 0;
+         Status s = ParseInt64(name, v, &x);
+         if (!s.ok()) return s;
+         if (x < INT32_MIN || x > INT32_MAX) {
+           return absl::InvalidArgumentError("--" + name + ": " + v + " is out of range");
+         }
+         *out = static_cast<int>(x);
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Double(const std::string& name, double* out, const std::string& help) {
+  std::ostringstream d;
+  d << *out;
+  Add({name, help, d.str(), false, [name, out](const std::string& v) {
+         char* end = nullptr;
+         const double x = std::strtod(v.c_str(), &end);
+         if (v.empty() || *end != '\0') {
+           return absl::InvalidArgumentError("--" + name + ": expected a number, got \"" + v +
+                                             "\"");
+         }
+         *out = x;
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::String(const std::string& name, std::string* out, const std::string& help) {
+  Add({name, help, *out, false, [out](const std::string& v) {
+         *out = v;
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Bool(const std::string& name, bool* out, const std::string& help) {
+  Add({name, help, *out ? "true" : "false", true, [name, out](const std::string& v) {
+         if (v == "true" || v == "1") {
+           *out = true;
+         } else if (v == "false" || v == "0") {
+           *out = false;
+         } else {
+           return absl::InvalidArgumentError("--" + name + ": expected true or false, got \"" + v +
+                                             "\"");
+         }
+         return absl::OkStatus();
+       }});
+}
+
+StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv, int first) {
+  std::vector<std::string> positional;
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      return positional;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags_) {
+      if (f.name == name) flag = &f;
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
+    }
+    if (!has_value) {
+      if (flag->is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError("--" + name + ": missing value");
+      }
+    }
+    Status s = flag->set(value);
+    if (!s.ok()) return s;
+  }
+  return positional;
+}
+
+std::string FlagSet::Help() const {
+  std::ostringstream os;
+  os << "usage: " << usage_ << "\n\nflags:\n";
+  for (const Flag& f : flags_) {
+    os << "  --" << f.name << (f.is_bool ? "" : " VALUE") << "\n      " << f.help;
+    if (!f.default_text.empty()) os << " (default: " << f.default_text << ")";
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace easyscale

@@ -1,0 +1,42 @@
+// File: easyscale/worker/collective.h
+//
+// The collectives one physical worker needs from its peers, behind a narrow
+// interface: an int64 sum (exact, so any algorithm gives the same result) and a
+// barrier. GlooCollective runs over TCP on the host network (Gloo from
+// Debian's libgloo-dev), meeting through a file store.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/control_protocol.h"
+#include "easyscale/common/status.h"
+
+namespace easyscale {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place element-wise sum over all ranks.
+  virtual Status AllreduceSum(std::vector<int64_t>& data) = 0;
+  virtual Status Barrier() = 0;
+};
+
+struct CollectiveOptions {
+  std::string bind_host = "127.0.0.1";  // this worker's address as peers reach it
+  std::chrono::milliseconds timeout{60000};
+};
+
+// The collective of a job with one worker: sums are the identity.
+std::unique_ptr<Collective> MakeSingleProcessCollective();
+
+// Connects rank `rank` of `size` through the rendezvous. Size 1 needs no peers.
+StatusOr<std::unique_ptr<Collective>> ConnectCollective(const Rendezvous& rendezvous, int rank,
+                                                        int size, const CollectiveOptions& opts);
+
+}  // namespace easyscale

@@ -1,0 +1,77 @@
+// File: easyscale/worker/cpu_kernels.h
+//
+// The CPU kernels. Every reduction has one fixed order, written next to each
+// kernel, and uses explicit fma where the CUDA kernels do: the same operation
+// sequence gives the same bits on any machine and any thread count. The build
+// compiles this code with -ffp-contract=off, so no other fma appears.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace easyscale::cpu {
+
+// C[i,j] = fma-chain over k = 0..K-1 ascending of A[i,k]*B[k,j], starting from
+// 0 (or from C[i,j] when accumulate). Row-major with leading dimensions.
+void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate);
+
+// dst[c, r] = src[r, c] for a rows x cols matrix.
+void Transpose(int rows, int cols, const float* src, float* dst);
+
+// Unfolds a batch for a stride-1, unpadded convolution: cols has shape
+// [C*KH*KW, B*OH*OW], row (c, ky, kx), column (b, oy, ox), all ascending.
+void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols);
+// The adjoint of Im2Col: dx (zeroed here) gets the sum of every column entry
+// that maps to it, added in row-major order of cols.
+void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx);
+
+// y[b, c, p] = x[c, b*P + p] + bias[c] and back: channel-major GEMM output to NCHW.
+void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y);
+void NchwToChannelMajor(int B, int C, int P, const float* x, float* y);
+// bias_grad[c] = sum over (b, p) ascending of dy[b, c, p].
+void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad);
+// out[b, o] = in[b, o] + bias[o].
+void AddRowBias(int rows, int cols, const float* bias, float* out);
+// grad[o] = sum over rows ascending of dy[r, o].
+void ColumnSum(int rows, int cols, const float* dy, float* grad);
+
+void Relu(size_t n, const float* x, float* y);
+// dx = dy where y > 0, else 0.
+void ReluBackward(size_t n, const float* y, const float* dy, float* dx);
+
+// 2x2, stride 2 pooling over NCHW (H, W even). Max keeps the first maximum in
+// (dy, dx) scan order and records its index for the backward pass.
+void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax);
+void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
+                      float* dx);
+// Average = ((x00 + x01) + x10) + x11, times 0.25.
+void AvgPool2(int B, int C, int H, int W, const float* x, float* y);
+void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx);
+
+// Batch normalisation over (N, H, W) per channel. Training: mean and biased
+// variance of the batch, summed in (b, p) order; running statistics updated
+// with momentum and the unbiased variance. Saves mean and 1/sqrt(var + eps).
+void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, const float* beta,
+                    float eps, float momentum, float* running_mean, float* running_var, float* y,
+                    float* save_mean, float* save_invstd);
+void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, const float* beta,
+                   float eps, const float* running_mean, const float* running_var, float* y);
+void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
+                       const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                       float* dbeta);
+
+// Inverted dropout: keep element i when Uniform(key, counter_base + i/4, lane i%4) >= p,
+// scaled by 1/(1-p). mask gets the scale (0 or 1/(1-p)).
+void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
+             float* y, float* mask);
+void Mul(size_t n, const float* a, const float* b, float* out);
+
+// Mean softmax cross-entropy over rows; loss via the project's own exp/log.
+// dlogits = (softmax - onehot) / rows. Returns the mean loss.
+float SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
+                          float* dlogits);
+// Row-wise argmax (first maximum wins).
+void Argmax(int rows, int classes, const float* logits, int32_t* out);
+
+}  // namespace easyscale::cpu

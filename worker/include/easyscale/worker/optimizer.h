@@ -1,0 +1,35 @@
+// File: easyscale/worker/optimizer.h
+//
+// SGD with momentum and weight decay, and Adam, as PyTorch defines them, with
+// one fixed order of element-wise operations (no contraction), and the
+// learning-rate schedule. Their state is part of the job state and the digest.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/job_spec.h"
+#include "easyscale/worker/layers.h"
+#include "easyscale/worker/serialize.h"
+
+namespace easyscale {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Applies p.grad to p.value for every parameter.
+  virtual void Step(const std::vector<Param*>& params, float lr) = 0;
+  virtual void Save(ByteWriter& w) const = 0;
+  virtual Status Load(ByteReader& r) = 0;
+};
+
+std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& args,
+                                         const std::vector<Param*>& params);
+
+// Learning rate at a 0-based step: linear warm-up, then constant, step
+// (x0.1 at 50% and 75%) or cosine decay, computed in double with the
+// project's own cosine so every host agrees.
+float LearningRate(const TrainingArgs& args, int64_t step);
+
+}  // namespace easyscale

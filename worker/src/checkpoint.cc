@@ -1,0 +1,167 @@
+#include "easyscale/worker/checkpoint.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
+#include "easyscale/common/sha256.h"
+#include "easyscale/worker/serialize.h"
+
+namespace easyscale {
+namespace {
+
+constexpr char kMagic[8] = {'E', 'S', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeader = 8 + 4 + 4 + 8;
+
+std::string EstFileName(int est) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "est-%05d.esck", est);
+  return buf;
+}
+
+}  // namespace
+
+std::string EncodeEnvelope(CheckpointKind kind, const std::string& payload) {
+  ByteWriter w;
+  w.U32(kVersion);
+  w.U32(static_cast<uint32_t>(kind));
+  w.U64(payload.size());
+  std::string out(kMagic, sizeof kMagic);
+  out += w.bytes();
+  out += payload;
+  Sha256 h;
+  h.Update(out);
+  const auto d = h.Digest();
+  out.append(reinterpret_cast<const char*>(d.data()), d.size());
+  return out;
+}
+
+StatusOr<std::string> DecodeEnvelope(const std::string& bytes, CheckpointKind kind,
+                                     const std::string& what) {
+  if (bytes.size() < kHeader + 32) {
+    return absl::DataLossError(absl::StrCat(what, ": truncated (", bytes.size(), " bytes)"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return absl::DataLossError(what + ": not an EasyScale checkpoint (bad magic)");
+  }
+  ByteReader r(std::string_view(bytes).substr(8, kHeader - 8), what);
+  uint32_t version, file_kind;
+  uint64_t size;
+  ES_RETURN_IF_ERROR(r.U32(&version, "version"));
+  ES_RETURN_IF_ERROR(r.U32(&file_kind, "kind"));
+  ES_RETURN_IF_ERROR(r.U64(&size, "payload size"));
+  if (version != kVersion) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": format version ", version, ", this build reads ", kVersion));
+  }
+  if (file_kind != static_cast<uint32_t>(kind)) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": holds kind ", file_kind, ", want ", static_cast<uint32_t>(kind)));
+  }
+  if (bytes.size() != kHeader + size + 32) {
+    return absl::DataLossError(absl::StrCat(what, ": truncated or padded (", bytes.size(),
+                                            " bytes, header says ", kHeader + size + 32, ")"));
+  }
+  const std::string want = Sha256Hex(bytes.data(), kHeader + size);
+  const std::string have =
+      ToHex(reinterpret_cast<const uint8_t*>(bytes.data()) + kHeader + size, 32);
+  if (want != have) return absl::DataLossError(what + ": checksum mismatch (corrupt or tampered)");
+  return bytes.substr(kHeader, size);
+}
+
+std::string CheckpointStore::StepDir(int64_t step) const {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "ckpt-%09lld", static_cast<long long>(step));
+  return dir_ + "/" + buf;
+}
+
+StatusOr<int64_t> CheckpointStore::LatestStep() const {
+  auto latest = ReadFile(dir_ + "/LATEST");
+  if (!latest.ok()) {
+    if (absl::IsNotFound(latest.status())) return absl::NotFoundError("no checkpoint in " + dir_);
+    return latest.status();
+  }
+  long long step = -1;
+  char tail = 0;
+  if (std::sscanf(latest->c_str(), "ckpt-%lld%c", &step, &tail) < 1 || step < 0) {
+    return absl::DataLossError(dir_ + "/LATEST: malformed (\"" + latest->substr(0, 40) + "\")");
+  }
+  return static_cast<int64_t>(step);
+}
+
+Status CheckpointStore::WriteJob(int64_t step, const std::string& payload) const {
+  ES_RETURN_IF_ERROR(MakeDirs(StepDir(step)));
+  return WriteFileAtomic(StepDir(step) + "/job.esck",
+                         EncodeEnvelope(CheckpointKind::kJob, payload));
+}
+
+Status CheckpointStore::WriteEst(int64_t step, int est, const std::string& payload) const {
+  ES_RETURN_IF_ERROR(MakeDirs(StepDir(step)));
+  return WriteFileAtomic(StepDir(step) + "/" + EstFileName(est),
+                         EncodeEnvelope(CheckpointKind::kEst, payload));
+}
+
+Status CheckpointStore::Commit(int64_t step, int total_ests) const {
+  nlohmann::json files = nlohmann::json::object();
+  std::vector<std::string> names = {"job.esck"};
+  for (int e = 0; e < total_ests; ++e) names.push_back(EstFileName(e));
+  for (const auto& name : names) {
+    ES_ASSIGN_OR_RETURN(std::string bytes, ReadFile(StepDir(step) + "/" + name));
+    files[name] = Sha256Hex(bytes.data(), bytes.size());
+  }
+  const nlohmann::json manifest = {
+      {"version", kVersion}, {"step", step}, {"totalEsts", total_ests}, {"files", files}};
+  ES_RETURN_IF_ERROR(WriteFileAtomic(StepDir(step) + "/MANIFEST.json", manifest.dump(1)));
+  const int64_t previous = LatestStep().value_or(-1);
+  ES_RETURN_IF_ERROR(
+      WriteFileAtomic(dir_ + "/LATEST", std::filesystem::path(StepDir(step)).filename().string()));
+  // Keep the new checkpoint and the one before it; remove anything older.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    long long s = -1;
+    if (std::sscanf(name.c_str(), "ckpt-%lld", &s) == 1 && s != step && s != previous && s < step) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> CheckpointStore::ReadVerified(int64_t step, const std::string& name,
+                                                    CheckpointKind kind) const {
+  const std::string dir = StepDir(step);
+  ES_ASSIGN_OR_RETURN(std::string manifest_text, ReadFile(dir + "/MANIFEST.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_text, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
+      !manifest["files"].is_object()) {
+    return absl::DataLossError(dir + "/MANIFEST.json: malformed");
+  }
+  const auto it = manifest["files"].find(name);
+  if (it == manifest["files"].end() || !it->is_string()) {
+    return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
+  }
+  const std::string path = dir + "/" + name;
+  auto bytes = ReadFile(path);
+  if (!bytes.ok())
+    return absl::DataLossError("checkpoint file " + path + ": " +
+                               std::string(bytes.status().message()));
+  if (Sha256Hex(bytes->data(), bytes->size()) != it->get<std::string>()) {
+    return absl::DataLossError(path + ": does not match its manifest (corrupt or tampered)");
+  }
+  return DecodeEnvelope(*bytes, kind, path);
+}
+
+StatusOr<std::string> CheckpointStore::ReadJob(int64_t step) const {
+  return ReadVerified(step, "job.esck", CheckpointKind::kJob);
+}
+
+StatusOr<std::string> CheckpointStore::ReadEst(int64_t step, int est) const {
+  return ReadVerified(step, EstFileName(est), CheckpointKind::kEst);
+}
+
+}  // namespace easyscale

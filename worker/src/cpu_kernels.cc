@@ -1,0 +1,316 @@
+#include "easyscale/worker/cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/philox.h"
+
+namespace easyscale::cpu {
+
+using detmath::Fma;
+
+void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate) {
+  // Loop order i, k, j: every C[i,j] still sees k ascending, and the inner loop
+  // runs over contiguous j, which vectorises without changing any element's order.
+  constexpr int kBlockN = 256;
+  for (int j0 = 0; j0 < N; j0 += kBlockN) {
+    const int jn = std::min(N, j0 + kBlockN);
+    for (int i = 0; i < M; ++i) {
+      float* __restrict c = C + static_cast<size_t>(i) * ldc;
+      if (!accumulate) std::fill(c + j0, c + jn, 0.0f);
+      const float* a = A + static_cast<size_t>(i) * lda;
+      for (int k = 0; k < K; ++k) {
+        const float aik = a[k];
+        const float* __restrict b = B + static_cast<size_t>(k) * ldb;
+        for (int j = j0; j < jn; ++j) c[j] = Fma(aik, b[j], c[j]);
+      }
+    }
+  }
+}
+
+void Transpose(int rows, int cols, const float* src, float* dst) {
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c)
+      dst[static_cast<size_t>(c) * rows + r] = src[static_cast<size_t>(r) * cols + c];
+  }
+}
+
+void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols) {
+  const int OH = H - KH + 1, OW = W - KW + 1;
+  const size_t ncols = static_cast<size_t>(B) * OH * OW;
+  for (int c = 0; c < C; ++c) {
+    for (int ky = 0; ky < KH; ++ky) {
+      for (int kx = 0; kx < KW; ++kx) {
+        float* row = cols + (static_cast<size_t>(c * KH + ky) * KW + kx) * ncols;
+        for (int b = 0; b < B; ++b) {
+          const float* img = x + (static_cast<size_t>(b) * C + c) * H * W;
+          for (int oy = 0; oy < OH; ++oy) {
+            std::memcpy(row, img + static_cast<size_t>(oy + ky) * W + kx, sizeof(float) * OW);
+            row += OW;
+          }
+        }
+      }
+    }
+  }
+}
+
+void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx) {
+  const int OH = H - KH + 1, OW = W - KW + 1;
+  std::fill(dx, dx + static_cast<size_t>(B) * C * H * W, 0.0f);
+  for (int c = 0; c < C; ++c) {
+    for (int ky = 0; ky < KH; ++ky) {
+      for (int kx = 0; kx < KW; ++kx) {
+        const float* row = cols + (static_cast<size_t>(c * KH + ky) * KW + kx) * B * OH * OW;
+        for (int b = 0; b < B; ++b) {
+          float* img = dx + (static_cast<size_t>(b) * C + c) * H * W;
+          for (int oy = 0; oy < OH; ++oy) {
+            float* out = img + static_cast<size_t>(oy + ky) * W + kx;
+            for (int ox = 0; ox < OW; ++ox) out[ox] += row[ox];
+            row += OW;
+          }
+        }
+      }
+    }
+  }
+}
+
+void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y) {
+  for (int b = 0; b < B; ++b) {
+    for (int c = 0; c < C; ++c) {
+      const float* src = x + (static_cast<size_t>(c) * B + b) * P;
+      float* dst = y + (static_cast<size_t>(b) * C + c) * P;
+      const float bc = bias ? bias[c] : 0.0f;
+      for (int p = 0; p < P; ++p) dst[p] = src[p] + bc;
+    }
+  }
+}
+
+void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) {
+  for (int b = 0; b < B; ++b) {
+    for (int c = 0; c < C; ++c) {
+      std::memcpy(y + (static_cast<size_t>(c) * B + b) * P,
+                  x + (static_cast<size_t>(b) * C + c) * P, sizeof(float) * P);
+    }
+  }
+}
+
+void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) {
+  for (int c = 0; c < C; ++c) {
+    float s = 0.0f;
+    for (int b = 0; b < B; ++b) {
+      const float* row = dy + (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) s += row[p];
+    }
+    bias_grad[c] = s;
+  }
+}
+
+void AddRowBias(int rows, int cols, const float* bias, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) out[static_cast<size_t>(r) * cols + c] += bias[c];
+  }
+}
+
+void ColumnSum(int rows, int cols, const float* dy, float* grad) {
+  std::fill(grad, grad + cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) grad[c] += dy[static_cast<size_t>(r) * cols + c];
+  }
+}
+
+void Relu(size_t n, const float* x, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void ReluBackward(size_t n, const float* y, const float* dy, float* dx) {
+  for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax) {
+  const int OH = H / 2, OW = W / 2;
+  for (int bc = 0; bc < B * C; ++bc) {
+    const float* img = x + static_cast<size_t>(bc) * H * W;
+    for (int oy = 0; oy < OH; ++oy) {
+      for (int ox = 0; ox < OW; ++ox) {
+        int best = (2 * oy) * W + 2 * ox;
+        for (int d = 1; d < 4; ++d) {
+          const int idx = (2 * oy + d / 2) * W + 2 * ox + d % 2;
+          if (img[idx] > img[best]) best = idx;
+        }
+        const size_t o = (static_cast<size_t>(bc) * OH + oy) * OW + ox;
+        y[o] = img[best];
+        argmax[o] = best;
+      }
+    }
+  }
+}
+
+void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
+                      float* dx) {
+  const int OH = H / 2, OW = W / 2;
+  std::fill(dx, dx + static_cast<size_t>(B) * C * H * W, 0.0f);
+  for (int bc = 0; bc < B * C; ++bc) {
+    for (int o = 0; o < OH * OW; ++o) {
+      const size_t oi = static_cast<size_t>(bc) * OH * OW + o;
+      dx[static_cast<size_t>(bc) * H * W + argmax[oi]] = dy[oi];  // 2x2 windows never overlap
+    }
+  }
+}
+
+void AvgPool2(int B, int C, int H, int W, const float* x, float* y) {
+  const int OH = H / 2, OW = W / 2;
+  for (int bc = 0; bc < B * C; ++bc) {
+    const float* img = x + static_cast<size_t>(bc) * H * W;
+    for (int oy = 0; oy < OH; ++oy) {
+      for (int ox = 0; ox < OW; ++ox) {
+        const float* p = img + (2 * oy) * W + 2 * ox;
+        y[(static_cast<size_t>(bc) * OH + oy) * OW + ox] =
+            (((p[0] + p[1]) + p[W]) + p[W + 1]) * 0.25f;
+      }
+    }
+  }
+}
+
+void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx) {
+  const int OH = H / 2, OW = W / 2;
+  for (int bc = 0; bc < B * C; ++bc) {
+    float* img = dx + static_cast<size_t>(bc) * H * W;
+    for (int y = 0; y < H; ++y) {
+      for (int x = 0; x < W; ++x) {
+        img[y * W + x] = dy[(static_cast<size_t>(bc) * OH + y / 2) * OW + x / 2] * 0.25f;
+      }
+    }
+  }
+}
+
+void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, const float* beta,
+                    float eps, float momentum, float* running_mean, float* running_var, float* y,
+                    float* save_mean, float* save_invstd) {
+  const float count = static_cast<float>(B) * static_cast<float>(P);
+  for (int c = 0; c < C; ++c) {
+    float sum = 0.0f;
+    for (int b = 0; b < B; ++b) {
+      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) sum += row[p];
+    }
+    const float mean = sum / count;
+    float sq = 0.0f;
+    for (int b = 0; b < B; ++b) {
+      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) {
+        const float d = row[p] - mean;
+        sq = Fma(d, d, sq);
+      }
+    }
+    const float var = sq / count;
+    const float invstd = 1.0f / std::sqrt(var + eps);
+    save_mean[c] = mean;
+    save_invstd[c] = invstd;
+    const float unbiased = count > 1.0f ? sq / (count - 1.0f) : var;
+    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+    const float scale = gamma[c] * invstd;
+    for (int b = 0; b < B; ++b) {
+      const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) y[off + p] = Fma(x[off + p] - mean, scale, beta[c]);
+    }
+  }
+}
+
+void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, const float* beta,
+                   float eps, const float* running_mean, const float* running_var, float* y) {
+  for (int c = 0; c < C; ++c) {
+    const float scale = gamma[c] * (1.0f / std::sqrt(running_var[c] + eps));
+    for (int b = 0; b < B; ++b) {
+      const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) y[off + p] = Fma(x[off + p] - running_mean[c], scale, beta[c]);
+    }
+  }
+}
+
+void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
+                       const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                       float* dbeta) {
+  const float count = static_cast<float>(B) * static_cast<float>(P);
+  for (int c = 0; c < C; ++c) {
+    const float mean = save_mean[c], invstd = save_invstd[c];
+    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+    for (int b = 0; b < B; ++b) {
+      const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) {
+        const float xhat = (x[off + p] - mean) * invstd;
+        sum_dy += dy[off + p];
+        sum_dy_xhat = Fma(dy[off + p], xhat, sum_dy_xhat);
+      }
+    }
+    dgamma[c] = sum_dy_xhat;
+    dbeta[c] = sum_dy;
+    const float k = gamma[c] * invstd / count;
+    for (int b = 0; b < B; ++b) {
+      const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) {
+        const float xhat = (x[off + p] - mean) * invstd;
+        // dx = gamma*invstd/count * (count*dy - sum_dy - xhat*sum_dy_xhat)
+        const float inner = Fma(-xhat, sum_dy_xhat, count * dy[off + p] - sum_dy);
+        dx[off + p] = k * inner;
+      }
+    }
+  }
+}
+
+void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
+             float* y, float* mask) {
+  const float scale = 1.0f / (1.0f - p);
+  uint32_t bits[4];
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 4 == 0) Philox4x32({key0, key1}, counter_base + i / 4, 0, bits);
+    const float m = UniformFromBits(bits[i % 4]) >= p ? scale : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+void Mul(size_t n, const float* a, const float* b, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+float SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
+                          float* dlogits) {
+  float total = 0.0f;
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  for (int r = 0; r < rows; ++r) {
+    const float* z = logits + static_cast<size_t>(r) * classes;
+    float* dz = dlogits + static_cast<size_t>(r) * classes;
+    float m = z[0];
+    for (int c = 1; c < classes; ++c) m = z[c] > m ? z[c] : m;
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      dz[c] = detmath::Exp(z[c] - m);
+      sum += dz[c];
+    }
+    const float inv_sum = 1.0f / sum;
+    // -log softmax[label] = log(sum) - (z[label] - m)
+    total += detmath::Log(sum) - (z[labels[r]] - m);
+    for (int c = 0; c < classes; ++c) {
+      const float prob = dz[c] * inv_sum;
+      dz[c] = (prob - (c == labels[r] ? 1.0f : 0.0f)) * inv_rows;
+    }
+  }
+  return total * inv_rows;
+}
+
+void Argmax(int rows, int classes, const float* logits, int32_t* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* z = logits + static_cast<size_t>(r) * classes;
+    int best = 0;
+    for (int c = 1; c < classes; ++c) {
+      if (z[c] > z[best]) best = c;
+    }
+    out[r] = best;
+  }
+}
+
+}  // namespace easyscale::cpu

