@@ -1,0 +1,261 @@
+// The EasyScaleJob CRD against the C++ definition of the spec
+// (common/job_spec.h): same fields, defaults, ranges and cross-field rules, so
+// the API server accepts exactly what the operator's ParseJobSpec accepts.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "easyscale/common/job_spec.h"
+#include "shapes_fixture.h"
+#include "test_support.h"
+
+namespace easyscale::deploytest {
+namespace {
+
+using nlohmann::json;
+
+class CrdSchema : public ShapesTest {
+ protected:
+  void SetUp() override {
+    ShapesTest::SetUp();
+    if (HasFatalFailure()) return;
+    auto crd = LoadCrd();
+    ASSERT_TRUE(crd.ok()) << crd.status();
+    crd_ = *crd;
+    schema_ = crd_["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+  }
+
+  static json Job(json spec) {
+    return {{"apiVersion", "easyscale.io/v1alpha1"},
+            {"kind", "EasyScaleJob"},
+            {"metadata", {{"name", "demo"}, {"namespace", "default"}}},
+            {"spec", std::move(spec)}};
+  }
+
+  // Schema errors of a job with `spec`; the defaulted spec lands in *defaulted.
+  std::vector<std::string> Check(json spec, json* defaulted = nullptr) {
+    json job = Job(std::move(spec));
+    auto errors = shapes_->Validate(&job);
+    if (defaulted != nullptr) *defaulted = job["spec"];
+    return errors;
+  }
+
+  const json& SpecSchema() const { return schema_["properties"]["spec"]; }
+
+  json crd_;
+  json schema_;
+};
+
+std::set<std::string> Keys(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : object.items()) keys.insert(k);
+  return keys;
+}
+
+TEST_F(CrdSchema, NamesMatchTheCommonConstants) {
+  const json& spec = crd_["spec"];
+  EXPECT_EQ(spec["group"], kApiGroup);
+  EXPECT_EQ(spec["names"]["kind"], kJobKind);
+  EXPECT_EQ(spec["names"]["plural"], "easyscalejobs");
+  EXPECT_EQ(crd_["metadata"]["name"], "easyscalejobs.easyscale.io");
+  EXPECT_EQ(spec["names"]["shortNames"], json::array({"esj"}));
+  EXPECT_EQ(spec["names"]["categories"], json::array({"easyscale", "all"}));
+  ASSERT_EQ(spec["versions"].size(), 1u);
+  EXPECT_EQ(spec["versions"][0]["name"], kApiVersion);
+  EXPECT_TRUE(spec["versions"][0]["subresources"].contains("status"));
+}
+
+TEST_F(CrdSchema, FieldsAreExactlyTheJobSpecFields) {
+  EXPECT_EQ(Keys(SpecSchema()["properties"]), Keys(ToJson(JobSpec{})));
+  EXPECT_EQ(Keys(SpecSchema()["properties"]["training"]["properties"]),
+            Keys(ToJson(TrainingArgs{})));
+  EXPECT_EQ(Keys(SpecSchema()["properties"]["checkpoint"]["properties"]),
+            Keys(ToJson(JobSpec{})["checkpoint"]));
+}
+
+TEST_F(CrdSchema, DefaultsAreTheJobSpecDefaults) {
+  json spec;
+  ASSERT_EQ(Check({{"image", "w:1"}, {"ests", 4}}, &spec), std::vector<std::string>{});
+  EXPECT_EQ(spec["training"], ToJson(TrainingArgs{}));
+  const JobSpec defaults;
+  EXPECT_EQ(spec["minWorkers"], defaults.minWorkers);
+  EXPECT_EQ(spec["priority"], defaults.priority);
+  EXPECT_EQ(spec["checkpoint"]["mountPath"], defaults.checkpoint.mountPath);
+  EXPECT_FALSE(spec.contains("maxWorkers")) << "absent maxWorkers means ests";
+  auto parsed = ParseJobSpec(spec);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->maxWorkers, 4);
+}
+
+TEST_F(CrdSchema, GpuTypesEnumIsKnownGpuTypes) {
+  EXPECT_EQ(SpecSchema()["properties"]["gpuTypes"]["items"]["enum"], json(KnownGpuTypes()));
+}
+
+// For every numeric bound in the schema, values at and just past the bound are
+// accepted by the schema exactly when ParseJobSpec accepts them.
+TEST_F(CrdSchema, NumericBoundsAgreeWithParseJobSpec) {
+  const json base = {{"image", "w:1"}, {"ests", 4096}, {"training", {{"steps", 100000000}}}};
+  int checked = 0;
+  auto probe = [&](const std::string& field, const json& schema, bool in_training) {
+    const bool integer = schema["type"] == "integer";
+    const double step = integer ? 1.0 : 1e-9;
+    std::vector<double> values;
+    if (schema.contains("minimum")) {
+      values.push_back(schema["minimum"].get<double>());
+      values.push_back(schema["minimum"].get<double>() - step);
+      values.push_back(schema["minimum"].get<double>() + step);
+    }
+    if (schema.contains("maximum")) {
+      values.push_back(schema["maximum"].get<double>());
+      values.push_back(schema["maximum"].get<double>() + step);
+    }
+    for (double x : values) {
+      json spec = base;
+      const json value = integer ? json(static_cast<int64_t>(x)) : json(x);
+      if (in_training) {
+        spec["training"][field] = value;
+      } else {
+        spec[field] = value;
+      }
+      const auto errors = Check(spec);
+      const auto parsed = ParseJobSpec(spec);
+      EXPECT_EQ(errors.empty(), parsed.ok())
+          << field << "=" << value.dump()
+          << " schema: " << (errors.empty() ? std::string("accepted") : errors[0])
+          << " parser: " << parsed.status();
+      ++checked;
+    }
+  };
+  for (const auto& [name, s] : SpecSchema()["properties"].items()) {
+    if (s["type"] == "integer" || s["type"] == "number") probe(name, s, false);
+  }
+  for (const auto& [name, s] : SpecSchema()["properties"]["training"]["properties"].items()) {
+    if (s["type"] == "integer" || s["type"] == "number") probe(name, s, true);
+  }
+  EXPECT_GE(checked, 30);
+}
+
+struct RuleCase {
+  json spec;
+  std::string want;  // the schema's message
+};
+
+TEST_F(CrdSchema, CrossFieldRulesAgreeWithParseJobSpec) {
+  const RuleCase cases[] = {
+      {{{"image", "w"}, {"ests", 4}, {"minWorkers", 3}, {"maxWorkers", 2}},
+       "spec.minWorkers: Invalid value: \"object\": minWorkers must be <= maxWorkers"},
+      {{{"image", "w"}, {"ests", 4}, {"maxWorkers", 5}},
+       "spec.maxWorkers: Invalid value: \"object\": maxWorkers must be <= ests"},
+      {{{"image", "w"}, {"ests", 2}, {"minWorkers", 3}},
+       "spec.minWorkers: Invalid value: \"object\": minWorkers must be <= ests"},
+      {{{"image", "w"}, {"ests", 2}, {"training", {{"steps", 10}, {"warmupSteps", 10}}}},
+       "spec.training.warmupSteps: Invalid value: \"object\": warmupSteps must be < steps"},
+      {{{"image", "w"}, {"ests", 2}, {"gpuTypes", {"z80"}}},
+       "spec.gpuTypes[0]: Unsupported value: \"z80\": supported values: \"h200\""},
+      {{{"image", ""}, {"ests", 2}},
+       "spec.image: Invalid value: \"\": spec.image in body should be at least 1 chars long"},
+      {{{"image", "w"}, {"ests", 2}, {"checkpoint", {{"mountPath", "ckpt"}}}},
+       "spec.checkpoint.mountPath: Invalid value: \"ckpt\": spec.checkpoint.mountPath in body "
+       "should match '^/'"},
+  };
+  for (const auto& c : cases) {
+    const auto errors = Check(c.spec);
+    ASSERT_FALSE(errors.empty()) << c.spec.dump();
+    EXPECT_NE(errors[0].find(c.want), std::string::npos) << errors[0];
+    EXPECT_FALSE(ParseJobSpec(c.spec).ok()) << "parser accepts " << c.spec.dump();
+  }
+  // The bounds of the rules themselves are allowed by both.
+  const json edge = {{"image", "w"}, {"ests", 4}, {"minWorkers", 4}, {"maxWorkers", 4}};
+  EXPECT_EQ(Check(edge), std::vector<std::string>{});
+  EXPECT_TRUE(ParseJobSpec(edge).ok());
+}
+
+TEST_F(CrdSchema, EstsAreImmutable) {
+  json old_job = Job({{"image", "w"}, {"ests", 4}});
+  ASSERT_EQ(shapes_->Validate(&old_job), std::vector<std::string>{});
+  json same = Job({{"image", "w:2"}, {"ests", 4}, {"maxWorkers", 2}});
+  EXPECT_EQ(shapes_->Validate(&same, &old_job), std::vector<std::string>{});
+  json changed = Job({{"image", "w"}, {"ests", 8}});
+  const auto errors = shapes_->Validate(&changed, &old_job);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "spec.ests: Invalid value: 8: ests is immutable");
+}
+
+TEST_F(CrdSchema, PrinterColumnsReadSchemaFieldsOfTheirType) {
+  const json& columns = crd_["spec"]["versions"][0]["additionalPrinterColumns"];
+  std::vector<std::string> names;
+  for (const auto& c : columns) {
+    names.push_back(c["name"]);
+    std::string path = c["jsonPath"];
+    if (path == ".metadata.creationTimestamp") {
+      EXPECT_EQ(c["type"], "date");
+      continue;
+    }
+    const json* node = &schema_;
+    for (size_t start = 1; start < path.size();) {
+      const size_t end = std::min(path.find('.', start), path.size());
+      const std::string field = path.substr(start, end - start);
+      ASSERT_TRUE(node->contains("properties") && (*node)["properties"].contains(field))
+          << c["name"] << ": " << path << " is not in the schema";
+      node = &(*node)["properties"][field];
+      start = end + 1;
+    }
+    EXPECT_EQ((*node)["type"], c["type"]) << c["name"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"Phase", "ESTs", "Workers", "GPU types", "Step",
+                                             "Preemptions", "Age"}));
+}
+
+TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
+  json job = Job({{"image", "w"}, {"ests", 4}});
+  job["status"] = {
+      {"phase", "Running"},
+      {"observedGeneration", 1},
+      {"generation", 3},
+      {"workerCount", 2},
+      {"gpuTypes", "a100x1,t4x1"},
+      {"workers",
+       {{{"pod", "demo-g3-0"},
+         {"node", "n1"},
+         {"gpuType", "a100"},
+         {"rank", 0},
+         {"ests", {0, 1, 2}}},
+        {{"pod", "demo-g3-1"}, {"node", "n2"}, {"gpuType", "t4"}, {"rank", 1}, {"ests", {3}}}}},
+      {"assignment", {{"totalEsts", 4}, {"workers", {{0, 1, 2}, {3}}}}},
+      {"step", 57},
+      {"preemptions", 1},
+      {"scaleEvents", 2},
+      {"digest", "ab12"},
+      {"testAccuracy", 0.97},
+      {"startTime", "2026-12-02T13:00:00Z"},
+      {"conditions",
+       {{{"type", "Ready"},
+         {"status", "True"},
+         {"reason", "WorkersRunning"},
+         {"message", "2 workers"},
+         {"lastTransitionTime", "2026-12-02T13:00:05Z"},
+         {"observedGeneration", 1}}}}};
+  EXPECT_EQ(shapes_->Validate(&job), std::vector<std::string>{});
+
+  json bad = job;
+  bad["status"]["phase"] = "Paused";
+  bad["status"]["conditions"].push_back(bad["status"]["conditions"][0]);
+  bad["status"]["startTime"] = "yesterday";
+  bad["status"]["workers"][0]["rank"] = "0";
+  const auto errors = shapes_->Validate(&bad);
+  const std::vector<std::string> want = {
+      "status.phase: Unsupported value: \"Paused\"",
+      "status.conditions[1]: Duplicate value: {\"type\":\"Ready\"}",
+      "status.startTime: Invalid value: \"yesterday\": status.startTime in body must be of type "
+      "date-time",
+      "status.workers[0].rank: Invalid value: \"0\": status.workers[0].rank in body must be of "
+      "type integer: \"string\""};
+  for (const auto& w : want) {
+    EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
+                            [&](const std::string& e) { return e.find(w) != std::string::npos; }))
+        << "missing: " << w;
+  }
+}
+
+}  // namespace
+}  // namespace easyscale::deploytest

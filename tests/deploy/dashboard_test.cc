@@ -1,0 +1,78 @@
+// The Grafana dashboard: valid JSON, shipped in a ConfigMap Grafana's sidecar
+// picks up, and plotting the operator's metrics (no misspelt metric names).
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "easyscale/common/file_io.h"
+#include "test_support.h"
+
+namespace easyscale::deploytest {
+namespace {
+
+using nlohmann::json;
+
+// The metrics the operator exports (issue 5); the dashboard plots all of them.
+const std::set<std::string> kOperatorMetrics = {"easyscale_gpus",
+                                                "easyscale_preemptions_total",
+                                                "easyscale_scale_events_total",
+                                                "easyscale_job_step",
+                                                "easyscale_reconcile_duration_seconds",
+                                                "easyscale_schedule_duration_seconds"};
+
+json LoadDashboard() {
+  auto text = ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"));
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? json::parse(*text, nullptr, /*allow_exceptions=*/false) : json();
+}
+
+TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
+  const json d = LoadDashboard();
+  ASSERT_TRUE(d.is_object()) << "dashboards/easyscale.json is not valid JSON";
+  static const std::regex kMetric("easyscale_[a-z_]+");
+  std::set<std::string> used;
+  std::set<std::string> titles;
+  for (const auto& panel : d["panels"]) {
+    titles.insert(panel["title"]);
+    ASSERT_FALSE(panel["targets"].empty()) << panel["title"];
+    for (const auto& t : panel["targets"]) {
+      const std::string expr = t["expr"];
+      for (std::sregex_iterator it(expr.begin(), expr.end(), kMetric), end; it != end; ++it) {
+        std::string name = it->str();
+        // Histograms are queried through their _bucket series.
+        if (name.size() > 7 && name.compare(name.size() - 7, 7, "_bucket") == 0)
+          name.resize(name.size() - 7);
+        used.insert(name);
+      }
+    }
+  }
+  EXPECT_EQ(used, kOperatorMetrics);
+  for (const auto& want :
+       {"GPUs by type and state", "Preemptions", "Scale events", "Job progress (step)"}) {
+    EXPECT_TRUE(titles.count(want)) << want;
+  }
+  const std::string all = d.dump();
+  for (const auto& state : {"idle", "training", "inference"}) {
+    EXPECT_NE(all.find(state), std::string::npos) << state;
+  }
+}
+
+TEST(Dashboard, ShipsInAGrafanaSidecarConfigMap) {
+  auto docs = RenderChart();
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  auto text = ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"));
+  ASSERT_TRUE(text.ok());
+  int found = 0;
+  for (const auto& doc : *docs) {
+    if (doc["kind"] != "ConfigMap" || !doc["metadata"]["labels"].contains("grafana_dashboard"))
+      continue;
+    ++found;
+    EXPECT_EQ(doc["metadata"]["labels"]["grafana_dashboard"], "1");
+    EXPECT_EQ(json::parse(doc["data"]["easyscale.json"].get<std::string>()), json::parse(*text));
+  }
+  EXPECT_EQ(found, 1);
+}
+
+}  // namespace
+}  // namespace easyscale::deploytest

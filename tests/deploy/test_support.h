@@ -1,0 +1,45 @@
+// File: tests/deploy/test_support.h
+//
+// What the deploy tests share: repository paths, running helm (from
+// third_party/tools, unpacked by scripts/install-deps.sh), rendering the chart
+// into objects, and the shapes registry with the EasyScaleJob CRD added.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+#include "object_shapes.h"
+
+namespace easyscale::deploytest {
+
+// Absolute path of `relative` inside the source tree.
+std::string SourcePath(const std::string& relative);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs argv (no shell) and collects its output.
+StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv);
+
+// Runs third_party/tools/helm with `args`; fails with an install hint when helm
+// is missing.
+StatusOr<CommandResult> RunHelm(const std::vector<std::string>& args);
+
+// `helm template` of charts/easyscale (release "easyscale", namespace
+// "easyscale-system", CRDs included) with extra args such as {"--set", "a=b"}.
+StatusOr<std::vector<nlohmann::json>> RenderChart(const std::vector<std::string>& extra_args = {});
+
+// k8s_shapes.yaml plus the EasyScaleJob CRD from crds/ (itself validated first).
+StatusOr<ObjectShapes> LoadShapesWithCrd();
+
+// The CRD object from crds/easyscale.io_easyscalejobs.yaml.
+StatusOr<nlohmann::json> LoadCrd();
+
+// Files in `dir` (non-recursive) whose names end in `suffix`, sorted.
+std::vector<std::string> ListFiles(const std::string& dir, const std::string& suffix);
+
+}  // namespace easyscale::deploytest
