@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "easyscale/common/file_io.h"
+#include "easyscale/operator/event_recorder.h"
 #include "easyscale/operator/test_apiserver.h"
 
 namespace easyscale::op {
@@ -209,6 +210,42 @@ TEST_F(KubeClientTest, CancelEndsAnIdleWatch) {
   t.join();
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(KubeClientTest, StatusWriteRetriesOnConflictByReapplying) {
+  StatusOr<json> job = client_->Create(kEasyScaleJobs, "default", JobObject("c", 2));
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(
+      client_
+          ->MergePatch(kEasyScaleJobs, "default", "c", {{"status", {{"phase", "Running"}}}}, true)
+          .ok());
+  int calls = 0;
+  StatusOr<json> out = UpdateStatusWithRetry(*client_, kEasyScaleJobs, *job, [&](json& o) {
+    ++calls;
+    o["status"]["step"] = 5;
+  });
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(calls, 2);  // the stale copy got 409, the re-read one went through
+  EXPECT_EQ((*out)["status"]["step"], 5);
+  EXPECT_EQ((*out)["status"]["phase"], "Running");  // the other writer's change survived
+}
+
+TEST_F(KubeClientTest, RepeatedEventsAggregateIntoACount) {
+  StatusOr<json> job = client_->Create(kEasyScaleJobs, "default", JobObject("e", 2));
+  ASSERT_TRUE(job.ok());
+  EventRecorder recorder(client_.get(), "easyscale-operator", "test");
+  recorder.Warning(*job, "Failed", "Invalid: spec.ests");
+  recorder.Warning(*job, "Failed", "Invalid: spec.ests");
+  recorder.Normal(*job, "Scheduled", "2 workers");
+  StatusOr<json> events =
+      client_->List(kEvents, "default", {.fieldSelector = "involvedObject.name=e,reason=Failed"});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ((*events)["items"].size(), 1u);
+  const json& e = (*events)["items"][0];
+  EXPECT_EQ(e["count"], 2);
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_EQ(e["involvedObject"]["kind"], "EasyScaleJob");
+  EXPECT_EQ(e["involvedObject"]["uid"], (*job)["metadata"]["uid"]);
 }
 
 TEST(KubeConfigTest, ErrorsNameTheField) {

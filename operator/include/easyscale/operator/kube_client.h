@@ -134,3 +134,18 @@ std::string ResourcePath(const Resource& r, const std::string& ns, const std::st
 std::string UrlEncode(const std::string& s);
 
 }  // namespace easyscale::op
+
+namespace easyscale::op {
+
+// Writes the status subresource of `obj` after `mutate` changed it; on 409
+// Conflict re-reads the object and re-applies `mutate`, up to `attempts` times.
+StatusOr<nlohmann::json> UpdateStatusWithRetry(KubeClient& client, const Resource& r,
+                                               nlohmann::json obj,
+                                               const std::function<void(nlohmann::json&)>& mutate,
+                                               int attempts = 5);
+// The same for the main resource (metadata and spec, e.g. finalizers).
+StatusOr<nlohmann::json> UpdateWithRetry(KubeClient& client, const Resource& r, nlohmann::json obj,
+                                         const std::function<void(nlohmann::json&)>& mutate,
+                                         int attempts = 5);
+
+}  // namespace easyscale::op
