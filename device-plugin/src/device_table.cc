@@ -32,14 +32,15 @@ bool DeviceTable::SetHealth(const std::string& id, bool healthy, const std::stri
     if (it == devices_.end() || it->healthy == healthy) return false;
     it->healthy = healthy;
     it->health_reason = healthy ? "" : reason;
+    // Logged before the new version is visible: whoever sees the change can find why.
+    if (healthy) {
+      LogInfo("device-plugin", "device healthy again", {{"device", id}});
+    } else {
+      LogWarn("device-plugin", "device unhealthy", {{"device", id}, {"reason", reason}});
+    }
     ++version_;
   }
   changed_.notify_all();
-  if (healthy) {
-    LogInfo("device-plugin", "device healthy again", {{"device", id}});
-  } else {
-    LogWarn("device-plugin", "device unhealthy", {{"device", id}, {"reason", reason}});
-  }
   return true;
 }
 
