@@ -1,0 +1,57 @@
+// File: operator/sim/trace.h
+//
+// A cluster trace for easyscale-sim: GPU nodes, inference GPU demand over time
+// and training job arrivals. The CSV format is documented in TRACE_FORMAT.md.
+//   StatusOr<Trace> t = ParseTrace(text, "default.csv");  // errors name line and field
+//   std::string csv = FormatTrace(*t);                     // parses back to *t
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+
+namespace easyscale::sim {
+
+struct TraceNode {
+  std::string name;
+  std::string gpuType;
+  int gpus = 0;
+};
+
+// From `time` on, inference wants `gpus` GPUs of `node`.
+struct InferenceLevel {
+  double time = 0.0;
+  std::string node;
+  int gpus = 0;
+};
+
+struct TraceJob {
+  double submit = 0.0;
+  std::string name;
+  int ests = 1;
+  int minWorkers = 1;
+  int maxWorkers = 1;
+  int priority = 0;
+  double workSamples = 0.0;             // samples to train until done
+  std::vector<std::string> gpuTypes;    // empty = any
+  std::map<std::string, double> speed;  // samples/s of one worker; missing = defaults
+};
+
+struct Trace {
+  double horizon = 0.0;  // seconds simulated
+  std::vector<TraceNode> nodes;
+  std::vector<InferenceLevel> inference;  // sorted by time (stable)
+  std::vector<TraceJob> jobs;             // sorted by submit (stable)
+  int TotalGpus() const;
+};
+
+inline constexpr const char* kTraceMagic = "easyscale-trace";
+inline constexpr int kTraceVersion = 1;
+
+StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source);
+StatusOr<Trace> ReadTraceFile(const std::string& path);
+std::string FormatTrace(const Trace& trace);
+
+}  // namespace easyscale::sim
