@@ -5,6 +5,7 @@
 // nodes with the kubelet sockets, an optional ServiceMonitor, the dashboard).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -18,17 +19,18 @@ namespace {
 using nlohmann::json;
 
 // The values a non-default install sets.
-const std::vector<std::string> kCustomValues = {"--set", "serviceMonitor.enabled=true",
-                                                "--set", "serviceMonitor.labels.release=prometheus",
-                                                "--set", "operator.replicas=3",
-                                                "--set", "operator.watchNamespace=ml-jobs",
-                                                "--set", "image.registry=registry.example.com/ml",
-                                                "--set", "image.tag=1.2.3",
-                                                "--set", "devicePlugin.image.tag=1.2.4",
-                                                "--set", "devicePlugin.inventory=gpus: []",
-                                                "--set", "devicePlugin.runtimeClassName=nvidia",
-                                                "--set", "dashboard.enabled=false",
-                                                "--set", "fullnameOverride=es"};
+const std::vector<std::string> kCustomValues = {
+    "--set",      "serviceMonitor.enabled=true",
+    "--set",      "serviceMonitor.labels.release=prometheus",
+    "--set",      "operator.replicas=3",
+    "--set",      "operator.watchNamespace=ml-jobs",
+    "--set",      "image.registry=registry.example.com/ml",
+    "--set",      "image.tag=1.2.3",
+    "--set",      "devicePlugin.image.tag=1.2.4",
+    "--set-json", "devicePlugin.inventory=\"{\\\"devices\\\": []}\"",
+    "--set",      "devicePlugin.runtimeClassName=nvidia",
+    "--set",      "dashboard.enabled=false",
+    "--set",      "fullnameOverride=es"};
 
 std::vector<const json*> OfKind(const std::vector<json>& docs, const std::string& kind) {
   std::vector<const json*> out;
@@ -217,7 +219,7 @@ TEST(Chart, DevicePluginRunsOnGpuNodesWithKubeletSockets) {
             "--kubelet-socket=/var/lib/kubelet/device-plugins/kubelet.sock");
   EXPECT_EQ(Arg(c, "--pod-resources-socket"),
             "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock");
-  EXPECT_EQ(Arg(c, "--inventory"), "");
+  EXPECT_EQ(Arg(c, "--inventory-file"), "");
   EXPECT_EQ(c["env"][0], json({{"name", "NODE_NAME"},
                                {"valueFrom", {{"fieldRef", {{"fieldPath", "spec.nodeName"}}}}}}));
   std::map<std::string, std::string> host_paths, mounts;
@@ -263,7 +265,8 @@ TEST(Chart, CustomValuesRenderValidAndWired) {
   const json& plugin = Only(*docs, "DaemonSet")["spec"]["template"]["spec"];
   EXPECT_EQ(plugin["containers"][0]["image"],
             "registry.example.com/ml/easyscale-device-plugin:1.2.4");
-  EXPECT_EQ(Arg(plugin["containers"][0], "--inventory"), "--inventory=/etc/easyscale/inventory");
+  EXPECT_EQ(Arg(plugin["containers"][0], "--inventory-file"),
+            "--inventory-file=/etc/easyscale/inventory");
   EXPECT_EQ(plugin["runtimeClassName"], "nvidia");
   const json& monitor = Only(*docs, "ServiceMonitor");
   EXPECT_EQ(monitor["metadata"]["labels"]["release"], "prometheus");
@@ -279,6 +282,51 @@ TEST(Chart, CustomValuesRenderValidAndWired) {
     EXPECT_EQ(Grants(*r),
               (std::map<std::string, std::set<std::string>>{{"/nodes", {"get", "list", "watch"}}}));
   }
+}
+
+// The non-test sources of part/, or empty while no CMakeLists.txt there builds
+// the binary easyscale-<part> yet.
+std::vector<std::string> BinarySources(const std::string& part) {
+  std::vector<std::string> texts;
+  bool has_binary = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(SourcePath(part))) {
+    const std::string path = e.path().string();
+    if (!e.is_regular_file()) continue;
+    const std::string name = e.path().filename().string();
+    auto text = ReadFile(path);
+    if (!text.ok()) continue;
+    if (name == "CMakeLists.txt") {
+      has_binary |= text->find("add_executable(easyscale-" + part) != std::string::npos;
+    } else if (e.path().extension() == ".cc" && name.find("_test.cc") == std::string::npos) {
+      texts.push_back(std::move(*text));
+    }
+  }
+  return has_binary ? texts : std::vector<std::string>{};
+}
+
+// Every flag the chart passes is one the binary defines ("--name" or, with
+// common/flags.h, "name"), so a renamed flag cannot crash-loop the pods.
+TEST(Chart, PassesOnlyFlagsTheBinariesDefine) {
+  auto docs = RenderChart(kCustomValues);
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  const std::pair<const char*, const char*> workloads[] = {{"Deployment", "operator"},
+                                                           {"DaemonSet", "device-plugin"}};
+  int checked = 0;
+  for (const auto& [kind, part] : workloads) {
+    const auto sources = BinarySources(part);
+    if (sources.empty()) continue;  // the part's binary is not written yet
+    for (const auto& arg : Only(*docs, kind)["spec"]["template"]["spec"]["containers"][0]["args"]) {
+      const std::string a = arg;
+      const std::string name = a.substr(2, a.find('=') - 2);
+      const bool defined = std::any_of(sources.begin(), sources.end(), [&](const std::string& t) {
+        return t.find("\"--" + name + "\"") != std::string::npos ||
+               t.find("\"" + name + "\"") != std::string::npos;
+      });
+      EXPECT_TRUE(defined) << part << " defines no flag " << name;
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "neither binary has a main() yet";
 }
 
 TEST(Chart, ServiceMonitorIsOffByDefault) {
