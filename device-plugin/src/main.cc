@@ -3,10 +3,10 @@
 // Exit codes: 0 clean stop, 1 runtime failure, 2 bad flags or input,
 // 3 --discover-only without a usable NVML.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <thread>
 
 #include "easyscale/common/job_spec.h"

@@ -223,5 +223,22 @@ TEST_F(KubeletProtocolTest, PublishesWhichPodsHoldGpus) {
   EXPECT_TRUE(PublishedGpus()[2]["trainingPod"].is_null());
 }
 
+TEST(KubeletRestarts, AreCappedAndThenTheBinaryExits) {
+  TempDir dir;
+  dir.Write("inventory.json", Inventory(true));
+  FakeKubelet kubelet(dir.path());
+  kubelet.StartRegistration();
+  PluginProcess p(dir.path(), {"--kubelet-socket", kubelet.registration_socket(),
+                               "--inventory-file", dir.path() + "/inventory.json", "--publish",
+                               "off", "--watch-interval-ms", "50", "--max-restarts", "1"});
+  ASSERT_EQ(kubelet.WaitForRegistrations(1, seconds(15)).size(), 1u) << p.Stderr();
+  kubelet.StartRegistration();  // restart 1: allowed
+  ASSERT_EQ(kubelet.WaitForRegistrations(2, seconds(15)).size(), 2u) << p.Stderr();
+  kubelet.StartRegistration();  // restart 2: over the cap
+  EXPECT_EQ(p.Wait(seconds(15)), 1);
+  EXPECT_NE(p.Stderr().find("restarted more than 1 times in an hour"), std::string::npos)
+      << p.Stderr();
+}
+
 }  // namespace
 }  // namespace easyscale::dp::testing
