@@ -138,15 +138,19 @@ class Validator {
   void Node(json* v, const json& s, const std::string& path, const json* old) {
     const size_t errors_before = errors_->size();
     Fail fail{this, path};
+    // Type errors show the value's type, as the API server does; enum is
+    // still checked, the rest would only repeat the same mistake.
+    const json type_name = JsonType(*v);
     if (Flag(s, "x-kubernetes-int-or-string")) {
       if (!v->is_number_integer() && !v->is_string()) {
-        fail.Invalid(*v, "must be of type int-or-string: " + Shown(*v));
-        return;
+        fail.Invalid(type_name, "must be of type int-or-string: " + type_name.dump());
+        return Enum(*v, s, fail);
       }
     } else if (s.contains("type")) {
       const std::string want = s["type"];
       if (!TypeMatches(want, *v)) {
-        return fail.Invalid(*v, "must be of type " + want + ": \"" + JsonType(*v) + "\"");
+        fail.Invalid(type_name, "must be of type " + want + ": " + type_name.dump());
+        return Enum(*v, s, fail);
       }
       if (want == "integer" && IsWholeNumber(*v)) *v = static_cast<int64_t>(v->get<double>());
     }

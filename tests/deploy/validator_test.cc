@@ -59,12 +59,13 @@ TEST_F(Validator, RejectsWrongTypesEnumsAndRanges) {
                       [](json& d) {
                         d["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] = 5;
                       }),
-            "spec.template.spec.volumes[0].hostPath.path: Invalid value: 5: "
+            "spec.template.spec.volumes[0].hostPath.path: Invalid value: \"integer\": "
             "spec.template.spec.volumes[0].hostPath.path in body must be of type string: "
             "\"integer\"");
-  EXPECT_EQ(OnlyError("Deployment", [](json& d) { d["spec"]["replicas"] = "2"; }),
-            "spec.replicas: Invalid value: \"2\": spec.replicas in body must be of type integer: "
-            "\"string\"");
+  EXPECT_EQ(
+      OnlyError("Deployment", [](json& d) { d["spec"]["replicas"] = "2"; }),
+      "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: "
+      "\"string\"");
   EXPECT_EQ(OnlyError("Service", [](json& d) { d["spec"]["ports"][0]["port"] = 70000; }),
             "spec.ports[0].port: Invalid value: 70000: spec.ports[0].port in body should be less "
             "than or equal to 65535");
