@@ -1,1 +1,127 @@
+#include "easyscale/worker/cpu_kernels.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "easyscale/worker/philox.h"
+
+namespace easyscale {
+namespace {
+
+std::vector<float> Random(size_t n, uint64_t seed) {
+  PhiloxStream r(DeriveKey(seed, 1), 0);
+  std::vector<float> v(n);
+  for (float& x : v) x = 2.0f * r.NextUniform() - 1.0f;
+  return v;
+}
+
+TEST(Gemm, EqualsScalarFmaChainInKOrder) {
+  const int M = 7, N = 300, K = 33;
+  auto A = Random(M * K, 1), B = Random(K * N, 2);
+  std::vector<float> C(M * N);
+  cpu::Gemm(M, N, K, A.data(), K, B.data(), N, C.data(), N, false);
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; ++k) acc = std::fma(A[i * K + k], B[k * N + j], acc);
+      ASSERT_EQ(C[i * N + j], acc) << i << "," << j;  // bit-exact, not approximately
+    }
+  }
+}
+
+TEST(Im2Col, Col2ImIsItsAdjoint) {
+  // <im2col(x), c> == <x, col2im(c)> for random x, c.
+  const int B = 2, C = 3, H = 6, W = 5, K = 3;
+  const int rows = C * K * K, cols = B * (H - K + 1) * (W - K + 1);
+  auto x = Random(B * C * H * W, 3), c = Random(rows * cols, 4);
+  std::vector<float> xc(rows * cols), cx(x.size());
+  cpu::Im2Col(B, C, H, W, K, K, x.data(), xc.data());
+  cpu::Col2Im(B, C, H, W, K, K, c.data(), cx.data());
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < xc.size(); ++i) lhs += double(xc[i]) * c[i];
+  for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * cx[i];
+  EXPECT_NEAR(lhs, rhs, 1e-4);
+}
+
+TEST(MaxPool, FirstMaximumWinsAndGradientRoutes) {
+  std::vector<float> x = {1, 3, 3, 0};  // one 2x2 window, tie between positions 1 and 2
+  std::vector<float> y(1), dx(4);
+  std::vector<int32_t> arg(1);
+  cpu::MaxPool2(1, 1, 2, 2, x.data(), y.data(), arg.data());
+  EXPECT_EQ(y[0], 3.0f);
+  EXPECT_EQ(arg[0], 1);
+  std::vector<float> dy = {5};
+  cpu::MaxPool2Backward(1, 1, 2, 2, dy.data(), arg.data(), dx.data());
+  EXPECT_EQ(dx, (std::vector<float>{0, 5, 0, 0}));
+}
+
+// Finite-difference check of an analytic gradient: f is a scalar of the input.
+template <typename F>
+void CheckGradient(std::vector<float> x, const std::vector<float>& analytic, F f, double tol) {
+  for (size_t i = 0; i < x.size(); i += 3) {
+    const float h = 1e-2f, keep = x[i];
+    x[i] = keep + h;
+    const double up = f(x);
+    x[i] = keep - h;
+    const double down = f(x);
+    x[i] = keep;
+    EXPECT_NEAR((up - down) / (2 * h), analytic[i], tol) << "element " << i;
+  }
+}
+
+TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
+  const int B = 3, C = 2, P = 4;
+  auto x = Random(B * C * P, 5), w = Random(B * C * P, 6);
+  std::vector<float> gamma = {1.5f, 0.7f}, beta = {0.1f, -0.2f};
+  auto loss = [&](const std::vector<float>& in) {
+    std::vector<float> rm(C, 0), rv(C, 1), y(in.size()), m(C), s(C);
+    cpu::BatchNormTrain(B, C, P, in.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
+                        rv.data(), y.data(), m.data(), s.data());
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i) l += double(y[i]) * w[i];
+    return l;
+  };
+  std::vector<float> rm(C, 0), rv(C, 1), y(x.size()), m(C), s(C), dx(x.size()), dg(C), db(C);
+  cpu::BatchNormTrain(B, C, P, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
+                      y.data(), m.data(), s.data());
+  cpu::BatchNormBackward(B, C, P, x.data(), w.data(), gamma.data(), m.data(), s.data(), dx.data(),
+                         dg.data(), db.data());
+  CheckGradient(x, dx, loss, 2e-2);
+  EXPECT_NEAR(rm[0], 0.1 * m[0], 1e-7);  // running mean moved by the momentum
+}
+
+TEST(SoftmaxCrossEntropy, LossAndGradient) {
+  const int R = 4, K = 5;
+  auto z = Random(R * K, 7);
+  std::vector<int32_t> labels = {0, 3, 4, 1};
+  std::vector<float> dz(z.size()), scratch(z.size());
+  const float loss = cpu::SoftmaxCrossEntropy(R, K, z.data(), labels.data(), dz.data());
+  double want = 0;
+  for (int r = 0; r < R; ++r) {
+    double s = 0;
+    for (int k = 0; k < K; ++k) s += std::exp(double(z[r * K + k]));
+    want += std::log(s) - z[r * K + labels[r]];
+  }
+  EXPECT_NEAR(loss, want / R, 1e-5);
+  CheckGradient(z, dz, [&](const std::vector<float>& in) {
+    return double(cpu::SoftmaxCrossEntropy(R, K, in.data(), labels.data(), scratch.data()));
+  }, 2e-3);
+}
+
+TEST(Dropout, MaskDependsOnlyOnKeyAndCounter) {
+  std::vector<float> x(1000, 1.0f), y1(1000), y2(1000), m1(1000), m2(1000);
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y1.data(), m1.data());
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y2.data(), m2.data());
+  EXPECT_EQ(y1, y2);
+  int dropped = 0;
+  for (float v : y1) dropped += v == 0.0f;
+  EXPECT_GT(dropped, 180);
+  EXPECT_LT(dropped, 320);
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 41, x.data(), y2.data(), m2.data());
+  EXPECT_NE(y1, y2);
+}
+
+}  // namespace
+}  // namespace easyscale

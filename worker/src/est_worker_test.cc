@@ -1,1 +1,95 @@
+#include "easyscale/worker/est_worker.h"
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "easyscale/worker/fixed_point.h"
+
+namespace easyscale {
+namespace {
+
+TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
+  const float values[] = {1e-3f, -2.5f, 3.14159f, 1e-9f, 7.0f};
+  int64_t forward = 0, backward = 0, q;
+  for (float v : values) forward += (ToFixedPoint(v, 8, &q), q);
+  for (int i = 4; i >= 0; --i) backward += (ToFixedPoint(values[i], 8, &q), q);
+  EXPECT_EQ(forward, backward);
+  EXPECT_NEAR(FixedPointMean(forward, 5), (1e-3 - 2.5 + 3.14159 + 1e-9 + 7.0) / 5, 1e-6);
+  EXPECT_FALSE(ToFixedPoint(std::nanf(""), 8, &q));
+  EXPECT_FALSE(ToFixedPoint(INFINITY, 8, &q));
+  ASSERT_TRUE(ToFixedPoint(1e30f, 8, &q));
+  EXPECT_EQ(q, (int64_t{1} << 62) / 8);
+}
+
+class EstWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = (std::filesystem::temp_directory_path() / ("es-worker-" + std::to_string(getpid()))).string();
+    std::filesystem::remove_all(root_);
+    data_ = MakeSyntheticDataset(512, 1, 28, 28, 10, 3);
+    args_.model = "cnn";
+    args_.dataset = "synthetic";
+    args_.steps = 6;
+    args_.batchPerEst = 4;
+    args_.checkpointEvery = 0;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // Trains `steps` with the ESTs spread as `placement`, workers as threads over Gloo.
+  std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name) {
+    const std::string dir = root_ + "/" + name;
+    std::vector<std::thread> threads;
+    std::vector<Status> results(placement.size());
+    for (size_t r = 0; r < placement.size(); ++r) {
+      threads.emplace_back([&, r] {
+        Rendezvous rv{"file", dir + "/rdzv", "", 0, "gen-0"};
+        auto comm = ConnectCollective(rv, static_cast<int>(r), static_cast<int>(placement.size()), {});
+        if (!comm.ok()) return void(results[r] = comm.status());
+        WorkerConfig c{args_, 4, placement[r], dir, EstField::kNone};
+        auto w = EstWorker::Create(c, data_, **comm);
+        if (!w.ok()) return void(results[r] = w.status());
+        if (auto s = (*w)->Restore(); !s.ok()) return void(results[r] = s.status());
+        while ((*w)->step() < args_.steps) {
+          auto st = (*w)->Step(false);
+          if (!st.ok()) return void(results[r] = st.status());
+        }
+        results[r] = (*w)->Checkpoint();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& s : results) EXPECT_TRUE(s.ok()) << s;
+    WorkerConfig all{args_, 4, {0, 1, 2, 3}, dir, EstField::kNone};
+    auto result = EstWorker::Finalize(all, data_, args_.steps);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->digest : "";
+  }
+
+  std::string root_;
+  Dataset data_;
+  TrainingArgs args_;
+};
+
+TEST_F(EstWorkerTest, DigestIndependentOfPlacement) {
+  const std::string one = Train({{0, 1, 2, 3}}, "one");
+  EXPECT_EQ(one.size(), 64u);
+  EXPECT_EQ(Train({{0, 1}, {2, 3}}, "two"), one);
+  EXPECT_EQ(Train({{0, 1, 2}, {3}}, "uneven"), one);
+  args_.seed = 99;
+  EXPECT_NE(Train({{0, 1, 2, 3}}, "seed"), one);
+}
+
+TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsCheckpoint) {
+  Train({{0, 1, 2, 3}}, "a");
+  args_.learningRate = 0.5;
+  auto comm = MakeSingleProcessCollective();
+  WorkerConfig c{args_, 4, {0, 1, 2, 3}, root_ + "/a", EstField::kNone};
+  auto w = EstWorker::Create(c, data_, *comm);
+  ASSERT_TRUE(w.ok());
+  auto restored = (*w)->Restore();
+  EXPECT_TRUE(absl::IsFailedPrecondition(restored.status())) << restored.status();
+}
+
+}  // namespace
+}  // namespace easyscale

@@ -212,6 +212,9 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     remove_dir = true;
   }
   ES_RETURN_IF_ERROR(MakeDirs(dir));
+  // Rendezvous keys of an earlier run in a kept folder would collide with ours.
+  std::error_code ignored;
+  std::filesystem::remove_all(dir + "/rendezvous", ignored);
   struct Cleanup {
     std::string dir;
     bool on;

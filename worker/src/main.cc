@@ -65,8 +65,8 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
 
 int LocalCommand(int argc, char** argv) {
   LocalJobOptions o;
-  o.args.steps = 200;
-  std::string schedule = "0:2,100:4";
+  // The default run is the standard job: N = 8, 120 steps, one scale event.
+  std::string schedule = "0:2,60:4";
   int64_t seed = static_cast<int64_t>(o.args.seed);
   std::string log_level = "warn";
   FlagSet f(
