@@ -44,6 +44,8 @@ std::string Usage() {
   --node-name NAME             Node to publish on (default $NODE_NAME)
   --publish-file PATH          write the Node patch to PATH instead of the API server
   --apiserver URL              API server instead of the in-cluster one (tests)
+  --service-account-dir PATH   in-cluster token and ca.crt
+                               (default /var/run/secrets/kubernetes.io/serviceaccount)
   --publish on|off             publish the node inventory (default on)
   --publish-interval-ms N      pod-resources poll period (default 5000)
   --watch-interval-ms N        kubelet.sock watch period (default 500)
@@ -64,7 +66,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       {"--pod-resources-socket", &f.pod_resources_socket},
       {"--node-name", &f.node_name},
       {"--publish-file", &f.publish_file},
-      {"--apiserver", &f.apiserver}};
+      {"--apiserver", &f.apiserver},
+      {"--service-account-dir", &f.service_account_dir}};
   struct IntFlag {
     int* out;
     int min, max;

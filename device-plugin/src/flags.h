@@ -21,6 +21,7 @@ struct Flags {
   std::string node_name;  // default: $NODE_NAME
   std::string publish_file;
   std::string apiserver;
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   bool publish = true;
   int publish_interval_ms = 5000;
   int watch_interval_ms = 500;

@@ -77,7 +77,7 @@ std::unique_ptr<HealthProvider> MakeHealthProvider(const Flags& f, const Discove
 StatusOr<std::unique_ptr<NodePublisher>> MakePublisher(const Flags& f) {
   if (!f.publish_file.empty()) return MakeFilePublisher(f.publish_file);
   if (!f.publish) return std::unique_ptr<NodePublisher>();
-  auto config = LoadApiServerConfig(f.node_name, f.apiserver);
+  auto config = LoadApiServerConfig(f.node_name, f.apiserver, f.service_account_dir);
   if (config.ok()) return MakeApiServerPublisher(std::move(*config));
   if (!f.apiserver.empty()) return config.status();  // asked for explicitly: bad input
   LogWarn(kLog, "node inventory not published", {{"why", std::string(config.status().message())}});

@@ -12,7 +12,6 @@ namespace easyscale::dp {
 namespace {
 
 constexpr const char* kLog = "device-plugin";
-constexpr const char* kServiceAccount = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 class FilePublisher : public NodePublisher {
  public:
@@ -72,7 +71,8 @@ std::unique_ptr<NodePublisher> MakeApiServerPublisher(ApiServerConfig config) {
 }
 
 StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
-                                              const std::string& url_override) {
+                                              const std::string& url_override,
+                                              const std::string& service_account_dir) {
   if (node_name.empty()) {
     return absl::InvalidArgumentError(
         "--node-name (or NODE_NAME) is required to publish on the Node");
@@ -95,12 +95,12 @@ StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
   }
   const std::string h = host;
   c.url = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
-  auto token = ReadFile(absl::StrCat(kServiceAccount, "/token"));
+  auto token = ReadFile(service_account_dir + "/token");
   if (!token.ok()) return token.status();
   c.token = *token;
   while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back())))
     c.token.pop_back();
-  c.ca_path = absl::StrCat(kServiceAccount, "/ca.crt");
+  c.ca_path = service_account_dir + "/ca.crt";
   return c;
 }
 

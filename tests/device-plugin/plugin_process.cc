@@ -36,9 +36,10 @@ TempDir::~TempDir() {
 
 void TempDir::Write(const std::string& name, const std::string& content) const {
   // Write then rename, so the plugin never reads half a file.
-  const std::string tmp = path_ + "/." + name + ".tmp";
+  const std::string target = path_ + "/" + name;
+  const std::string tmp = target + ".tmp";
   std::ofstream(tmp) << content;
-  std::filesystem::rename(tmp, path_ + "/" + name);
+  std::filesystem::rename(tmp, target);
 }
 
 std::string TempDir::Read(const std::string& name) const { return ReadAll(path_ + "/" + name); }

@@ -37,10 +37,11 @@ struct ApiServerConfig {
   std::string ca_path;  // CA bundle for https; empty: system default
 };
 
-// In-cluster config: KUBERNETES_SERVICE_HOST/PORT and the service-account token
-// and CA. `url_override` (--apiserver) replaces the host and skips the files.
+// In-cluster config: KUBERNETES_SERVICE_HOST/PORT and the token and ca.crt in
+// `service_account_dir`. `url_override` (--apiserver) replaces all of it.
 StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
-                                              const std::string& url_override);
+                                              const std::string& url_override,
+                                              const std::string& service_account_dir);
 // PATCH /api/v1/nodes/NAME with application/merge-patch+json.
 std::unique_ptr<NodePublisher> MakeApiServerPublisher(ApiServerConfig config);
 
