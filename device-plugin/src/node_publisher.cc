@@ -136,14 +136,19 @@ Status InventoryReporter::ReportOnce() {
 void InventoryReporter::Start() {
   stop_ = false;
   thread_ = std::thread([this] {
+    std::string last_error;  // log a failure when it starts or changes, not every round
     while (!stop_) {
-      if (Status s = ReportOnce(); !s.ok()) {
-        LogWarn(kLog, "publishing the node inventory failed; retrying",
-                {{"error", std::string(s.message())}});
+      const uint64_t seen = rm_->Version();
+      const Status s = ReportOnce();
+      const std::string error = s.ok() ? "" : std::string(s.message());
+      if (!error.empty() && error != last_error) {
+        LogWarn(kLog, "publishing the node inventory failed; retrying", {{"error", error}});
       }
+      last_error = error;
+      // Sleep for the interval, but publish a health change at once.
       const auto wake = std::chrono::steady_clock::now() + interval_;
       while (!stop_ && std::chrono::steady_clock::now() < wake) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (rm_->WaitForChange(seen, std::chrono::milliseconds(20)) != seen) break;
       }
     }
   });

@@ -221,6 +221,10 @@ TEST_F(KubeletProtocolTest, PublishesWhichPodsHoldGpus) {
   kubelet_.SetPodResources({});  // the inference pod goes away
   ASSERT_TRUE(WaitFor([&] { return PublishedGpus()[1]["heldBy"].is_null(); }, seconds(10)));
   EXPECT_TRUE(PublishedGpus()[2]["trainingPod"].is_null());
+
+  dir_.Write("inventory.json", Inventory(false));  // health changes are published too
+  ASSERT_TRUE(WaitFor([&] { return PublishedGpus()[1]["healthy"] == false; }, seconds(10)));
+  EXPECT_EQ(PublishedGpus()[0]["healthy"], true);
 }
 
 TEST(KubeletRestarts, AreCappedAndThenTheBinaryExits) {
