@@ -146,15 +146,34 @@ std::string RenderSvg(const std::vector<PolicyResult>& results, const std::strin
     << "\" text-anchor=\"middle\">simulated time</text>\n"
     << "<text transform=\"translate(18," << kTop + plotH / 2
     << ") rotate(-90)\" text-anchor=\"middle\">GPU utilisation (training + inference)</text>\n";
+  auto polyline = [&](const std::vector<double>& series, const char* colour, const char* extra) {
+    const double bucket = horizon / series.size();
+    s << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.6\" " << extra
+      << " points=\"";
+    for (size_t b = 0; b < series.size(); ++b) {
+      s << Fixed(x((b + 0.5) * bucket), 1) << "," << Fixed(y(series[b]), 1) << " ";
+    }
+    s << "\"/>\n";
+  };
+  // Inference alone, as an elastic policy serves it in full: the floor every
+  // policy builds on, and all a cluster without training on these GPUs gets.
+  const PolicyResult* elastic = nullptr;
+  for (const PolicyResult& r : results) {
+    if (r.policy != Policy::kStatic) elastic = &r;
+  }
+  if (elastic != nullptr) {
+    polyline(elastic->inferenceSeries, "#777", "stroke-dasharray=\"5,4\"");
+    const int ly = kTop + 20 + 44 * static_cast<int>(results.size());
+    s << "<line x1=\"" << kLeft + plotW + 14 << "\" x2=\"" << kLeft + plotW + 40 << "\" y1=\"" << ly
+      << "\" y2=\"" << ly << "\" stroke=\"#777\" stroke-width=\"3\" stroke-dasharray=\"5,4\"/>\n"
+      << "<text x=\"" << kLeft + plotW + 46 << "\" y=\"" << ly + 4 << "\">inference only</text>\n"
+      << "<text x=\"" << kLeft + plotW + 46 << "\" y=\"" << ly + 20 << "\" fill=\"#555\">mean "
+      << Fixed(100 * elastic->inferenceShare, 1) << "%</text>\n";
+  }
   for (size_t i = 0; i < results.size(); ++i) {
     const PolicyResult& r = results[i];
     const char* colour = colours[static_cast<int>(r.policy) % 3];
-    const double bucket = r.horizon / r.utilisationSeries.size();
-    s << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.6\" points=\"";
-    for (size_t b = 0; b < r.utilisationSeries.size(); ++b) {
-      s << Fixed(x((b + 0.5) * bucket), 1) << "," << Fixed(y(r.utilisationSeries[b]), 1) << " ";
-    }
-    s << "\"/>\n";
+    polyline(r.utilisationSeries, colour, "");
     const int ly = kTop + 20 + 44 * static_cast<int>(i);
     s << "<line x1=\"" << kLeft + plotW + 14 << "\" x2=\"" << kLeft + plotW + 40 << "\" y1=\"" << ly
       << "\" y2=\"" << ly << "\" stroke=\"" << colour << "\" stroke-width=\"3\"/>\n"

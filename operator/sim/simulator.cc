@@ -81,6 +81,7 @@ class Replay {
     result_.jobsSubmitted = static_cast<int>(t.jobs.size());
     bucket_ = t.horizon / std::max(1, o.seriesPoints);
     result_.utilisationSeries.assign(std::max(1, o.seriesPoints), 0.0);
+    result_.inferenceSeries = result_.utilisationSeries;
   }
 
   PolicyResult Run() {
@@ -124,7 +125,8 @@ class Replay {
       inferenceIntegral_ += granted * dt;
       demandIntegral_ += demand * dt;
       result_.inferenceWaitGpuSeconds += (demand - granted) * dt;
-      AddToSeries(now_, to, static_cast<double>(granted + training));
+      AddToSeries(now_, to, static_cast<double>(granted + training), &result_.utilisationSeries);
+      AddToSeries(now_, to, static_cast<double>(granted), &result_.inferenceSeries);
       for (int j : active_) {
         JobState& s = jobs_[j];
         const double running = to - std::max(now_, s.resumeAt);
@@ -137,8 +139,8 @@ class Replay {
     now_ = to;
   }
 
-  void AddToSeries(double from, double to, double busy) {
-    auto& series = result_.utilisationSeries;
+  void AddToSeries(double from, double to, double busy, std::vector<double>* out) {
+    std::vector<double>& series = *out;
     for (double t = from; t < to;) {
       const size_t b = std::min(series.size() - 1, static_cast<size_t>(t / bucket_));
       const double end = std::min(to, (b + 1) * bucket_);
@@ -251,6 +253,7 @@ class Replay {
     result_.inferenceWaitFraction =
         demandIntegral_ > 0.0 ? result_.inferenceWaitGpuSeconds / demandIntegral_ : 0.0;
     for (double& u : result_.utilisationSeries) u /= result_.totalGpus * bucket_;
+    for (double& u : result_.inferenceSeries) u /= result_.totalGpus * bucket_;
     std::vector<double> completion, queueing;
     for (size_t j = 0; j < jobs_.size(); ++j) {
       const double submit = trace_.jobs[j].submit;

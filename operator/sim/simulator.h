@@ -42,6 +42,7 @@ struct PolicyResult {
   double trainingShare = 0.0;  // mean training GPUs / total
   double inferenceShare = 0.0;
   std::vector<double> utilisationSeries;  // per bucket of horizon / seriesPoints
+  std::vector<double> inferenceSeries;    // inference's own share, same buckets
   int jobsSubmitted = 0, jobsStarted = 0, jobsCompleted = 0;
   Summary completionSeconds;  // finish - submit, completed jobs
   Summary queueingSeconds;    // first start - submit, started jobs

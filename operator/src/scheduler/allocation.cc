@@ -25,6 +25,29 @@ void ReleaseAll(JobModel* j, std::vector<int>* freeByType) {
   for (size_t t = 0; t < j->counts.size(); ++t) Release(j, t, j->counts[t], freeByType);
 }
 
+void ShedIdleWorkers(ClusterModel* m, std::vector<int>* freeByType) {
+  for (JobModel& j : m->jobs) {
+    if (j.Workers() < j.minWorkers) continue;
+    const double tp = j.Tp();
+    // Slowest type first: its workers are the likeliest to idle.
+    std::vector<int> order;
+    for (size_t t = 0; t < j.counts.size(); ++t) order.push_back(static_cast<int>(t));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return j.speed[a] < j.speed[b]; });
+    bool shed = true;
+    while (shed && j.Workers() > j.minWorkers) {
+      shed = false;
+      for (int t : order) {
+        if (j.counts[t] > 0 && j.TpWith(t, -1) >= tp * (1.0 - 1e-12)) {
+          Release(&j, t, 1, freeByType);
+          shed = true;
+          break;
+        }
+      }
+    }
+  }
+}
+
 namespace {
 
 // The types a job may take, fastest first (ties: type order).

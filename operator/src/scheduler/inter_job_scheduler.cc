@@ -18,9 +18,11 @@ ScheduleResult InterJobScheduler::Schedule(const ClusterState& cluster) const {
   std::vector<double> nowTp;
   for (const JobModel& j : m.jobs) nowTp.push_back(j.Workers() >= j.minWorkers ? j.Tp() : 0.0);
   std::vector<int> freeByType = internal::FreeByType(m);
+  internal::ShedIdleWorkers(&m, &freeByType);
   internal::SecureMinimums(&m, options_, &freeByType);
   internal::GrowForThroughput(&m, options_, nowTp, &freeByType);
   internal::ImproveByTransfers(&m, options_, &freeByType);
+  internal::ShedIdleWorkers(&m, &freeByType);  // donors may have been left with some
   internal::PlaceOnNodes(&m);
 
   result.allocations.resize(cluster.jobs.size());

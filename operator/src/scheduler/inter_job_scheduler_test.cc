@@ -198,6 +198,20 @@ TEST(InterJobSchedulerTest, WithoutPreemptionInferenceWaitsAndTrainingStays) {
   EXPECT_EQ(Workers(r.allocations[1]), 3);
 }
 
+TEST(InterJobSchedulerTest, ShedsWorkersThatAddNoThroughput) {
+  ClusterState c;
+  c.nodes = {Node("n1", "a100", 32, 0, /*pending=*/1)};
+  JobDemand big = Job("big", 32, 1, 32, 0, 1);
+  big.current = {{"n1", "a100", 32}};
+  c.jobs = {big, Job("small", 8, 1, 8, 0, 2)};
+  const ScheduleResult r = Decide(c);
+  ASSERT_EQ(r.preemptions.size(), 1u);
+  EXPECT_EQ(r.preemptions[0].job, "big");
+  // 31 workers for 32 ESTs step like 16 (two ESTs on someone): 15 go to others.
+  EXPECT_EQ(Workers(r.allocations[0]), 16);
+  EXPECT_EQ(Workers(r.allocations[1]), 8);
+}
+
 ClusterState RandomCluster(uint32_t seed) {
   std::mt19937 rng(seed);
   const std::vector<std::string> types = {"h100", "a100", "v100", "t4"};

@@ -2,6 +2,7 @@
 //
 // The steps of InterJobScheduler::Schedule, in the order it runs them:
 //   1. PreemptForInference  slot level: free GPUs that inference claims, at once
+//   1b. ShedIdleWorkers    type level: workers that add no throughput go back
 //   2. SecureMinimums       type level: priority order, each waiting job gets its
 //                           minWorkers or nothing (may reclaim from lower priority)
 //   3. GrowForThroughput    type level: greedy marginal gain per GPU, then undo
@@ -22,6 +23,10 @@ std::vector<Preemption> PreemptForInference(ClusterModel* m);
 
 // GPUs of each type that no training worker occupies.
 std::vector<int> FreeByType(const ClusterModel& m);
+
+// Drops workers whose job runs as fast without them (e.g. 31 workers for 32
+// ESTs step like 16: two ESTs on someone either way), so other jobs can use them.
+void ShedIdleWorkers(ClusterModel* m, std::vector<int>* freeByType);
 
 void SecureMinimums(ClusterModel* m, const SchedulerOptions& options, std::vector<int>* freeByType);
 
