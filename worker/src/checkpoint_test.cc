@@ -66,9 +66,10 @@ TEST_F(CheckpointTest, TruncatedAndTamperedFilesAreRejected) {
   EXPECT_NE(std::string(s.ReadEst(10, 1).status().message()).find("does not match its manifest"),
             std::string::npos);
   // The envelope alone also catches both, without the manifest.
-  EXPECT_NE(std::string(DecodeEnvelope(bytes.substr(0, 30), CheckpointKind::kEst, "x").status().message())
-                .find("truncated"),
-            std::string::npos);
+  EXPECT_NE(
+      std::string(DecodeEnvelope(bytes.substr(0, 30), CheckpointKind::kEst, "x").status().message())
+          .find("truncated"),
+      std::string::npos);
   bytes[26] ^= 0x40;
   EXPECT_NE(std::string(DecodeEnvelope(bytes, CheckpointKind::kEst, "x").status().message())
                 .find("checksum mismatch"),

@@ -84,8 +84,8 @@ TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
     return l;
   };
   std::vector<float> rm(C, 0), rv(C, 1), y(x.size()), m(C), s(C), dx(x.size()), dg(C), db(C);
-  cpu::BatchNormTrain(B, C, P, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
-                      y.data(), m.data(), s.data());
+  cpu::BatchNormTrain(B, C, P, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
+                      rv.data(), y.data(), m.data(), s.data());
   cpu::BatchNormBackward(B, C, P, x.data(), w.data(), gamma.data(), m.data(), s.data(), dx.data(),
                          dg.data(), db.data());
   CheckGradient(x, dx, loss, 2e-2);
@@ -105,9 +105,12 @@ TEST(SoftmaxCrossEntropy, LossAndGradient) {
     want += std::log(s) - z[r * K + labels[r]];
   }
   EXPECT_NEAR(loss, want / R, 1e-5);
-  CheckGradient(z, dz, [&](const std::vector<float>& in) {
-    return double(cpu::SoftmaxCrossEntropy(R, K, in.data(), labels.data(), scratch.data()));
-  }, 2e-3);
+  CheckGradient(
+      z, dz,
+      [&](const std::vector<float>& in) {
+        return double(cpu::SoftmaxCrossEntropy(R, K, in.data(), labels.data(), scratch.data()));
+      },
+      2e-3);
 }
 
 TEST(Dropout, MaskDependsOnlyOnKeyAndCounter) {

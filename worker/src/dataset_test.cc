@@ -13,7 +13,9 @@ namespace easyscale {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("es-ds-" + std::to_string(getpid()) + "-" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("es-ds-" + std::to_string(getpid()) + "-" + name))
+      .string();
 }
 
 TEST(Dataset, EncodeLoadRoundTrip) {
@@ -33,7 +35,8 @@ TEST(Dataset, CorruptAndTruncatedFilesAreRejected) {
   std::string flipped = bytes;
   flipped[100] ^= 1;
   ASSERT_TRUE(WriteFileAtomic(path, flipped).ok());
-  EXPECT_NE(std::string(LoadDataset(path).status().message()).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(std::string(LoadDataset(path).status().message()).find("checksum mismatch"),
+            std::string::npos);
   ASSERT_TRUE(WriteFileAtomic(path, bytes.substr(0, bytes.size() - 7)).ok());
   EXPECT_NE(std::string(LoadDataset(path).status().message()).find("truncated"), std::string::npos);
   ASSERT_TRUE(WriteFileAtomic(path, "not a dataset at all, just text......").ok());
@@ -45,7 +48,8 @@ TEST(Dataset, CorruptAndTruncatedFilesAreRejected) {
 TEST(Dataset, ConvertRejectsMalformedJson) {
   const std::string dir = TempPath("digits");
   std::filesystem::create_directories(dir);
-  for (int d = 0; d < 10; ++d) ASSERT_TRUE(WriteFileAtomic(dir + "/" + std::to_string(d) + ".json", "{\"data\":[0.5]}").ok());
+  for (int d = 0; d < 10; ++d)
+    ASSERT_TRUE(WriteFileAtomic(dir + "/" + std::to_string(d) + ".json", "{\"data\":[0.5]}").ok());
   const Status s = ConvertMnistJson(dir, dir + "/out.esd");
   EXPECT_NE(std::string(s.message()).find("not a multiple of 784"), std::string::npos) << s;
   std::filesystem::remove_all(dir);
@@ -53,7 +57,8 @@ TEST(Dataset, ConvertRejectsMalformedJson) {
 
 TEST(Dataset, SplitHasEveryClassAndIsDisjoint) {
   Dataset d;
-  for (int i = 0; i < 10000; ++i) d.labels.push_back(static_cast<uint8_t>(i % 10));  // interleaved as converted
+  for (int i = 0; i < 10000; ++i)
+    d.labels.push_back(static_cast<uint8_t>(i % 10));  // interleaved as converted
   DataSplit s = SplitTrainTest(d.count());
   EXPECT_EQ(s.test.size(), 1000u);
   EXPECT_EQ(s.train.size(), 9000u);
@@ -84,7 +89,8 @@ TEST(Dataset, AugmentationShiftsWithinTwoPixels) {
   std::set<int> positions;
   for (int i = 0; i < 200; ++i) {
     MakeBatch(d, {0}, &aug, &x, &labels);
-    const int at = static_cast<int>(std::max_element(x.data.begin(), x.data.end()) - x.data.begin());
+    const int at =
+        static_cast<int>(std::max_element(x.data.begin(), x.data.end()) - x.data.begin());
     EXPECT_LE(std::abs(at / 8 - 4), 2);
     EXPECT_LE(std::abs(at % 8 - 4), 2);
     positions.insert(at);

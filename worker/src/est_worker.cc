@@ -165,14 +165,11 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
     model_->Backward(dlogits_, lc);
     size_t k = 0;
     for (const Param* p : params) {
-      for (float g : p->grad.data) {
-        int64_t q;
-        if (!ToFixedPoint(g, terms, &q)) {
-          return absl::InternalError(absl::StrCat("non-finite gradient in ", p->name, " of EST ",
-                                                  id, " at step ", step_, ": training diverged"));
-        }
-        accum_[k++] += q;
+      if (!AccumulateFixedPoint(p->grad.ptr(), p->grad.size(), terms, &accum_[k])) {
+        return absl::InternalError(absl::StrCat("non-finite gradient in ", p->name, " of EST ", id,
+                                                " at step ", step_, ": training diverged"));
       }
+      k += p->grad.size();
     }
     int64_t q;
     if (!ToFixedPoint(loss, terms, &q)) {

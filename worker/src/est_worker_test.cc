@@ -20,13 +20,28 @@ TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
   EXPECT_FALSE(ToFixedPoint(std::nanf(""), 8, &q));
   EXPECT_FALSE(ToFixedPoint(INFINITY, 8, &q));
   ASSERT_TRUE(ToFixedPoint(1e30f, 8, &q));
-  EXPECT_EQ(q, (int64_t{1} << 62) / 8);
+  EXPECT_EQ(q, int64_t{1} << 51);
+  ASSERT_TRUE(ToFixedPoint(1e30f, 4096, &q));
+  EXPECT_EQ(q, (int64_t{1} << 62) / 4096);
+  // Ties round to even, as llrint does: 2^-33 is half a unit.
+  ASSERT_TRUE(ToFixedPoint(0x1p-33f, 8, &q));
+  EXPECT_EQ(q, 0);
+  ASSERT_TRUE(ToFixedPoint(0x3p-33f, 8, &q));
+  EXPECT_EQ(q, 2);
+  // The bulk path agrees with the scalar one, and flags NaN.
+  const float g[] = {0.1f, -0.7f, 3e-11f, 1e20f};
+  int64_t acc[4] = {0, 0, 0, 0};
+  ASSERT_TRUE(AccumulateFixedPoint(g, 4, 8, acc));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(acc[i], (ToFixedPoint(g[i], 8, &q), q));
+  const float nan[] = {1.0f, std::nanf("")};
+  EXPECT_FALSE(AccumulateFixedPoint(nan, 2, 8, acc));
 }
 
 class EstWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = (std::filesystem::temp_directory_path() / ("es-worker-" + std::to_string(getpid()))).string();
+    root_ = (std::filesystem::temp_directory_path() / ("es-worker-" + std::to_string(getpid())))
+                .string();
     std::filesystem::remove_all(root_);
     data_ = MakeSyntheticDataset(512, 1, 28, 28, 10, 3);
     args_.model = "cnn";
@@ -45,7 +60,8 @@ class EstWorkerTest : public ::testing::Test {
     for (size_t r = 0; r < placement.size(); ++r) {
       threads.emplace_back([&, r] {
         Rendezvous rv{"file", dir + "/rdzv", "", 0, "gen-0"};
-        auto comm = ConnectCollective(rv, static_cast<int>(r), static_cast<int>(placement.size()), {});
+        auto comm =
+            ConnectCollective(rv, static_cast<int>(r), static_cast<int>(placement.size()), {});
         if (!comm.ok()) return void(results[r] = comm.status());
         WorkerConfig c{args_, 4, placement[r], dir, EstField::kNone};
         auto w = EstWorker::Create(c, data_, **comm);

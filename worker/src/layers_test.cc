@@ -39,7 +39,8 @@ void CheckLayerGradients(Layer& layer, Tensor x, double tol) {
   std::vector<std::pair<float*, float>> checks;
   for (Param* p : layer.Params()) {
     const Tensor grad = p->grad;
-    for (size_t i = 0; i < p->value.size(); i += 7) checks.emplace_back(&p->value.data[i], grad.data[i]);
+    for (size_t i = 0; i < p->value.size(); i += 7)
+      checks.emplace_back(&p->value.data[i], grad.data[i]);
   }
   const Tensor dx_copy = dx;
   for (size_t i = 0; i < x.size(); i += 5) checks.emplace_back(&x.data[i], dx_copy.data[i]);

@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "easyscale/common/checks.h"
@@ -260,6 +262,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
                               .dump()
                               .c_str());
       std::fflush(stdout);
+      std::optional<Clock::time_point> last_step_at;
       Generation gen(o, assignment);
       ES_RETURN_IF_ERROR(gen.Start(workers, dir));
       int failed = -1;
@@ -274,6 +277,12 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
           const std::string kind = ev.value("event", "");
           if (kind == "step") {
             ev["ests_per_worker"] = EstsPerWorker(assignment);
+            const auto now = Clock::now();
+            if (last_step_at && !scale_pending) {
+              result.step_seconds.push_back(
+                  std::chrono::duration<double>(now - *last_step_at).count());
+            }
+            last_step_at = now;
             if (scale_pending) {
               const double s =
                   std::chrono::duration<double>(Clock::now() - scale_requested).count();
@@ -326,6 +335,18 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     }
   }
   if (result.digest.empty()) return absl::InternalError("the job ended without a digest");
+  std::vector<double> sorted = result.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median_step = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  double max_scale = 0.0;
+  for (double s : result.scale_event_seconds) max_scale = std::max(max_scale, s);
+  std::printf("%s\n", nlohmann::json{{"event", "summary"},
+                                     {"restarts", result.restarts},
+                                     {"scale_event_seconds", result.scale_event_seconds},
+                                     {"max_scale_event_seconds", max_scale},
+                                     {"median_step_seconds", median_step}}
+                          .dump()
+                          .c_str());
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "easyscale/worker/detmath.h"
 
@@ -17,19 +18,50 @@ namespace easyscale {
 
 inline constexpr int kFixedPointFractionBits = 32;
 
-// Rounds v * 2^32 to nearest (ties to even), saturating at +-2^62 / max_terms
-// so that a sum of max_terms values cannot overflow. Returns false for NaN/inf.
+// The largest magnitude a value may take, in units of 2^-32: below 2^51 so the
+// rounding trick below is exact, and below 2^62 / max_terms so a sum of
+// max_terms values cannot overflow.
+ES_HD double FixedPointLimit(int64_t max_terms) {
+  const double by_terms = 4611686018427387904.0 / static_cast<double>(max_terms);
+  return by_terms < 2251799813685248.0 ? by_terms : 2251799813685248.0;
+}
+
+// v * 2^32 rounded to nearest, ties to even, saturated at the limit. Adding
+// 1.5 * 2^52 puts the integer in the low mantissa bits (the FPU rounds there),
+// so the conversion is plain arithmetic that vectorises and runs the same on
+// every device. Returns false for NaN or infinity.
 ES_HD bool ToFixedPoint(float v, int64_t max_terms, int64_t* out) {
-  if (!(v - v == 0.0f)) return false;  // NaN or infinity
-  const double scaled = static_cast<double>(v) * 4294967296.0;
-  const double limit = 4611686018427387904.0 / static_cast<double>(max_terms);
-  const double clamped = scaled > limit ? limit : (scaled < -limit ? -limit : scaled);
-#if defined(__CUDA_ARCH__)
-  *out = __double2ll_rn(clamped);
-#else
-  *out = std::llrint(clamped);
-#endif
+  if (!(v - v == 0.0f)) return false;
+  const double limit = FixedPointLimit(max_terms);
+  double scaled = static_cast<double>(v) * 4294967296.0;
+  scaled = scaled > limit ? limit : (scaled < -limit ? -limit : scaled);
+  const double shifted = scaled + 6755399441055744.0;  // 1.5 * 2^52
+  int64_t bits, base;
+  const double magic = 6755399441055744.0;
+  memcpy(&bits, &shifted, sizeof bits);
+  memcpy(&base, &magic, sizeof base);
+  *out = bits - base;
   return true;
+}
+
+// acc[i] += ToFixedPoint(g[i]) for a whole gradient; false if any is not finite.
+inline bool AccumulateFixedPoint(const float* g, size_t n, int64_t max_terms, int64_t* acc) {
+  const double limit = FixedPointLimit(max_terms);
+  const double magic = 6755399441055744.0;
+  int64_t base;
+  memcpy(&base, &magic, sizeof base);
+  int bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = g[i];
+    bad |= !(v - v == 0.0f);
+    double scaled = static_cast<double>(v) * 4294967296.0;
+    scaled = scaled > limit ? limit : (scaled < -limit ? -limit : scaled);
+    const double shifted = scaled + magic;
+    int64_t bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    acc[i] += bits - base;
+  }
+  return bad == 0;
 }
 
 // The mean of `terms` fixed-point values summed into `sum`, as fp32.

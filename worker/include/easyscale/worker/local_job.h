@@ -49,7 +49,8 @@ struct LocalJobResult {
   std::string digest;
   double test_accuracy = 0.0;
   int restarts = 0;
-  std::vector<double> scale_event_seconds;
+  std::vector<double> scale_event_seconds;  // from "stopping" to the first resumed step
+  std::vector<double> step_seconds;         // rank 0's wall time between steps
 };
 
 StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& options);
