@@ -3,25 +3,64 @@
 #include <regex>
 
 #include "easyscale/common/checks.h"
+#include "test_support.h"
 #include "yaml_loader.h"
 
 namespace easyscale::deploytest {
 
 using nlohmann::json;
 
-StatusOr<ObjectShapes> ObjectShapes::Load(const std::string& shapes_yaml_path) {
-  ES_ASSIGN_OR_RETURN(std::vector<json> docs, LoadYamlFile(shapes_yaml_path));
-  if (docs.size() != 1 || !docs[0].contains("kinds") || !docs[0].contains("definitions")) {
-    return absl::InvalidArgumentError(shapes_yaml_path +
-                                      ": want one document with definitions and kinds");
+namespace {
+
+// Replaces every {"$ref": NAME} under `node` by a copy of definition NAME;
+// `depth` counts the expansions on the way down, to stop a cycle.
+Status ResolveRefs(json* node, const json& definitions, int depth) {
+  if (depth > 16)
+    return absl::InvalidArgumentError("$ref expansions nested deeper than 16: a cycle?");
+  if (node->is_object() && node->size() == 1 && node->contains("$ref")) {
+    const std::string name = (*node)["$ref"];
+    if (!definitions.contains(name)) return absl::InvalidArgumentError("unknown $ref " + name);
+    *node = definitions[name];
+    return ResolveRefs(node, definitions, depth + 1);
   }
-  ES_ASSIGN_OR_RETURN(StructuralSchema meta,
-                      StructuralSchema::Create(docs[0]["definitions"]["objectMeta"]));
-  ObjectShapes shapes(std::move(meta));
-  for (const auto& [key, entry] : docs[0]["kinds"].items()) {
+  if (node->is_structured()) {
+    for (auto& child : *node) ES_RETURN_IF_ERROR(ResolveRefs(&child, definitions, depth));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<ObjectShapes> ObjectShapes::Load(const std::string& shapes_dir) {
+  json definitions = json::object();
+  json kinds = json::object();
+  for (const auto& path : ListFiles(shapes_dir, ".yaml")) {
+    ES_ASSIGN_OR_RETURN(std::vector<json> docs, LoadYamlFile(path));
+    for (const auto& doc : docs) {
+      // value() returns a copy: keep it alive while iterating.
+      const json file_definitions = doc.value("definitions", json::object());
+      const json file_kinds = doc.value("kinds", json::object());
+      for (const auto& [name, d] : file_definitions.items()) {
+        if (definitions.contains(name)) {
+          return absl::InvalidArgumentError(path + ": " + name + " defined twice");
+        }
+        definitions[name] = d;
+      }
+      for (const auto& [key, k] : file_kinds.items()) kinds[key] = k;
+    }
+  }
+  if (!definitions.contains("objectMeta") || kinds.empty()) {
+    return absl::InvalidArgumentError(shapes_dir + ": want definitions (objectMeta) and kinds");
+  }
+  ES_RETURN_IF_ERROR(ResolveRefs(&kinds, definitions, 0));
+  json meta = definitions["objectMeta"];
+  ES_RETURN_IF_ERROR(ResolveRefs(&meta, definitions, 0));
+  ES_ASSIGN_OR_RETURN(StructuralSchema meta_schema, StructuralSchema::Create(meta));
+  ObjectShapes shapes(std::move(meta_schema));
+  for (const auto& [key, entry] : kinds.items()) {
     auto schema = StructuralSchema::Create(entry.at("schema"));
     if (!schema.ok()) {
-      return absl::InvalidArgumentError(shapes_yaml_path + " " + key + ": " +
+      return absl::InvalidArgumentError(shapes_dir + " " + key + ": " +
                                         std::string(schema.status().message()));
     }
     shapes.kinds_.emplace(key, Kind{std::move(*schema), entry.value("scope", "") == "Namespaced"});

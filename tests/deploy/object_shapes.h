@@ -1,12 +1,12 @@
 // File: tests/deploy/object_shapes.h
 //
 // Validates any object the chart renders or a user applies, by its apiVersion
-// and kind: built-in kinds against k8s_shapes.yaml, custom resources against
+// and kind: built-in kinds against the schemas in shapes/*.yaml, custom resources against
 // the openAPIV3Schema of a CRD added with AddCustomResourceDefinition. On top
 // of the schema it checks what the API server checks outside it: label keys,
 // and metadata.namespace only on namespaced kinds.
 //
-//   StatusOr<ObjectShapes> shapes = ObjectShapes::Load(SourcePath("tests/deploy/k8s_shapes.yaml"));
+//   StatusOr<ObjectShapes> shapes = ObjectShapes::Load(SourcePath("tests/deploy/shapes"));
 //   ES_RETURN_IF_ERROR(shapes->AddCustomResourceDefinition(crd));
 //   std::vector<std::string> errors = shapes->Validate(&object);
 #pragma once
@@ -23,7 +23,9 @@ namespace easyscale::deploytest {
 
 class ObjectShapes {
  public:
-  static StatusOr<ObjectShapes> Load(const std::string& shapes_yaml_path);
+  // Reads every *.yaml in `shapes_dir`: their `definitions` (shared schema
+  // pieces, used as {$ref: NAME}) and `kinds` ("apiVersion/kind" -> scope, schema).
+  static StatusOr<ObjectShapes> Load(const std::string& shapes_dir);
 
   // Registers the custom resource a CRD object defines (every served version);
   // the CRD itself must pass Validate first.

@@ -2,7 +2,7 @@
 //
 // An offline stand-in for the API server's validation of an object against a
 // structural OpenAPI v3 schema (a CRD's openAPIV3Schema, or the Kubernetes
-// object shapes in k8s_shapes.yaml), in the server's order: drop nulls, reject
+// object shapes in shapes/*.yaml), in the server's order: drop nulls, reject
 // unknown fields (kubectl's default strict field validation), apply defaults,
 // check types, required, enum, ranges, lengths, patterns, formats, list maps,
 // then the x-kubernetes-validations CEL rules (see cel_rules.h). Messages

@@ -103,8 +103,7 @@ StatusOr<nlohmann::json> LoadCrd() {
 }
 
 StatusOr<ObjectShapes> LoadShapesWithCrd() {
-  ES_ASSIGN_OR_RETURN(ObjectShapes shapes,
-                      ObjectShapes::Load(SourcePath("tests/deploy/k8s_shapes.yaml")));
+  ES_ASSIGN_OR_RETURN(ObjectShapes shapes, ObjectShapes::Load(SourcePath("tests/deploy/shapes")));
   ES_ASSIGN_OR_RETURN(nlohmann::json crd, LoadCrd());
   const std::vector<std::string> errors = shapes.Validate(&crd);
   if (!errors.empty()) {

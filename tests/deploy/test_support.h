@@ -33,7 +33,7 @@ StatusOr<CommandResult> RunHelm(const std::vector<std::string>& args);
 // "easyscale-system", CRDs included) with extra args such as {"--set", "a=b"}.
 StatusOr<std::vector<nlohmann::json>> RenderChart(const std::vector<std::string>& extra_args = {});
 
-// k8s_shapes.yaml plus the EasyScaleJob CRD from crds/ (itself validated first).
+// The shapes in shapes/ plus the EasyScaleJob CRD from crds/ (itself validated first).
 StatusOr<ObjectShapes> LoadShapesWithCrd();
 
 // The CRD object from crds/easyscale.io_easyscalejobs.yaml.
