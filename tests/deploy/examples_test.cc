@@ -51,14 +51,27 @@ TEST_F(Examples, ValidJobsAreAccepted) {
   }
 }
 
-TEST_F(Examples, CpuDemoRunsOnCpuWorkersOnly) {
+TEST_F(Examples, CpuDemoRunsOnCpuWorkersAndGpuJobOnGpus) {
   auto docs = LoadYamlFile(SourcePath("deploy/examples/mnist-cpu.yaml"));
   ASSERT_TRUE(docs.ok()) << docs.status();
   ASSERT_EQ(docs->size(), 1u);
   EXPECT_EQ((*docs)[0]["spec"]["gpuTypes"], json::array({"cpu"}));
   auto gpu = LoadYamlFile(SourcePath("deploy/examples/mnist-gpu.yaml"));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  for (const auto& t : (*gpu)[0]["spec"]["gpuTypes"]) EXPECT_NE(t, "cpu");
+  int jobs = 0;
+  for (const auto& doc : *gpu) {
+    if (doc["kind"] != kJobKind) {
+      // The checkpoint claim the job mounts, shared by workers on any node.
+      EXPECT_EQ(doc["kind"], "PersistentVolumeClaim");
+      EXPECT_EQ(doc["spec"]["accessModes"], json::array({"ReadWriteMany"}));
+      continue;
+    }
+    ++jobs;
+    EXPECT_FALSE(doc["spec"]["gpuTypes"].empty());
+    for (const auto& t : doc["spec"]["gpuTypes"]) EXPECT_NE(t, "cpu");
+    EXPECT_EQ(doc["spec"]["checkpoint"]["claimName"], "mnist-checkpoints");
+  }
+  EXPECT_EQ(jobs, 1);
 }
 
 TEST_F(Examples, BrokenJobsAreRejectedWithTheSchemaMessage) {
