@@ -80,6 +80,7 @@ nlohmann::json ToJson(const std::vector<PolicyResult>& results, const Trace& tra
           {"completionSeconds", SummaryJson(r.completionSeconds)},
           {"queueingSeconds", SummaryJson(r.queueingSeconds)}}},
         {"preemptions", {{"events", r.preemptionEvents}, {"workers", r.preemptedWorkers}}},
+        {"reconfigurations", r.reconfigurations},
         {"inferenceWait",
          {{"gpuSeconds", r.inferenceWaitGpuSeconds},
           {"fractionOfDemand", r.inferenceWaitFraction}}},

@@ -231,6 +231,7 @@ class Replay {
       JobState& s = jobs_[active_[k]];
       const op::JobAllocation& a = r.allocations[k];
       if (a.placements == s.placements) continue;
+      if (!s.placements.empty()) ++result_.reconfigurations;
       SetPlacements(&s, a.placements);
       s.tp = a.throughput;
       if (!a.placements.empty()) {

@@ -48,6 +48,7 @@ struct PolicyResult {
   Summary queueingSeconds;    // first start - submit, started jobs
   int preemptionEvents = 0;   // (job, node) preemptions
   int preemptedWorkers = 0;
+  int reconfigurations = 0;  // a running job's placements changed (each costs rescalePause)
   double inferenceWaitGpuSeconds = 0.0;  // inference demand not served
   double inferenceWaitFraction = 0.0;    // of all inference demand GPU-seconds
   double trainedSamples = 0.0;

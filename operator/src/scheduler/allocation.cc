@@ -172,25 +172,24 @@ bool BestStep(const JobModel& j, int index, bool homogeneous, const std::vector<
 
 void SecureMinimums(ClusterModel* m, const SchedulerOptions& options,
                     std::vector<int>* freeByType) {
+  // Jobs below their minimum (or never placeable) give everything back first,
+  // so the pool is complete before anyone is served; each then starts afresh.
+  for (JobModel& j : m->jobs) {
+    if (j.Workers() < j.minWorkers || j.minWorkers > j.maxWorkers) ReleaseAll(&j, freeByType);
+  }
   for (size_t i = 0; i < m->jobs.size(); ++i) {
     JobModel& j = m->jobs[i];
-    if (j.Workers() >= j.minWorkers && j.minWorkers <= j.maxWorkers) continue;
-    if (j.Workers() == 0) j.lockedType = -1;
-    const int need = j.minWorkers - j.Workers();
-    bool placed = false;
-    if (j.minWorkers <= j.maxWorkers) {
-      for (const std::vector<int>& mask : StartOptions(j, options.homogeneous)) {
-        if (mask.empty()) continue;
-        if (FreeIn(mask, *freeByType) < need &&
-            !(options.reclaimForPriority && Reclaim(m, i, mask, need, freeByType))) {
-          continue;
-        }
-        placed = TakeFree(&j, mask, need, freeByType);
-        if (placed) break;
+    if (j.Workers() > 0 || j.minWorkers > j.maxWorkers) continue;
+    j.lockedType = -1;
+    for (const std::vector<int>& mask : StartOptions(j, options.homogeneous)) {
+      if (mask.empty()) continue;
+      if (FreeIn(mask, *freeByType) < j.minWorkers &&
+          !(options.reclaimForPriority && Reclaim(m, i, mask, j.minWorkers, freeByType))) {
+        continue;
       }
+      // A job that cannot reach its minimum waits with nothing.
+      if (TakeFree(&j, mask, j.minWorkers, freeByType)) break;
     }
-    // A job that cannot reach its minimum waits with nothing.
-    if (!placed) ReleaseAll(&j, freeByType);
   }
 }
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "easyscale/operator/scheduler.h"
@@ -279,6 +280,23 @@ TEST(InterJobSchedulerTest, NeverOversubscribesANode) {
       EXPECT_LE(used[n.node], n.total - n.inferenceHeld - n.inferencePending) << n.node;
     }
   }
+}
+
+TEST(InterJobSchedulerTest, BadCountsAreClampedNotFatal) {
+  ClusterState c;
+  c.nodes = {Node("n1", "a100", 4, /*held=*/9, /*pending=*/-3), Node("n2", "a100", -2),
+             Node("n3", "v100", 2)};
+  JobDemand inverted = Job("inverted", 4, 3, 2);  // min > max: never placeable
+  inverted.current = {{"n3", "v100", 2}};
+  JobDemand zero = Job("zero", 0, 0, 0);
+  JobDemand ghost = Job("ghost", 2, 1, 2);
+  ghost.current = {{"nowhere", "a100", 2}, {"n3", "h100", 1}};  // unknown slots are dropped
+  ghost.speed = {{"v100", std::nan("")}, {"a100", -1.0}};       // bad reports fall back to defaults
+  c.jobs = {inverted, zero, ghost};
+  const ScheduleResult r = Decide(c);
+  EXPECT_EQ(Workers(r.allocations[0]), 0);
+  EXPECT_EQ(Workers(r.allocations[1]) + Workers(r.allocations[2]), 2);  // n3's two v100s
+  EXPECT_GT(r.totalThroughput, 0.0);
 }
 
 TEST(AssignEstsTest, SpreadsEstsInProportionToSpeed) {
