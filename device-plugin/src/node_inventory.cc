@@ -59,10 +59,14 @@ nlohmann::json NodeGpusToJson(const std::vector<NodeGpu>& gpus) {
 
 nlohmann::json NodeInventoryPatch(const std::vector<NodeGpu>& gpus) {
   std::set<std::string> types;
-  for (const auto& g : gpus) types.insert(g.device.type);
+  size_t healthy = 0;
+  for (const auto& g : gpus) {
+    types.insert(g.device.type);
+    if (g.device.healthy) ++healthy;
+  }
   const std::string type = types.empty() ? "none" : types.size() == 1 ? *types.begin() : "mixed";
   return {{"metadata",
-           {{"labels", {{kGpuTypeLabel, type}, {kGpuCountLabel, std::to_string(gpus.size())}}},
+           {{"labels", {{kGpuTypeLabel, type}, {kGpuCountLabel, std::to_string(healthy)}}},
             {"annotations", {{kGpusAnnotation, NodeGpusToJson(gpus).dump()}}}}}};
 }
 

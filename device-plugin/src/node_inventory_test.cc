@@ -31,13 +31,15 @@ TEST(JoinHolders, MatchesIdOrUuid) {
 TEST(NodeInventoryPatch, LabelsAndAnnotation) {
   DeviceHolders h;
   h.inference["a"] = "serving/llm-0";
-  const auto gpus = JoinHolders({Gpu("a", "h200"), Gpu("b", "h200")}, h);
+  GpuDevice broken = Gpu("c", "h200");
+  broken.healthy = false;
+  const auto gpus = JoinHolders({Gpu("a", "h200"), Gpu("b", "h200"), broken}, h);
   const nlohmann::json patch = NodeInventoryPatch(gpus);
   EXPECT_EQ(patch["metadata"]["labels"]["easyscale.io/gpu-type"], "h200");
-  EXPECT_EQ(patch["metadata"]["labels"]["easyscale.io/gpu-count"], "2");
+  EXPECT_EQ(patch["metadata"]["labels"]["easyscale.io/gpu-count"], "2");  // healthy ones
   const auto value = patch["metadata"]["annotations"]["easyscale.io/gpus"].get<std::string>();
   const auto list = nlohmann::json::parse(value);
-  ASSERT_EQ(list.size(), 2u);
+  ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[0]["id"], "a");
   EXPECT_EQ(list[0]["heldBy"], "serving/llm-0");
   EXPECT_TRUE(list[1]["heldBy"].is_null());

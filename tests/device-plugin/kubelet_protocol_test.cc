@@ -225,6 +225,9 @@ TEST_F(KubeletProtocolTest, PublishesWhichPodsHoldGpus) {
   dir_.Write("inventory.json", Inventory(false));  // health changes are published too
   ASSERT_TRUE(WaitFor([&] { return PublishedGpus()[1]["healthy"] == false; }, seconds(10)));
   EXPECT_EQ(PublishedGpus()[0]["healthy"], true);
+  EXPECT_EQ(
+      nlohmann::json::parse(dir_.Read("node.json"))["metadata"]["labels"]["easyscale.io/gpu-count"],
+      "2");
 }
 
 TEST(KubeletRestarts, AreCappedAndThenTheBinaryExits) {

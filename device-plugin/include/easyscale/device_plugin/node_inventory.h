@@ -9,7 +9,8 @@
 //     "labels": {
 //       "easyscale.io/gpu-type": "h200",   // the one type of every GPU; "mixed" when
 //                                          // types differ; "none" when there are no GPUs
-//       "easyscale.io/gpu-count": "8"},    // number of GPUs, healthy or not (decimal)
+//       "easyscale.io/gpu-count": "8"},    // number of healthy GPUs (decimal): what the
+//                                          // node offers when the annotation is unreadable
 //     "annotations": {
 //       "easyscale.io/gpus": "<JSON text of the list below>"}}}
 //
