@@ -132,3 +132,63 @@ TEST_F(Validator, PrunesNullsAndAppliesNestedDefaults) {
 
 }  // namespace
 }  // namespace easyscale::deploytest
+
+namespace easyscale::deploytest {
+namespace {
+
+// The shapes also check the worker pods the operator creates (its tests can
+// link easyscale_deploy_validator); this one follows the worker's contract:
+// `easyscale-worker k8s` with EASYSCALE_CONTROL_URL, EASYSCALE_JOB, POD_NAME, POD_IP.
+TEST_F(Validator, AcceptsAWorkerPodAndRejectsAMistypedOne) {
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "mnist-gpu-g3-0"},
+        {"namespace", "default"},
+        {"labels", {{"easyscale.io/job", "mnist-gpu"}, {"easyscale.io/generation", "3"}}},
+        {"ownerReferences",
+         {{{"apiVersion", "easyscale.io/v1alpha1"},
+           {"kind", "EasyScaleJob"},
+           {"name", "mnist-gpu"},
+           {"uid", "0b7f1c2e-2d7a-4c55-9e8e-6a4f1d2f9a10"},
+           {"controller", true},
+           {"blockOwnerDeletion", true}}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"automountServiceAccountToken", false},
+        {"nodeName", "gpu-node-1"},
+        {"containers",
+         {{{"name", "worker"},
+           {"image", "docker.io/easyscale/easyscale-worker:0.1.0"},
+           {"args", {"k8s"}},
+           {"env",
+            {{{"name", "EASYSCALE_CONTROL_URL"},
+              {"value", "http://easyscale-operator-control.easyscale-system.svc:8090"}},
+             {{"name", "EASYSCALE_JOB"}, {"value", "default/mnist-gpu"}},
+             {{"name", "POD_NAME"},
+              {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+             {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}}},
+           {"resources", {{"limits", {{"easyscale.io/gpu", 1}}}}},
+           {"volumeMounts", {{{"name", "checkpoints"}, {"mountPath", "/checkpoints"}}}}}}},
+        {"volumes",
+         {{{"name", "checkpoints"},
+           {"persistentVolumeClaim", {{"claimName", "mnist-checkpoints"}}}}}}}}};
+  json valid = pod;
+  EXPECT_EQ(shapes_->Validate(&valid), std::vector<std::string>{});
+  pod["spec"]["containers"][0]["env"][0]["valueFrom"] = "metadata.name";
+  pod["spec"]["containers"][0]["resources"]["limits"]["easyscale.io/gpu"] = "one";
+  pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claim"] = "x";
+  const auto errors = shapes_->Validate(&pod);
+  const std::vector<std::string> want = {
+      "spec.containers[0].env[0].valueFrom: Invalid value: \"string\"",
+      "spec.containers[0].resources.limits.easyscale.io/gpu: Invalid value: \"one\"",
+      "unknown field \"spec.volumes[0].persistentVolumeClaim.claim\""};
+  ASSERT_EQ(errors.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(errors[i].rfind(want[i], 0), 0u) << errors[i];
+  }
+}
+
+}  // namespace
+}  // namespace easyscale::deploytest
