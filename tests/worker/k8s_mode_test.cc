@@ -1,0 +1,178 @@
+// `easyscale-worker k8s` against a control server that plays the operator's
+// side of the protocol (common/control_protocol.h): three real worker
+// processes, generation 1 with two of them, then generation 2 with all three
+// while training runs. The digest must equal the local run of the same job.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include "easyscale/common/control_protocol.h"
+#include "easyscale/common/est_assignment.h"
+
+extern char** environ;
+
+namespace easyscale {
+namespace {
+
+constexpr int kEsts = 8;
+constexpr int kSteps = 40;
+
+TrainingArgs Job() {
+  TrainingArgs t;
+  t.steps = kSteps;
+  t.checkpointEvery = 10;
+  return t;
+}
+
+class TestOperator {
+ public:
+  explicit TestOperator(std::string dir) : dir_(std::move(dir)) {
+    server_.Get("/v1/assignment", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::string pod = req.get_param_value("pod");
+      auto it = members_.find(pod);
+      if (it == members_.end()) {
+        res.status = 404;
+        return;
+      }
+      WorkerAssignment a;
+      a.job = "default/mnist";
+      a.generation = generation_;
+      a.rank = it->second;
+      a.worldSize = static_cast<int>(members_.size());
+      a.totalEsts = kEsts;
+      a.ests = AssignContiguous(kEsts, a.worldSize)->workers[a.rank];
+      a.rendezvous = {"file", dir_ + "/rendezvous", "", 0, "gen-" + std::to_string(generation_)};
+      a.checkpointDir = dir_;
+      a.training = Job();
+      a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
+      res.set_content(ToJson(a).dump(), "application/json");
+    });
+    server_.Post("/v1/report", [this](const httplib::Request& req, httplib::Response& res) {
+      auto r = ParseWorkerReport(nlohmann::json::parse(req.body, nullptr, false));
+      if (!r.ok()) {
+        res.status = 400;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r->state == WorkerState::kCheckpointed && r->generation == generation_ - 1)
+        ++checkpointed_;
+      if (r->state == WorkerState::kRunning && r->generation == generation_)
+        max_step_ = std::max(max_step_, r->step);
+      if (r->state == WorkerState::kSucceeded && r->rank == 0) digest_ = r->digest;
+      res.status = 204;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~TestOperator() {
+    server_.stop();
+    thread_.join();
+  }
+  void SetGeneration(std::vector<std::string> pods) {
+    std::lock_guard<std::mutex> lock(mu_);
+    previous_size_ = generation_ == 0 ? 0 : static_cast<int>(members_.size());
+    checkpointed_ = 0;
+    ++generation_;
+    max_step_ = 0;
+    members_.clear();
+    for (size_t i = 0; i < pods.size(); ++i) members_[pods[i]] = static_cast<int>(i);
+  }
+  int64_t max_step() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_step_;
+  }
+  std::string digest() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return digest_;
+  }
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  int64_t generation_ = 0;
+  int previous_size_ = 0, checkpointed_ = 0;
+  int64_t max_step_ = 0;
+  std::map<std::string, int> members_;
+  std::string digest_;
+};
+
+pid_t StartWorker(const std::string& pod, int port) {
+  std::vector<std::string> args = {EASYSCALE_WORKER_BIN,
+                                   "k8s",
+                                   "--control-url",
+                                   "http://127.0.0.1:" + std::to_string(port),
+                                   "--job",
+                                   "default/mnist",
+                                   "--pod",
+                                   pod,
+                                   "--data",
+                                   EASYSCALE_MNIST_DATA};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  return pid;
+}
+
+std::string LocalDigest() {
+  const std::string cmd = std::string(EASYSCALE_WORKER_BIN) + " local --ests 8 --steps " +
+                          std::to_string(kSteps) + " --schedule 0:1 --data " + EASYSCALE_MNIST_DATA;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  pclose(p);
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("digest: ([0-9a-f]{64})")) ? std::string(m[1]) : "";
+}
+
+TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("es-k8s-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  TestOperator op(dir);
+  op.SetGeneration({"w-a", "w-b"});
+  std::vector<pid_t> pids = {StartWorker("w-a", op.port()), StartWorker("w-b", op.port()),
+                             StartWorker("w-c", op.port())};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (op.max_step() < 8 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(op.max_step(), 8) << "generation 1 did not train";
+  op.SetGeneration({"w-a", "w-b", "w-c"});  // scale out while it trains
+  while (op.digest().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(op.digest().size(), 64u);
+  EXPECT_EQ(op.digest(), LocalDigest());
+}
+
+}  // namespace
+}  // namespace easyscale
