@@ -1,6 +1,7 @@
 # ctest driver for easyscale-sim (cmake -P): runs the binary on the bundled
-# trace and checks the JSON, the SVG and the terminal gain line; then feeds a
-# malformed trace and checks the error names the file, line and field.
+# trace and checks the JSON, the SVG and the terminal gain line; feeds a
+# malformed trace and checks the error names the file, line and field; round-
+# trips a generated trace; refuses a bad flag.
 # Inputs: SIM (binary), TRACE (bundled trace), WORK (scratch folder).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -64,5 +65,27 @@ execute_process(COMMAND ${SIM} --trace ${WORK}/bad.csv
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 30)
 if(NOT rc EQUAL 1 OR NOT err MATCHES "bad.csv:3: field 4 \\(ests\\)")
   message(FATAL_ERROR "malformed trace: rc=${rc}, stderr: ${err}")
+endif()
+
+# The generator writes a trace the simulator reads back; one policy only.
+execute_process(COMMAND ${SIM} --generate --gpus 64 --jobs 20 --days 0.5 --seed 3
+    --out ${WORK}/gen.csv --no-simulate RESULT_VARIABLE rc ERROR_VARIABLE err TIMEOUT 30)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/gen.csv)
+  message(FATAL_ERROR "--generate failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${SIM} --trace ${WORK}/gen.csv --policies easyscale --json ${WORK}/gen.json
+  RESULT_VARIABLE rc ERROR_VARIABLE err TIMEOUT 30)
+file(READ ${WORK}/gen.json json)
+string(JSON n LENGTH "${json}" policies)
+string(JSON jobs GET "${json}" trace jobs)
+if(NOT rc EQUAL 0 OR NOT n EQUAL 1 OR NOT jobs EQUAL 20)
+  message(FATAL_ERROR "generated trace: rc=${rc} policies=${n} jobs=${jobs}: ${err}")
+endif()
+
+# Bad flags are refused with exit code 2 and a reason.
+execute_process(COMMAND ${SIM} --policies easyscale,fifo
+  RESULT_VARIABLE rc ERROR_VARIABLE err TIMEOUT 30)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "unknown policy 'fifo'")
+  message(FATAL_ERROR "bad --policies: rc=${rc}, stderr: ${err}")
 endif()
 file(REMOVE_RECURSE ${WORK})
