@@ -3,18 +3,18 @@
 #include <dlfcn.h>
 
 #include "absl/strings/str_cat.h"
+#include "easyscale/common/log.h"
 
 namespace easyscale::dp::nvml {
 namespace {
 
+// Looks `symbol` up; appends its name to `missing` when the library lacks it.
 template <typename Fn>
-bool Bind(void* handle, const char* symbol, Fn* out, std::string* missing) {
+void Bind(void* handle, const char* symbol, Fn* out, std::string* missing) {
   *out = reinterpret_cast<Fn>(dlsym(handle, symbol));
-  if (*out == nullptr) {
-    if (!missing->empty()) *missing += ", ";
-    *missing += symbol;
-  }
-  return *out != nullptr;
+  if (*out != nullptr) return;
+  if (!missing->empty()) *missing += ", ";
+  *missing += symbol;
 }
 
 }  // namespace
@@ -29,7 +29,8 @@ StatusOr<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   }
   std::unique_ptr<Library> lib(new Library());
   lib->handle_ = handle;
-  std::string missing;
+  std::string missing;   // required: discovery cannot work without them
+  std::string optional;  // NUMA node, device node, driver version, XID events
   Bind(handle, "nvmlInit_v2", &lib->init_, &missing);
   Bind(handle, "nvmlShutdown", &lib->shutdown_, &missing);
   Bind(handle, "nvmlErrorString", &lib->error_string_, &missing);
@@ -40,19 +41,23 @@ StatusOr<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   Bind(handle, "nvmlDeviceGetMemoryInfo", &lib->DeviceGetMemoryInfo, &missing);
   Bind(handle, "nvmlDeviceGetCudaComputeCapability", &lib->DeviceGetCudaComputeCapability,
        &missing);
-  Bind(handle, "nvmlDeviceGetPciInfo_v3", &lib->DeviceGetPciInfo, &missing);
-  Bind(handle, "nvmlDeviceGetMinorNumber", &lib->DeviceGetMinorNumber, &missing);
-  Bind(handle, "nvmlSystemGetDriverVersion", &lib->SystemGetDriverVersion, &missing);
-  Bind(handle, "nvmlEventSetCreate", &lib->EventSetCreate, &missing);
-  Bind(handle, "nvmlDeviceGetSupportedEventTypes", &lib->DeviceGetSupportedEventTypes, &missing);
-  Bind(handle, "nvmlDeviceRegisterEvents", &lib->DeviceRegisterEvents, &missing);
-  Bind(handle, "nvmlEventSetWait_v2", &lib->EventSetWait, &missing);
-  Bind(handle, "nvmlEventSetFree", &lib->EventSetFree, &missing);
+  Bind(handle, "nvmlDeviceGetPciInfo_v3", &lib->DeviceGetPciInfo, &optional);
+  Bind(handle, "nvmlDeviceGetMinorNumber", &lib->DeviceGetMinorNumber, &optional);
+  Bind(handle, "nvmlSystemGetDriverVersion", &lib->SystemGetDriverVersion, &optional);
+  Bind(handle, "nvmlEventSetCreate", &lib->EventSetCreate, &optional);
+  Bind(handle, "nvmlDeviceGetSupportedEventTypes", &lib->DeviceGetSupportedEventTypes, &optional);
+  Bind(handle, "nvmlDeviceRegisterEvents", &lib->DeviceRegisterEvents, &optional);
+  Bind(handle, "nvmlEventSetWait_v2", &lib->EventSetWait, &optional);
+  Bind(handle, "nvmlEventSetFree", &lib->EventSetFree, &optional);
   if (!missing.empty()) {
     // The destructor must not call nvmlShutdown on a library we never initialised.
     lib->shutdown_ = nullptr;
     return absl::FailedPreconditionError(
         absl::StrCat("NVML at \"", path, "\" lacks symbols: ", missing, " (driver too old?)"));
+  }
+  if (!optional.empty()) {
+    LogWarn("device-plugin", "NVML lacks optional symbols; those details stay unknown",
+            {{"symbols", optional}});
   }
   const Return r = lib->init_();
   if (r != kSuccess) {

@@ -56,12 +56,14 @@ class Library {
   // OK, or Internal naming `what` and NVML's message.
   Status Check(Return r, const char* what) const;
 
+  // Required entry points.
   Return (*DeviceGetCount)(unsigned int*) = nullptr;
   Return (*DeviceGetHandleByIndex)(unsigned int, Device*) = nullptr;
   Return (*DeviceGetName)(Device, char*, unsigned int) = nullptr;
   Return (*DeviceGetUUID)(Device, char*, unsigned int) = nullptr;
   Return (*DeviceGetMemoryInfo)(Device, Memory*) = nullptr;
   Return (*DeviceGetCudaComputeCapability)(Device, int*, int*) = nullptr;
+  // Optional entry points (older drivers may lack them): nullptr when absent.
   Return (*DeviceGetPciInfo)(Device, PciInfo*) = nullptr;
   Return (*DeviceGetMinorNumber)(Device, unsigned int*) = nullptr;
   Return (*SystemGetDriverVersion)(char*, unsigned int) = nullptr;
@@ -70,6 +72,10 @@ class Library {
   Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;
   Return (*EventSetWait)(EventSet, EventData*, unsigned int) = nullptr;
   Return (*EventSetFree)(EventSet) = nullptr;
+  bool HasEvents() const {
+    return EventSetCreate && DeviceGetSupportedEventTypes && DeviceRegisterEvents && EventSetWait &&
+           EventSetFree;
+  }
 
  private:
   Library() = default;

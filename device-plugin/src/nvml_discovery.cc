@@ -28,7 +28,8 @@ int NumaNodeOfPciBusId(const std::string& bus_id, const std::string& sysfs_root)
 StatusOr<NvmlInventory> DiscoverNvmlGpus(const nvml::Library& lib) {
   NvmlInventory inv;
   char version[96] = {};
-  if (lib.SystemGetDriverVersion(version, sizeof(version)) == nvml::kSuccess) {
+  if (lib.SystemGetDriverVersion != nullptr &&
+      lib.SystemGetDriverVersion(version, sizeof(version)) == nvml::kSuccess) {
     inv.driver_version = version;
   }
   unsigned int count = 0;
@@ -57,11 +58,12 @@ StatusOr<NvmlInventory> DiscoverNvmlGpus(const nvml::Library& lib) {
       d.compute_capability = absl::StrCat(major, ".", minor);
     }
     nvml::PciInfo pci{};
-    if (lib.DeviceGetPciInfo(dev, &pci) == nvml::kSuccess) {
+    if (lib.DeviceGetPciInfo != nullptr && lib.DeviceGetPciInfo(dev, &pci) == nvml::kSuccess) {
       d.numa_node = NumaNodeOfPciBusId(pci.bus_id, "/sys/bus/pci/devices");
     }
     unsigned int minor_number = 0;
-    if (lib.DeviceGetMinorNumber(dev, &minor_number) == nvml::kSuccess) {
+    if (lib.DeviceGetMinorNumber != nullptr &&
+        lib.DeviceGetMinorNumber(dev, &minor_number) == nvml::kSuccess) {
       d.device_paths.push_back(absl::StrCat("/dev/nvidia", minor_number));
     }
     if (!IsValidDeviceId(d.id)) {

@@ -37,6 +37,7 @@ class NvmlHealthProvider : public HealthProvider {
     std::lock_guard<std::mutex> lock(mu_);
     if (thread_.joinable())
       return absl::FailedPreconditionError("NVML health provider started twice");
+    if (!lib_->HasEvents()) return absl::FailedPreconditionError("NVML lacks the event functions");
     nvml::EventSet set = nullptr;
     if (Status s = lib_->Check(lib_->EventSetCreate(&set), "nvmlEventSetCreate"); !s.ok()) return s;
     std::map<nvml::Device, std::string> ids;
