@@ -73,11 +73,14 @@ struct SchedulerOptions {
 
 struct JobAllocation {
   std::string job;
-  std::vector<Placement> placements;  // desired; empty = the job holds nothing
+  std::vector<Placement> placements;  // desired, sorted by (node, gpuType); empty = wait
   double throughput = 0.0;            // predicted samples/s
 };
 
-// A worker freed at once because inference wants its GPU back.
+// Workers freed at once because inference wants their GPUs back (only these;
+// priority reclaims and idle-worker sheds show as smaller allocations). A job
+// pushed below minWorkers is listed for the node inference claims, and its
+// allocation is empty: its workers elsewhere go too.
 struct Preemption {
   std::string job;
   std::string node;
@@ -98,6 +101,8 @@ class InterJobScheduler {
   //  1. nodes where inference claims GPUs training holds: preempt now, taking
   //     workers from the lowest priority, then the job that loses least
   //     throughput (a job pushed below minWorkers loses all of it);
+  //     workers that add no throughput (31 workers for 32 ESTs step like 16)
+  //     are released;
   //  2. in (priority desc, submitOrder, key) order, a job below minWorkers gets
   //     its minimum from idle GPUs or from lower-priority jobs, or nothing;
   //  3. idle GPUs go to the step with the largest throughput gain per GPU; a
