@@ -19,18 +19,29 @@ namespace {
 using nlohmann::json;
 
 // The values a non-default install sets.
+// clang-format off
 const std::vector<std::string> kCustomValues = {
-    "--set",      "serviceMonitor.enabled=true",
-    "--set",      "serviceMonitor.labels.release=prometheus",
-    "--set",      "operator.replicas=3",
-    "--set",      "operator.watchNamespace=ml-jobs",
-    "--set",      "image.registry=registry.example.com/ml",
-    "--set",      "image.tag=1.2.3",
-    "--set",      "devicePlugin.image.tag=1.2.4",
+    "--set", "serviceMonitor.enabled=true",
+    "--set", "serviceMonitor.labels.release=prometheus",
+    "--set", "operator.replicas=3",
+    "--set", "operator.watchNamespace=ml-jobs",
+    "--set", "image.registry=registry.example.com/ml",
+    "--set", "image.tag=1.2.3",
+    "--set", "devicePlugin.image.tag=1.2.4",
     "--set-json", "devicePlugin.inventory=\"{\\\"devices\\\": []}\"",
-    "--set",      "devicePlugin.runtimeClassName=nvidia",
-    "--set",      "dashboard.enabled=false",
-    "--set",      "fullnameOverride=es"};
+    "--set", "devicePlugin.runtimeClassName=nvidia",
+    "--set", "dashboard.enabled=false",
+    "--set", "fullnameOverride=es",
+    "--set-json", "operator.extraEnv=[{\"name\":\"LOG_FORMAT\",\"value\":\"json\"}]",
+    "--set-json", "operator.extraArgs=[\"--kubeconfig=/etc/kube/config\"]",
+    "--set", "operator.podAnnotations.team=ml",
+    "--set", "operator.nodeSelector.kubernetes\\.io/os=linux",
+    "--set-json", "operator.tolerations=[{\"key\":\"infra\",\"operator\":\"Exists\"}]",
+    "--set", "operator.priorityClassName=system-cluster-critical",
+    "--set", "operator.serviceAccount.annotations.owner=ml",
+    "--set", "devicePlugin.podAnnotations.team=ml",
+    "--set-json", "imagePullSecrets=[{\"name\":\"registry-creds\"}]"};
+// clang-format on
 
 std::vector<const json*> OfKind(const std::vector<json>& docs, const std::string& kind) {
   std::vector<const json*> out;
@@ -262,6 +273,11 @@ TEST(Chart, CustomValuesRenderValidAndWired) {
   const json& c = d["spec"]["template"]["spec"]["containers"][0];
   EXPECT_EQ(c["image"], "registry.example.com/ml/easyscale-operator:1.2.3");
   EXPECT_EQ(Arg(c, "--namespace"), "--namespace=ml-jobs");
+  EXPECT_EQ(Arg(c, "--kubeconfig"), "--kubeconfig=/etc/kube/config");
+  EXPECT_EQ(c["env"].back(), json({{"name", "LOG_FORMAT"}, {"value", "json"}}));
+  EXPECT_EQ(d["spec"]["template"]["spec"]["nodeSelector"], json({{"kubernetes.io/os", "linux"}}));
+  EXPECT_EQ(d["spec"]["template"]["spec"]["imagePullSecrets"][0]["name"], "registry-creds");
+  EXPECT_EQ(d["spec"]["template"]["metadata"]["annotations"]["team"], "ml");
   const json& plugin = Only(*docs, "DaemonSet")["spec"]["template"]["spec"];
   EXPECT_EQ(plugin["containers"][0]["image"],
             "registry.example.com/ml/easyscale-device-plugin:1.2.4");
