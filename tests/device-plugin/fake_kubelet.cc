@@ -63,12 +63,24 @@ FakeKubelet::FakeKubelet(std::string dir)
     : dir_(std::move(dir)),
       registration_(std::make_unique<Registration>()),
       pod_resources_(std::make_unique<PodResources>()) {
-  pod_resources_server_ = ServeOn(pod_resources_socket(), pod_resources_.get());
+  StartPodResources();
 }
 
 FakeKubelet::~FakeKubelet() {
   StopRegistration();
-  if (pod_resources_server_) pod_resources_server_->Shutdown();
+  StopPodResources();
+}
+
+void FakeKubelet::StartPodResources() {
+  StopPodResources();
+  pod_resources_server_ = ServeOn(pod_resources_socket(), pod_resources_.get());
+}
+
+void FakeKubelet::StopPodResources() {
+  if (pod_resources_server_) {
+    pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    pod_resources_server_.reset();
+  }
   unlink(pod_resources_socket().c_str());
 }
 

@@ -33,6 +33,11 @@ class FakeKubelet {
   std::vector<v1beta1::RegisterRequest> WaitForRegistrations(size_t n,
                                                              std::chrono::milliseconds timeout);
 
+  // Starts (the constructor does) or stops, deleting its socket, the
+  // pod-resources server.
+  void StartPodResources();
+  void StopPodResources();
+
   // What List answers from now on: (namespace, pod, resource, device IDs).
   struct Holding {
     std::string ns, pod, resource;

@@ -230,6 +230,41 @@ TEST_F(KubeletProtocolTest, PublishesWhichPodsHoldGpus) {
       "2");
 }
 
+TEST_F(KubeletProtocolTest, KeepsTheHoldersViewWhilePodResourcesIsDown) {
+  ASSERT_TRUE(WaitFor([&] { return PublishedGpus().is_array(); }, seconds(10)));
+  // kubelet restarts: pod-resources is gone for a while, the holders view is kept.
+  kubelet_.SetPodResources({{"serving", "llm-0", "nvidia.com/gpu", {"GPU-0"}}});
+  ASSERT_TRUE(
+      WaitFor([&] { return PublishedGpus()[0]["heldBy"] == "serving/llm-0"; }, seconds(10)));
+  kubelet_.StopPodResources();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(PublishedGpus()[0]["heldBy"], "serving/llm-0");
+  kubelet_.SetPodResources({});
+  kubelet_.StartPodResources();  // back: the view catches up within seconds
+  EXPECT_TRUE(WaitFor([&] { return PublishedGpus()[0]["heldBy"].is_null(); }, seconds(10)))
+      << plugin_->Stderr();
+}
+
+TEST(PodResources, NothingIsPublishedBeforeTheFirstAnswer) {
+  TempDir dir;
+  dir.Write("inventory.json", Inventory(true));
+  FakeKubelet kubelet(dir.path());
+  kubelet.StartRegistration();
+  kubelet.StopPodResources();
+  PluginProcess p(
+      dir.path(),
+      {"--kubelet-socket", kubelet.registration_socket(), "--inventory-file",
+       dir.path() + "/inventory.json", "--pod-resources-socket", kubelet.pod_resources_socket(),
+       "--publish-file", dir.path() + "/node.json", "--publish-interval-ms", "50"});
+  ASSERT_EQ(kubelet.WaitForRegistrations(1, seconds(15)).size(), 1u) << p.Stderr();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Publishing all GPUs as idle would hand inference GPUs to training.
+  EXPECT_EQ(dir.Read("node.json"), "");
+  EXPECT_NE(p.Stderr().find("pod-resources List"), std::string::npos) << p.Stderr();
+  kubelet.StartPodResources();
+  EXPECT_TRUE(WaitFor([&] { return !dir.Read("node.json").empty(); }, seconds(10))) << p.Stderr();
+}
+
 TEST(KubeletRestarts, AreCappedAndThenTheBinaryExits) {
   TempDir dir;
   dir.Write("inventory.json", Inventory(true));
