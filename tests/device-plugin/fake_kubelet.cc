@@ -49,12 +49,22 @@ class FakeKubelet::PodResources final : public v1::PodResourcesLister::Service {
 
 namespace {
 
-std::unique_ptr<grpc::Server> ServeOn(const std::string& path, grpc::Service* service) {
+// Stops `server` (if running) and deletes its socket, as a stopping kubelet does.
+void StopServing(std::unique_ptr<grpc::Server>* server, const std::string& path) {
+  if (*server) {
+    (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server->reset();
+  }
   unlink(path.c_str());
+}
+
+// (Re)starts `server` on a fresh socket at `path`.
+void Serve(std::unique_ptr<grpc::Server>* server, const std::string& path, grpc::Service* service) {
+  StopServing(server, path);
   grpc::ServerBuilder b;
   b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
   b.RegisterService(service);
-  return b.BuildAndStart();
+  *server = b.BuildAndStart();
 }
 
 }  // namespace
@@ -72,30 +82,18 @@ FakeKubelet::~FakeKubelet() {
 }
 
 void FakeKubelet::StartPodResources() {
-  StopPodResources();
-  pod_resources_server_ = ServeOn(pod_resources_socket(), pod_resources_.get());
+  Serve(&pod_resources_server_, pod_resources_socket(), pod_resources_.get());
 }
 
 void FakeKubelet::StopPodResources() {
-  if (pod_resources_server_) {
-    pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    pod_resources_server_.reset();
-  }
-  unlink(pod_resources_socket().c_str());
+  StopServing(&pod_resources_server_, pod_resources_socket());
 }
 
 void FakeKubelet::StartRegistration() {
-  StopRegistration();
-  registration_server_ = ServeOn(registration_socket(), registration_.get());
+  Serve(&registration_server_, registration_socket(), registration_.get());
 }
 
-void FakeKubelet::StopRegistration() {
-  if (registration_server_) {
-    registration_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    registration_server_.reset();
-  }
-  unlink(registration_socket().c_str());
-}
+void FakeKubelet::StopRegistration() { StopServing(&registration_server_, registration_socket()); }
 
 std::vector<v1beta1::RegisterRequest> FakeKubelet::WaitForRegistrations(
     size_t n, std::chrono::milliseconds timeout) {
