@@ -7,27 +7,15 @@
 #include <thread>
 
 #include "easyscale/operator/test_apiserver.h"
+#include "testing/test_util.h"
 
 namespace easyscale::op {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::Eventually;
 using testing::TestApiServer;
-
-json Pod(const std::string& name) {
-  return {{"metadata", {{"name", name}}},
-          {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
-}
-
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return cond();
-}
 
 struct Counts {
   std::mutex mu;
@@ -67,11 +55,11 @@ class InformerTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(InformerTest, SyncsThenFollowsAddsUpdatesDeletes) {
-  ASSERT_TRUE(client_->Create(kPods, "default", Pod("before")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("before")).ok());
   informer_->Start();
   ASSERT_TRUE(WaitForSync({informer_.get()}, 5s));
   EXPECT_TRUE(informer_->Get("default/before").has_value());
-  ASSERT_TRUE(client_->Create(kPods, "default", Pod("after")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("after")).ok());
   ASSERT_TRUE(
       client_->MergePatch(kPods, "default", "after", {{"metadata", {{"labels", {{"x", "1"}}}}}})
           .ok());
@@ -90,18 +78,19 @@ TEST_P(InformerTest, DroppedWatchResumesWithoutRelist) {
   const int64_t watchesBefore = server_->watchRequests();
   server_->DropWatches();
   ASSERT_TRUE(Eventually([&] { return server_->watchRequests() > watchesBefore; }));
-  ASSERT_TRUE(client_->Create(kPods, "default", Pod("p")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("p")).ok());
   ASSERT_TRUE(Eventually([&] { return informer_->Get("default/p").has_value(); }));
   EXPECT_EQ(informer_->relists(), 1);
 }
 
 TEST_P(InformerTest, ExpiredResourceVersionRelistsAndDropsUnchangedObjects) {
-  ASSERT_TRUE(client_->Create(kPods, "default", Pod("kept")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("kept")).ok());
   informer_->Start();
   ASSERT_TRUE(WaitForSync({informer_.get()}, 5s));
   server_->SetCompactionWindow(0);  // every older RV is gone
   server_->DropWatches();
-  ASSERT_TRUE(client_->Create(kPods, "default", Pod("new")).ok());  // missed by the watch
+  ASSERT_TRUE(
+      client_->Create(kPods, "default", testing::PlainPod("new")).ok());  // missed by the watch
   ASSERT_TRUE(Eventually([&] { return informer_->relists() >= 2; }));
   ASSERT_TRUE(Eventually([&] { return informer_->Get("default/new").has_value(); }));
   EXPECT_EQ(counts_.Count("add:default/new"), 1u);
@@ -115,7 +104,7 @@ TEST_P(InformerTest, SurvivesApiErrorsWithBackoff) {
   server_->FailNextRequests(3, 429);
   server_->DropWatches();
   ASSERT_TRUE(Eventually([&] {  // the client's own writes may hit the failures too
-    return client_->Create(kPods, "default", Pod("late")).ok() ||
+    return client_->Create(kPods, "default", testing::PlainPod("late")).ok() ||
            informer_->Get("default/late").has_value();
   }));
   ASSERT_TRUE(Eventually([&] { return informer_->Get("default/late").has_value(); }, 10s));

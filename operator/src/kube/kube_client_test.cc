@@ -10,6 +10,7 @@
 #include "easyscale/common/file_io.h"
 #include "easyscale/operator/event_recorder.h"
 #include "easyscale/operator/test_apiserver.h"
+#include "testing/test_util.h"
 
 namespace easyscale::op {
 namespace {
@@ -22,11 +23,6 @@ json JobObject(const std::string& name, int ests) {
           {"kind", "EasyScaleJob"},
           {"metadata", {{"name", name}}},
           {"spec", {{"image", "easyscale/worker:test"}, {"ests", ests}, {"maxWorkers", ests}}}};
-}
-
-json PodObject(const std::string& name, json labels = json::object()) {
-  return {{"metadata", {{"name", name}, {"labels", labels}}},
-          {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
 }
 
 class KubeClientTest : public ::testing::Test {
@@ -55,11 +51,13 @@ class KubeClientTest : public ::testing::Test {
 };
 
 TEST_F(KubeClientTest, CrudAndErrorCodesOverHttpsWithCaAndToken) {
-  StatusOr<json> created = client_->Create(kPods, "default", PodObject("a", {{"app", "x"}}));
+  StatusOr<json> created =
+      client_->Create(kPods, "default", testing::PlainPod("a", {{"app", "x"}}));
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ((*created)["status"]["phase"], "Pending");
   EXPECT_FALSE((*created)["metadata"]["uid"].get<std::string>().empty());
-  EXPECT_TRUE(absl::IsAlreadyExists(client_->Create(kPods, "default", PodObject("a")).status()));
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(client_->Create(kPods, "default", testing::PlainPod("a")).status()));
   EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "zzz").status()));
 
   json stale = *created;
@@ -72,7 +70,7 @@ TEST_F(KubeClientTest, CrudAndErrorCodesOverHttpsWithCaAndToken) {
   ASSERT_TRUE(absl::IsInvalidArgument(bad.status()));  // 422 from ParseJobSpec
   EXPECT_NE(bad.status().message().find("spec.ests"), std::string::npos) << bad.status();
 
-  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("b", {{"app", "x"}})).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("b", {{"app", "x"}})).ok());
   StatusOr<json> list = client_->List(kPods, "default", {.labelSelector = "app=x"});
   ASSERT_TRUE(list.ok());
   ASSERT_EQ((*list)["items"].size(), 1u);
@@ -139,7 +137,7 @@ TEST_F(KubeClientTest, FinalizersDelayDeletionAndOwnedPodsAreCollected) {
   j["metadata"]["finalizers"] = {"easyscale.io/cleanup"};
   StatusOr<json> job = client_->Create(kEasyScaleJobs, "default", j);
   ASSERT_TRUE(job.ok());
-  json pod = PodObject("owned");
+  json pod = testing::PlainPod("owned");
   pod["metadata"]["ownerReferences"] = {{{"apiVersion", "easyscale.io/v1alpha1"},
                                          {"kind", "EasyScaleJob"},
                                          {"name", "owner"},
@@ -174,8 +172,8 @@ TEST_F(KubeClientTest, WatchStreamsChangesAndBookmarksFromListRv) {
         &cancel);
     EXPECT_TRUE(s.ok()) << s;
   });
-  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("w1", {{"w", "1"}})).ok());
-  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("other")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("w1", {{"w", "1"}})).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("other")).ok());
   ASSERT_TRUE(
       client_->MergePatch(kPods, "default", "w1", {{"metadata", {{"labels", {{"w", "0"}}}}}}).ok());
   watcher.join();
@@ -190,7 +188,7 @@ TEST_F(KubeClientTest, WatchStreamsChangesAndBookmarksFromListRv) {
 TEST_F(KubeClientTest, ExpiredResourceVersionIsOutOfRange) {
   StatusOr<json> list = client_->List(kPods, "default");
   ASSERT_TRUE(list.ok());
-  ASSERT_TRUE(client_->Create(kPods, "default", PodObject("x")).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("x")).ok());
   server_->Compact();
   Status s =
       client_->Watch(kPods, "default", {.resourceVersion = (*list)["metadata"]["resourceVersion"]},

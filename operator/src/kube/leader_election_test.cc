@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "easyscale/operator/test_apiserver.h"
+#include "testing/test_util.h"
 
 namespace easyscale::op {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Eventually;
 
 LeaderElectionConfig Fast(const std::string& id) {
   return {.ns = "default",
@@ -20,15 +22,6 @@ LeaderElectionConfig Fast(const std::string& id) {
           .leaseDuration = 800ms,
           .renewDeadline = 600ms,
           .retryPeriod = 100ms};
-}
-
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
 }
 
 TEST(LeaderElection, OneLeaderThenTakeoverOnExpiryAndRelease) {

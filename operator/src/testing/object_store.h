@@ -71,6 +71,7 @@ class ObjectStore {
 
   int64_t CurrentRv();
   void SetCompactionWindow(size_t events);
+  void SetValidateJobSpecs(bool on);
   // Forgets the whole history: any watch from an older RV gets 410.
   void Compact();
 
@@ -96,6 +97,7 @@ class ObjectStore {
   std::deque<StoredEvent> history_;
   int64_t compactedRv_ = 0;  // events at or below this RV are forgotten
   size_t window_ = 100000;
+  bool validateJobSpecs_ = true;
 };
 
 }  // namespace easyscale::op::testing

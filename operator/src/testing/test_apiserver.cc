@@ -253,6 +253,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   auto impl = std::make_unique<Impl>();
   impl->options = o;
   impl->store.SetCompactionWindow(o.compactionWindow);
+  impl->store.SetValidateJobSpecs(o.validateJobSpecs);
   if (o.tls) {
     ES_ASSIGN_OR_RETURN(impl->cert, MakeSelfSignedCert("easyscale-test-apiserver"));
     BIO* cb =

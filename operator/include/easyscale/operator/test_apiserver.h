@@ -31,6 +31,9 @@ struct TestApiServerOptions {
   // kube-apiserver answers a watch from an expired resourceVersion with an
   // ERROR event (code 410) on a 200 stream; true answers HTTP 410 instead.
   bool goneAsHttpStatus = false;
+  // Answer 422 for EasyScaleJob specs that ParseJobSpec rejects, as the CRD's
+  // schema does; false stores them, to test the operator's own validation.
+  bool validateJobSpecs = true;
 };
 
 class TestApiServer {

@@ -1,0 +1,28 @@
+// File: operator/src/controller/control_server.h
+//
+// The worker control protocol's HTTP face (common/control_protocol.h):
+//   GET  /v1/assignment?job=ns/name&pod=P  -> 200 WorkerAssignment | 404 | 503
+//   POST /v1/report                        -> 204 | 400 | 503
+// 503 while this replica is not the leader or has no plan for the job yet
+// (just after a takeover): workers retry instead of exiting.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "controller/control_book.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace easyscale::op {
+
+struct ControlServerHooks {
+  std::function<bool()> serving;                         // leader with synced caches
+  std::function<void(const std::string& job)> onReport;  // a report said something new
+};
+
+void InstallControlRoutes(httplib::Server& server, ControlBook* book, ControlServerHooks hooks);
+
+}  // namespace easyscale::op

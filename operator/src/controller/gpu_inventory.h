@@ -1,0 +1,48 @@
+// File: operator/src/controller/gpu_inventory.h
+//
+// What GPUs the cluster has and who holds them, read from Nodes and Pods:
+//  - a Node offers GPUs by type: the device plugin's `easyscale.io/gpus`
+//    annotation (a JSON list of devices) when valid, else the label pair
+//    easyscale.io/gpu-type + easyscale.io/gpu-count (the minimum it publishes);
+//  - an inference Pod (labelled easyscale.io/role=inference, or requesting
+//    nvidia.com/gpu) holds GPUs once Running and wants them while Pending on a
+//    node; training worker Pods (easyscale.io/role=worker) belong to jobs.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "easyscale/operator/scheduler.h"
+
+namespace easyscale::op {
+
+inline constexpr const char* kGpusAnnotation = "easyscale.io/gpus";
+inline constexpr const char* kGpuTypeLabel = "easyscale.io/gpu-type";
+inline constexpr const char* kGpuCountLabel = "easyscale.io/gpu-count";
+inline constexpr const char* kRoleLabel = "easyscale.io/role";
+inline constexpr const char* kJobLabel = "easyscale.io/job";
+inline constexpr const char* kGenerationLabel = "easyscale.io/generation";
+inline constexpr const char* kInferenceGpuResource = "nvidia.com/gpu";
+
+// Healthy GPUs of a node by type; empty when the node is not schedulable
+// (spec.unschedulable, or a Ready condition that is not True).
+std::map<std::string, int> NodeGpusByType(const nlohmann::json& node);
+
+bool IsWorkerPod(const nlohmann::json& pod);
+bool IsInferencePod(const nlohmann::json& pod);
+// GPUs an inference pod holds or wants (its nvidia.com/gpu request; 1 when it
+// is only labelled).
+int InferenceGpus(const nlohmann::json& pod);
+bool PodTerminated(const nlohmann::json& pod);  // Succeeded, Failed or being deleted
+
+// Per node and GPU type: totals, inference held and pending. `unavailable`
+// counts GPUs still held by training pods outside any job's plan (draining
+// workers), keyed by node then type: they count as the pending inference's
+// when it waits on that node, else as not idle.
+std::vector<NodeGpus> BuildNodeGpus(
+    const std::vector<nlohmann::json>& nodes, const std::vector<nlohmann::json>& pods,
+    const std::map<std::string, std::map<std::string, int>>& unavailable);
+
+}  // namespace easyscale::op

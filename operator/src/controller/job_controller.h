@@ -1,0 +1,94 @@
+// File: operator/src/controller/job_controller.h
+//
+// The EasyScaleJob controller, in sample-controller's shape: informers on
+// jobs, pods and nodes whose handlers only enqueue job keys; one worker that
+// takes keys off a rate-limited queue and runs Reconcile(key), which re-reads
+// the cache, is idempotent, writes status on a copy, and whose Status decides
+// requeue (transient) or drop. One worker, because every reconcile runs the
+// inter-job scheduler over all jobs: a single writer keeps that view coherent.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "controller/control_book.h"
+#include "controller/metrics.h"
+#include "controller/worker_pod.h"
+#include "easyscale/operator/event_recorder.h"
+#include "easyscale/operator/informer.h"
+#include "easyscale/operator/kube_client.h"
+#include "easyscale/operator/scheduler.h"
+#include "easyscale/operator/work_queue.h"
+
+namespace easyscale::op {
+
+inline constexpr const char* kCleanupFinalizer = "easyscale.io/cleanup";
+
+struct ControllerOptions {
+  std::string ns;  // namespace of jobs to manage; empty = all
+  WorkerPodOptions pod;
+  std::string workerBackend = "auto";  // cpu | cuda | auto (cuda unless the type is cpu)
+  std::chrono::milliseconds drainTimeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds resyncPeriod{std::chrono::seconds(2)};
+  SchedulerOptions scheduler;
+};
+
+class JobController {
+ public:
+  JobController(KubeClient* client, EventRecorder* recorder, Metrics* metrics,
+                ControllerOptions options);
+  ~JobController();
+
+  void StartInformers();
+  bool HasSynced() const;
+  // Starts reconciling (when this replica becomes the leader).
+  void StartWorker();
+  void Stop();
+
+  Status Reconcile(const std::string& key);
+  ControlBook& book() { return book_; }
+  WorkQueue& queue() { return queue_; }
+
+ private:
+  struct JobView;  // a job as the scheduler sees it
+  void WorkerLoop();
+  void ResyncLoop();
+  void EnqueueAllJobs();
+  nlohmann::json Freshest(const std::string& key, const nlohmann::json& cached);
+  void Remember(const nlohmann::json& job);
+  std::vector<nlohmann::json> WorkerPodsOf(const nlohmann::json& job);
+  Status Finalize(const nlohmann::json& job);
+  Status FailInvalid(const nlohmann::json& job, JobStatus st, const Status& why);
+  void MergeReports(const std::string& key, JobStatus* st, const nlohmann::json& job);
+  void DropLostWorkers(const nlohmann::json& job, const std::map<std::string, nlohmann::json>& pods,
+                       JobStatus* st);
+  ClusterState BuildCluster(const std::string& key, const JobStatus& self, size_t* selfIndex);
+  StatusOr<nlohmann::json> WriteStatus(const nlohmann::json& job, const JobStatus& st);
+  void PublishPlan(const std::string& key, const JobSpec& spec, const JobStatus& st);
+  Status SyncPods(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st,
+                  const std::map<std::string, nlohmann::json>& pods, bool keepNone);
+  void UpdateGpuMetrics(const ClusterState& cluster, const ScheduleResult& result);
+
+  KubeClient* client_;
+  EventRecorder* recorder_;
+  Metrics* metrics_;
+  ControllerOptions options_;
+  InterJobScheduler scheduler_;
+  Informer jobs_;
+  Informer pods_;
+  Informer nodes_;
+  WorkQueue queue_;
+  ControlBook book_;
+  std::mutex writtenMu_;
+  std::map<std::string, nlohmann::json> written_;  // our newest write per job
+  std::atomic<bool> stopped_{false};
+  std::thread worker_;
+  std::thread resync_;
+};
+
+}  // namespace easyscale::op

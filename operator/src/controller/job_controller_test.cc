@@ -1,0 +1,225 @@
+// The controller in-process against the test API server: invalid specs, the
+// life of a job through releases, preemption, draining and completion, and
+// finalizer clean-up. Workers are played by reports into the control book.
+#include "controller/job_controller.h"
+
+#include <gtest/gtest.h>
+
+#include "easyscale/operator/test_apiserver.h"
+#include "testing/test_util.h"
+
+namespace easyscale::op {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::Eventually;
+
+class JobControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = testing::TestApiServer::Start({.bookmarkIntervalMs = 200, .validateJobSpecs = false});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto c = KubeClient::Create(server_->ClientConfig());
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+    recorder_ = std::make_unique<EventRecorder>(client_.get(), "easyscale-operator", "test");
+    ControllerOptions o;
+    o.pod.controlUrl = "http://127.0.0.1:9";
+    o.workerBackend = "cpu";
+    o.resyncPeriod = 200ms;
+    controller_ = std::make_unique<JobController>(client_.get(), recorder_.get(), &metrics_, o);
+    controller_->StartInformers();
+    ASSERT_TRUE(Eventually([&] { return controller_->HasSynced(); }));
+    controller_->StartWorker();
+  }
+  void TearDown() override { controller_->Stop(); }
+
+  json Get(const std::string& name) {
+    StatusOr<json> j = client_->Get(kEasyScaleJobs, "default", name);
+    return j.ok() ? *j : json();
+  }
+  json StatusOf(const std::string& name) { return Get(name).value("status", json::object()); }
+  int EventCount(const std::string& name, const std::string& reason) {
+    StatusOr<json> e = client_->List(
+        kEvents, "default", {.fieldSelector = "involvedObject.name=" + name + ",reason=" + reason});
+    return e.ok() ? static_cast<int>((*e)["items"].size()) : -1;
+  }
+  std::vector<json> WorkerPods(const std::string& job) {
+    StatusOr<json> l =
+        client_->List(kPods, "default", {.labelSelector = "easyscale.io/job=" + job});
+    return l.ok() ? (*l)["items"].get<std::vector<json>>() : std::vector<json>();
+  }
+  void Report(const std::string& pod, int64_t generation, WorkerState state, int64_t step = 0,
+              const std::string& digest = "") {
+    WorkerReport r{.job = "default/j",
+                   .pod = pod,
+                   .generation = generation,
+                   .state = state,
+                   .step = step,
+                   .digest = digest};
+    if (controller_->book().Record(r)) controller_->queue().Add(r.job);
+  }
+  StatusOr<WorkerAssignment> Assignment(const std::string& pod) {
+    return controller_->book().AssignmentFor("default/j", pod);
+  }
+  std::vector<std::string> Pods(const json& records) {
+    std::vector<std::string> out;
+    for (const json& w : records) out.push_back(w["pod"]);
+    return out;
+  }
+
+  std::unique_ptr<testing::TestApiServer> server_;
+  std::unique_ptr<KubeClient> client_;
+  Metrics metrics_;
+  std::unique_ptr<EventRecorder> recorder_;
+  std::unique_ptr<JobController> controller_;
+};
+
+const json kGoodSpec = {{"image", "easyscale/worker:1"},
+                        {"ests", 8},
+                        {"minWorkers", 1},
+                        {"maxWorkers", 4},
+                        {"checkpoint", {{"mountPath", "/ckpt"}}}};
+
+TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  const std::vector<std::pair<std::string, json>> bad = {
+      {"no-ests", {{"image", "x"}, {"ests", 0}}},
+      {"min-over-max", {{"image", "x"}, {"ests", 4}, {"minWorkers", 3}, {"maxWorkers", 2}}},
+      {"bad-type", {{"image", "x"}, {"ests", 4}, {"gpuTypes", {"quantum"}}}},
+      {"no-image", {{"ests", 4}}}};
+  for (const auto& [name, spec] : bad) {
+    ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob(name, spec)).ok());
+  }
+  for (const auto& [name, spec] : bad) {
+    ASSERT_TRUE(Eventually([&] { return StatusOf(name).value("phase", "") == "Failed"; })) << name;
+    const json st = StatusOf(name);
+    const json* c = FindCondition(st["conditions"], "Failed");
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_EQ((*c)["reason"], "Invalid");
+    EXPECT_EQ((*c)["status"], "True");
+    EXPECT_NE((*c)["message"].get<std::string>().find("spec."), std::string::npos) << *c;
+    ASSERT_TRUE(Eventually([&] { return EventCount(name, "Failed") == 1; })) << name;
+    EXPECT_TRUE(WorkerPods(name).empty());
+  }
+  // The controller lives on: a good job next to them is scheduled.
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("good", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("good").value("phase", "") == "Running"; }));
+  std::this_thread::sleep_for(500ms);  // several resyncs: no repeated Events for bad specs
+  EXPECT_EQ(EventCount("no-ests", "Failed"), 1);
+}
+
+TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n2", "h100", 2)).ok());
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod("inf-1", "n1", 2)).ok());
+  ASSERT_TRUE(
+      client_->MergePatch(kPods, "default", "inf-1", {{"status", {{"phase", "Running"}}}}, true)
+          .ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+
+  // Only n2's h100s are idle: two workers, released at once (nothing to drain).
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  json st = StatusOf("j");
+  ASSERT_EQ(st["workers"].size(), 2u);
+  EXPECT_EQ(st["generation"], 1);
+  for (const json& w : st["workers"]) EXPECT_EQ(w["node"], "n2");
+  EXPECT_EQ(st["assignment"]["totalEsts"], 8);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  const json pod = WorkerPods("j")[0];
+  EXPECT_EQ(pod["spec"]["nodeName"], "n2");
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(pod["metadata"]["labels"]["easyscale.io/role"], "worker");
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["easyscale.io/gpu"], "1");
+  EXPECT_EQ(EventCount("j", "Scheduled"), 1);
+  const std::vector<std::string> gen1 = Pods(st["workers"]);
+  StatusOr<WorkerAssignment> a = Assignment(gen1[0]);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->action, WorkerAction::kRun);
+  EXPECT_EQ(a->rendezvous.prefix, "gen-1");
+  EXPECT_EQ(a->checkpointDir, "/ckpt/default/j");
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 5);
+
+  // Inference leaves n1: scale out to 4; generation 2 waits for gen 1 to checkpoint.
+  ASSERT_TRUE(client_->Delete(kPods, "default", "inf-1").ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+  st = StatusOf("j");
+  EXPECT_EQ(st["phase"], "Scaling");
+  EXPECT_EQ(st["workers"].size(), 4u);
+  EXPECT_EQ(st["draining"].size(), 2u);
+  ASSERT_TRUE(Eventually([&] { return EventCount("j", "ScaledOut") == 1; }));
+  std::vector<std::string> gen2 = Pods(st["workers"]);
+  a = Assignment(gen2.back());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->action, WorkerAction::kWait);
+  EXPECT_EQ(a->generation, 2);
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 10);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+  EXPECT_EQ(StatusOf("j")["phase"], "Running");
+  a = Assignment(gen2.back());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->action, WorkerAction::kRun);
+  EXPECT_EQ(a->worldSize, 4);
+
+  // Inference comes back to n1 for one GPU: one a100 worker is preempted.
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod("inf-2", "n1", 1)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 3; }));
+  st = StatusOf("j");
+  EXPECT_EQ(st["workers"].size(), 3u);
+  EXPECT_GE(st["preemptions"].get<int>(), 1);
+  ASSERT_TRUE(Eventually([&] { return EventCount("j", "Preempted") == 1; }));
+  const std::vector<std::string> gen3 = Pods(st["workers"]);
+  std::string removed;
+  for (const std::string& p : gen2) {
+    if (std::find(gen3.begin(), gen3.end(), p) == gen3.end()) removed = p;
+  }
+  ASSERT_FALSE(removed.empty());
+  ASSERT_TRUE(Eventually([&] {  // the plan is published right after the status write
+    a = Assignment(removed);
+    return a.ok() && a->action == WorkerAction::kCheckpointAndStop;
+  }));
+  EXPECT_EQ(a->generation, 2);
+  for (const std::string& p : gen2) Report(p, 2, WorkerState::kCheckpointed, 20);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 3; }));
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 3; }));  // the GPU is freed
+  EXPECT_TRUE(Eventually([&] { return absl::IsNotFound(Assignment(removed).status()); }));
+  // The kubelet starts the inference pod on the freed GPU.
+  ASSERT_TRUE(
+      client_->MergePatch(kPods, "default", "inf-2", {{"status", {{"phase", "Running"}}}}, true)
+          .ok());
+  ASSERT_TRUE(Eventually([&] {
+    return metrics_.Text().find("easyscale_gpus{gpu_type=\"a100\",state=\"inference\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(StatusOf("j")["generation"], 3);  // no churn once inference runs
+
+  // Rank 0 finishes: Succeeded with the digest; the pods go away.
+  Report(gen3[0], 3, WorkerState::kSucceeded, 120, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  EXPECT_EQ(StatusOf("j")["digest"], std::string(64, 'a'));
+  EXPECT_EQ(StatusOf("j")["step"], 120);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  EXPECT_EQ(EventCount("j", "Succeeded"), 1);
+  const std::string text = metrics_.Text();
+  EXPECT_NE(text.find("easyscale_preemptions_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("easyscale_scale_events_total 3"), std::string::npos) << text;
+}
+
+TEST_F(JobControllerTest, DeletionCleansUpPodsThenRemovesTheFinalizer) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  const json job = Get("j");
+  ASSERT_EQ(job["metadata"]["finalizers"][0], kCleanupFinalizer);
+  ASSERT_TRUE(client_->Delete(kEasyScaleJobs, "default", "j").ok());
+  ASSERT_TRUE(Eventually([&] { return Get("j").is_null(); }));
+  EXPECT_TRUE(WorkerPods("j").empty());
+}
+
+}  // namespace
+}  // namespace easyscale::op

@@ -1,0 +1,148 @@
+// JSON form of JobStatus and metav1.Condition helpers.
+#include "controller/job_status.h"
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/json_fields.h"
+#include "easyscale/operator/kube_time.h"
+
+namespace easyscale::op {
+
+using nlohmann::json;
+
+namespace {
+
+json WorkerJson(const WorkerRecord& w) {
+  return {
+      {"pod", w.pod}, {"node", w.node}, {"gpuType", w.gpuType}, {"rank", w.rank}, {"ests", w.ests}};
+}
+
+Status ReadWorker(const json& j, const std::string& path, WorkerRecord* w) {
+  if (!j.is_object()) return absl::InvalidArgumentError(path + ": must be an object");
+  FieldReader r(j, path);
+  r.String("pod", &w->pod, true);
+  r.String("node", &w->node, true);
+  r.String("gpuType", &w->gpuType, true);
+  r.Int("rank", &w->rank, true, 0);
+  r.IntList("ests", &w->ests, true, 0);
+  return r.status();
+}
+
+}  // namespace
+
+StatusOr<JobStatus> ParseJobStatus(const json& status) {
+  JobStatus s;
+  if (status.is_null()) return s;
+  if (!status.is_object()) return absl::InvalidArgumentError("status: must be an object");
+  FieldReader r(status, "status");
+  r.String("phase", &s.phase);
+  r.Int("observedGeneration", &s.observedGeneration);
+  r.Int("generation", &s.generation, false, 0);
+  r.Int("runningGeneration", &s.runningGeneration, false, 0);
+  r.Int("step", &s.step, false, 0);
+  r.Int("preemptions", &s.preemptions, false, 0);
+  r.Int("scaleEvents", &s.scaleEvents, false, 0);
+  r.String("digest", &s.digest);
+  r.Double("testAccuracy", &s.testAccuracy);
+  r.String("startTime", &s.startTime);
+  r.String("completionTime", &s.completionTime);
+  r.Bool("everPreempted", &s.everPreempted);
+  ES_RETURN_IF_ERROR(r.status());
+  if (status.contains("conditions") && status["conditions"].is_array())
+    s.conditions = status["conditions"];
+  if (status.contains("speed") && status["speed"].is_object()) {
+    for (const auto& [type, v] : status["speed"].items()) {
+      if (v.is_number() && v.get<double>() > 0) s.speed[type] = v.get<double>();
+    }
+  }
+  const json workers = status.value("workers", json::array());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    WorkerRecord w;
+    ES_RETURN_IF_ERROR(ReadWorker(workers[i], absl::StrCat("status.workers[", i, "]"), &w));
+    s.workers.push_back(w);
+  }
+  const json draining = status.value("draining", json::array());
+  for (size_t i = 0; i < draining.size(); ++i) {
+    const std::string path = absl::StrCat("status.draining[", i, "]");
+    DrainingRecord d;
+    ES_RETURN_IF_ERROR(ReadWorker(draining[i], path, &d.worker));
+    FieldReader dr(draining[i], path);
+    dr.Int("generation", &d.generation, true, 1);
+    dr.Int("worldSize", &d.worldSize, true, 1);
+    dr.String("since", &d.since, true);
+    ES_RETURN_IF_ERROR(dr.status());
+    s.draining.push_back(d);
+  }
+  return s;
+}
+
+EstAssignment AssignmentOf(int totalEsts, const std::vector<WorkerRecord>& workers) {
+  EstAssignment a;
+  a.totalEsts = totalEsts;
+  for (const WorkerRecord& w : workers) a.workers.push_back(w.ests);
+  return a;
+}
+
+json ToJson(const JobStatus& s) {
+  json workers = json::array();
+  int ests = 0;
+  for (const WorkerRecord& w : s.workers) {
+    workers.push_back(WorkerJson(w));
+    ests += static_cast<int>(w.ests.size());
+  }
+  json draining = json::array();
+  for (const DrainingRecord& d : s.draining) {
+    json j = WorkerJson(d.worker);
+    j["generation"] = d.generation;
+    j["worldSize"] = d.worldSize;
+    j["since"] = d.since;
+    draining.push_back(j);
+  }
+  json out = {{"phase", s.phase},
+              {"observedGeneration", s.observedGeneration},
+              {"generation", s.generation},
+              {"runningGeneration", s.runningGeneration},
+              {"workers", workers},
+              {"draining", draining},
+              {"step", s.step},
+              {"preemptions", s.preemptions},
+              {"scaleEvents", s.scaleEvents},
+              {"speed", s.speed},
+              {"conditions", s.conditions},
+              {"everPreempted", s.everPreempted}};
+  if (!s.workers.empty()) out["assignment"] = ToJson(AssignmentOf(ests, s.workers));
+  if (!s.digest.empty()) out["digest"] = s.digest;
+  if (s.testAccuracy >= 0) out["testAccuracy"] = s.testAccuracy;
+  if (!s.startTime.empty()) out["startTime"] = s.startTime;
+  if (!s.completionTime.empty()) out["completionTime"] = s.completionTime;
+  return out;
+}
+
+const json* FindCondition(const json& conditions, const std::string& type) {
+  for (const json& c : conditions) {
+    if (c.is_object() && c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+void SetCondition(json& conditions, const std::string& type, bool status, const std::string& reason,
+                  const std::string& message, int64_t observedGeneration) {
+  if (!conditions.is_array()) conditions = json::array();
+  const std::string value = status ? "True" : "False";
+  for (json& c : conditions) {
+    if (!c.is_object() || c.value("type", "") != type) continue;
+    if (c.value("status", "") != value) c["lastTransitionTime"] = NowTime();
+    c["status"] = value;
+    c["reason"] = reason;
+    c["message"] = message;
+    c["observedGeneration"] = observedGeneration;
+    return;
+  }
+  conditions.push_back({{"type", type},
+                        {"status", value},
+                        {"reason", reason},
+                        {"message", message},
+                        {"observedGeneration", observedGeneration},
+                        {"lastTransitionTime", NowTime()}});
+}
+
+}  // namespace easyscale::op

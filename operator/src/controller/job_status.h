@@ -1,0 +1,75 @@
+// File: operator/src/controller/job_status.h
+//
+// The EasyScaleJob status the operator writes, and reads back as its own
+// record after a restart or a leader change:
+//   generation          newest worker generation; bumped whenever the worker set changes
+//   runningGeneration   the newest generation told to Run
+//   workers             members of `generation`: pod, node, gpuType, rank, ests
+//   draining            workers of runningGeneration that must checkpoint before
+//                       `generation` may run (with the assignment they hold)
+//   phase, conditions (metav1.Condition), step, preemptions, scaleEvents,
+//   speed (samples/s per GPU type, measured), digest, testAccuracy,
+//   observedGeneration, startTime, completionTime
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/est_assignment.h"
+#include "easyscale/common/status.h"
+
+namespace easyscale::op {
+
+struct WorkerRecord {
+  std::string pod;
+  std::string node;
+  std::string gpuType;
+  int rank = 0;
+  std::vector<int> ests;
+  bool operator==(const WorkerRecord&) const = default;
+};
+
+struct DrainingRecord {
+  WorkerRecord worker;  // as it was in `generation`
+  int64_t generation = 0;
+  int worldSize = 1;
+  std::string since;  // when it was asked to checkpoint
+  bool operator==(const DrainingRecord&) const = default;
+};
+
+struct JobStatus {
+  std::string phase = "Pending";
+  int64_t observedGeneration = 0;
+  int64_t generation = 0;
+  int64_t runningGeneration = 0;
+  std::vector<WorkerRecord> workers;
+  std::vector<DrainingRecord> draining;
+  int64_t step = 0;
+  int64_t preemptions = 0;
+  int64_t scaleEvents = 0;
+  std::map<std::string, double> speed;
+  std::string digest;
+  double testAccuracy = -1.0;
+  nlohmann::json conditions = nlohmann::json::array();
+  std::string startTime;
+  std::string completionTime;
+  bool everPreempted = false;
+};
+
+// Reads a status written by ToJson; malformed content is an error naming the field.
+StatusOr<JobStatus> ParseJobStatus(const nlohmann::json& status);
+nlohmann::json ToJson(const JobStatus& s);
+
+// The EST assignment of `workers` in rank order.
+EstAssignment AssignmentOf(int totalEsts, const std::vector<WorkerRecord>& workers);
+
+// Sets a metav1.Condition; lastTransitionTime changes only with its status.
+void SetCondition(nlohmann::json& conditions, const std::string& type, bool status,
+                  const std::string& reason, const std::string& message,
+                  int64_t observedGeneration);
+const nlohmann::json* FindCondition(const nlohmann::json& conditions, const std::string& type);
+
+}  // namespace easyscale::op

@@ -1,0 +1,199 @@
+// easyscale-operator: wires the client, informers, controller, leader election
+// and the health, metrics and control endpoints; exits 1 when leadership is lost.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "controller/control_server.h"
+#include "controller/http_endpoint.h"
+#include "controller/job_controller.h"
+#include "controller/metrics.h"
+#include "easyscale/common/log.h"
+#include "easyscale/operator/event_recorder.h"
+#include "easyscale/operator/kube_config.h"
+#include "easyscale/operator/leader_election.h"
+#include "operator_flags.h"
+
+namespace easyscale::op {
+namespace {
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::string DefaultIdentity() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "_" + std::to_string(getpid());
+}
+
+int Run(const OperatorFlags& flags) {
+  if (!flags.logLevel.empty()) {
+    LogLevel level;
+    if (!ParseLogLevel(flags.logLevel, &level)) {
+      std::fprintf(stderr, "easyscale-operator: --log-level: unknown level \"%s\"\n",
+                   flags.logLevel.c_str());
+      return 2;
+    }
+    SetLogLevel(level);
+  }
+  // Signals are taken by sigwait below; every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  StatusOr<KubeConfig> config = LoadKubeConfig(flags.kubeconfig);
+  if (!config.ok()) {
+    std::fprintf(stderr, "easyscale-operator: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  StatusOr<std::unique_ptr<KubeClient>> client = KubeClient::Create(*config);
+  if (!client.ok()) {
+    std::fprintf(stderr, "easyscale-operator: %s\n",
+                 std::string(client.status().message()).c_str());
+    return 2;
+  }
+  StatusOr<std::pair<std::string, int>> control =
+      ParseListenAddress("--control-addr", flags.controlAddr);
+  if (!control.ok()) {
+    std::fprintf(stderr, "easyscale-operator: %s\n",
+                 std::string(control.status().message()).c_str());
+    return 2;
+  }
+  const std::string identity = flags.identity.empty() ? DefaultIdentity() : flags.identity;
+  const std::string leaseNs =
+      flags.leaseNamespace.empty() ? config->defaultNamespace : flags.leaseNamespace;
+
+  Metrics metrics;
+  EventRecorder recorder(client->get(), "easyscale-operator", identity);
+  ControllerOptions options;
+  options.ns = flags.ns;
+  options.pod.controlUrl =
+      !flags.controlUrl.empty()
+          ? flags.controlUrl
+          : "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->second);
+  options.pod.command = flags.workerCommand;
+  options.workerBackend = flags.workerBackend;
+  options.drainTimeout = Ms(flags.drainTimeoutSeconds);
+  options.resyncPeriod = Ms(flags.resyncSeconds);
+  JobController controller(client->get(), &recorder, &metrics, options);
+
+  std::atomic<bool> leading{!flags.leaderElect};
+  std::atomic<bool> lost{false};
+  auto ready = [&] { return leading.load() && controller.HasSynced(); };
+
+  std::vector<std::unique_ptr<HttpEndpoint>> endpoints;
+  auto start = [&](const std::string& name, const std::string& addr,
+                   const std::function<void(httplib::Server&)>& install) {
+    StatusOr<std::unique_ptr<HttpEndpoint>> e = HttpEndpoint::Start(name, addr, install);
+    if (!e.ok()) {
+      std::fprintf(stderr, "easyscale-operator: %s\n", std::string(e.status().message()).c_str());
+      return false;
+    }
+    endpoints.push_back(std::move(*e));
+    return true;
+  };
+  const bool listening =
+      start("health", flags.healthAddr,
+            [&](httplib::Server& s) {
+              s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+                res.set_content("ok\n", "text/plain");
+              });
+              s.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+                const bool ok = ready();
+                res.status = ok ? 200 : 503;
+                res.set_content(
+                    ok ? "ok\n" : (leading ? "caches not synced\n" : "not the leader\n"),
+                    "text/plain");
+              });
+            }) &&
+      start("metrics", flags.metricsAddr,
+            [&](httplib::Server& s) {
+              s.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+                res.set_content(metrics.Text(), "text/plain; version=0.0.4");
+              });
+            }) &&
+      start("control", flags.controlAddr, [&](httplib::Server& s) {
+        InstallControlRoutes(s, &controller.book(),
+                             {.serving = ready, .onReport = [&](const std::string& job) {
+                                controller.queue().Add(job);
+                              }});
+      });
+  if (!listening) return 2;
+
+  controller.StartInformers();
+  auto startActing = [&] {
+    while (!controller.HasSynced() && !lost)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    controller.StartWorker();
+  };
+  std::unique_ptr<LeaderElector> elector;
+  std::thread acting;
+  if (flags.leaderElect) {
+    LeaderElectionConfig le;
+    le.ns = leaseNs;
+    le.name = flags.leaseName;
+    le.identity = identity;
+    le.leaseDuration = Ms(flags.leaseDurationSeconds);
+    le.renewDeadline = Ms(flags.renewDeadlineSeconds);
+    le.retryPeriod = Ms(flags.retryPeriodSeconds);
+    le.onStartedLeading = [&] {
+      leading = true;
+      acting = std::thread(startActing);
+    };
+    le.onStoppedLeading = [&] {
+      leading = false;
+      lost = true;
+      kill(getpid(), SIGTERM);  // wake the main thread: stop acting and exit
+    };
+    le.onNewLeader = [](const std::string& id) {
+      LogInfo("operator", "leader is", {{"identity", id}});
+    };
+    elector = std::make_unique<LeaderElector>(client->get(), le);
+    elector->Start();
+  } else {
+    acting = std::thread(startActing);
+  }
+  LogInfo("operator", "started",
+          {{"identity", identity},
+           {"leaderElect", flags.leaderElect},
+           {"controlUrl", options.pod.controlUrl}});
+  int sig = 0;
+  sigwait(&signals, &sig);
+  const bool leadershipLost = lost.load();
+  LogInfo("operator", leadershipLost ? "leadership lost; exiting" : "shutting down",
+          {{"signal", sig}});
+  lost = true;
+  leading = false;
+  if (acting.joinable()) acting.join();
+  controller.Stop();
+  if (elector) elector->Stop();  // releases the Lease if we still hold it
+  endpoints.clear();
+  return leadershipLost ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace easyscale::op
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  easyscale::StatusOr<easyscale::op::OperatorFlags> flags = easyscale::op::ParseOperatorFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "easyscale-operator: %s\n", std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  if (flags->help) {
+    std::printf("%s", easyscale::op::kOperatorUsage);
+    return 0;
+  }
+  return easyscale::op::Run(*flags);
+}
