@@ -1,0 +1,188 @@
+// gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
+// SGEMM with TF32 off, in one run: at 4096^3 and at the CNN's own GEMM shapes
+// (per-EST batch 16 and whole-step batch 128). Prints GFLOP/s and our/cuBLAS
+// ratios from CUDA-event medians, and checks sampled outputs of the 4096^3
+// product bit for bit against a CPU std::fma chain in the same k order.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_kernels.h"
+#include "device_buffer.h"
+#include "easyscale/worker/philox.h"
+#include "gemm_variants.h"
+
+namespace {
+
+using easyscale::cuda::DeviceBuffer;
+using easyscale::cuda::ThrowIfError;
+
+void CheckCublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "%s failed: cublas status %d\n", what, static_cast<int>(s));
+    std::exit(1);
+  }
+}
+
+std::vector<float> Random(size_t n, uint64_t seed) {
+  easyscale::PhiloxStream r(easyscale::DeriveKey(seed, 5), 0);
+  std::vector<float> v(n);
+  for (float& x : v) x = 2.0f * r.NextUniform() - 1.0f;
+  return v;
+}
+
+// Median milliseconds of one call, from `trials` event-timed batches.
+double MedianMs(const std::function<void()>& call, int reps, int trials = 7) {
+  for (int i = 0; i < 3; ++i) call();  // warm-up: module load, handles, clocks
+  ThrowIfError(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  ThrowIfError(cudaEventCreate(&start), "event");
+  ThrowIfError(cudaEventCreate(&stop), "event");
+  std::vector<double> ms;
+  for (int t = 0; t < trials; ++t) {
+    ThrowIfError(cudaEventRecord(start), "record");
+    for (int i = 0; i < reps; ++i) call();
+    ThrowIfError(cudaEventRecord(stop), "record");
+    ThrowIfError(cudaEventSynchronize(stop), "sync");
+    float elapsed = 0;
+    ThrowIfError(cudaEventElapsedTime(&elapsed, start, stop), "elapsed");
+    ms.push_back(elapsed / reps);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Shape {
+  std::string name;
+  int M, N, K;
+};
+
+struct Timing {
+  double ours_ms, cublas_ms;
+};
+
+// Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets the operands swapped.
+void CublasRowMajor(cublasHandle_t h, int M, int N, int K, const float* A, const float* B,
+                    float* C) {
+  const float one = 1.0f, zero = 0.0f;
+  CheckCublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C, N),
+              "cublasSgemm");
+}
+
+using Launch = cudaError_t (*)(int, int, int, const float*, int, const float*, int, float*, int,
+                               bool, cudaStream_t);
+
+Timing TimeShape(cublasHandle_t h, const Shape& s, Launch ours, int reps) {
+  DeviceBuffer<float> A(Random(static_cast<size_t>(s.M) * s.K, 1)),
+      B(Random(static_cast<size_t>(s.K) * s.N, 2)), C(static_cast<size_t>(s.M) * s.N);
+  Timing t;
+  t.ours_ms = MedianMs(
+      [&] {
+        ThrowIfError(ours(s.M, s.N, s.K, A.get(), s.K, B.get(), s.N, C.get(), s.N, false, nullptr),
+                     "our gemm");
+      },
+      reps);
+  t.cublas_ms =
+      MedianMs([&] { CublasRowMajor(h, s.M, s.N, s.K, A.get(), B.get(), C.get()); }, reps);
+  return t;
+}
+
+double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
+
+// Samples of the 4096^3 product against the CPU's fma chain, bit for bit.
+int SampledMismatches(int n, Launch ours) {
+  const auto a = Random(static_cast<size_t>(n) * n, 11), b = Random(static_cast<size_t>(n) * n, 12);
+  DeviceBuffer<float> A(a), B(b), C(static_cast<size_t>(n) * n);
+  ThrowIfError(ours(n, n, n, A.get(), n, B.get(), n, C.get(), n, false, nullptr), "our gemm");
+  const auto c = C.Download();
+  easyscale::PhiloxStream r(easyscale::DeriveKey(13, 1), 0);
+  int bad = 0;
+  for (int s = 0; s < 512; ++s) {
+    const int i = static_cast<int>(r.NextBelow(n)), j = static_cast<int>(r.NextBelow(n));
+    float acc = 0.0f;
+    for (int k = 0; k < n; ++k)
+      acc = std::fma(a[static_cast<size_t>(i) * n + k], b[static_cast<size_t>(k) * n + j], acc);
+    bad += std::memcmp(&acc, &c[static_cast<size_t>(i) * n + j], sizeof acc) != 0;
+  }
+  return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int big = argc > 1 ? std::atoi(argv[1]) : 4096;
+  std::string why;
+  if (easyscale::cuda::UsableDeviceCount(&why) == 0) {
+    std::fprintf(stderr, "gemm_bench: no GPU: %s\n", why.c_str());
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  ThrowIfError(cudaGetDeviceProperties(&prop, 0), "properties");
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  cublasHandle_t h;
+  CheckCublas(cublasCreate(&h), "cublasCreate");
+
+  const Shape square{std::to_string(big) + "^3", big, big, big};
+  std::printf("sampled bit check of our %s against a CPU fma chain: %d of 512 differ\n",
+              square.name.c_str(), SampledMismatches(big, &easyscale::cuda::GemmTiled));
+
+  // cuBLAS in both non-TF32 modes; the faster is the reference.
+  for (auto [mode, label] :
+       {std::pair{CUBLAS_PEDANTIC_MATH, "pedantic"}, std::pair{CUBLAS_DEFAULT_MATH, "default"}}) {
+    CheckCublas(cublasSetMathMode(h, mode), "cublasSetMathMode");
+    const Timing t = TimeShape(h, square, &easyscale::cuda::GemmTiled, 10);
+    std::printf("cuBLAS %-8s %s: %.0f GFLOP/s\n", label, square.name.c_str(),
+                Gflops(square, t.cublas_ms));
+  }
+  CheckCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+
+  const struct {
+    const char* name;
+    Launch fn;
+  } variants[] = {{"BK=8  1 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<8, 1, false>},
+                  {"BK=8  1 block/SM warps", &easyscale::cuda::LaunchGemmTiled<8, 1, true>},
+                  {"BK=8  2 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<8, 2, false>},
+                  {"BK=8  2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<8, 2, true>},
+                  {"BK=16 1 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<16, 1, false>},
+                  {"BK=16 1 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 1, true>},
+                  {"BK=16 2 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<16, 2, false>},
+                  {"BK=16 2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 2, true>}};
+  std::printf("\n%-26s %10s %10s %10s %7s\n", square.name.c_str(), "ours ms", "GFLOP/s", "cuBLAS",
+              "ratio");
+  for (const auto& v : variants) {
+    const Timing t = TimeShape(h, square, v.fn, 10);
+    std::printf("%-26s %10.3f %10.0f %10.0f %7.3f\n", v.name, t.ours_ms, Gflops(square, t.ours_ms),
+                Gflops(square, t.cublas_ms), t.cublas_ms / t.ours_ms);
+  }
+
+  for (int b : {16, 128}) {
+    const int p1 = b * 576, p2 = b * 64;
+    const std::vector<Shape> shapes = {
+        {"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},   {"conv1 dcols", 25, p1, 8},
+        {"conv2 fwd", 16, p2, 200}, {"conv2 dW", 16, 200, p2}, {"conv2 dcols", 200, p2, 16},
+        {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},    {"fc1 dx", b, 256, 64},
+        {"fc2 fwd", b, 10, 64},     {"fc2 dW", 10, 64, b},     {"fc2 dx", b, 64, 10}};
+    std::printf("\nbatch %d (Gemm dispatch)     M x N x K      ours us  cuBLAS us   ratio\n", b);
+    double ours_total = 0, cublas_total = 0;
+    for (const Shape& s : shapes) {
+      const Timing t = TimeShape(h, s, &easyscale::cuda::Gemm, 50);
+      ours_total += t.ours_ms;
+      cublas_total += t.cublas_ms;
+      std::printf("%-14s %6d x %6d x %6d %10.1f %10.1f %7.3f\n", s.name.c_str(), s.M, s.N, s.K,
+                  t.ours_ms * 1e3, t.cublas_ms * 1e3, t.cublas_ms / t.ours_ms);
+    }
+    std::printf("%-14s %26s %10.1f %10.1f %7.3f\n", "all twelve", "", ours_total * 1e3,
+                cublas_total * 1e3, cublas_total / ours_total);
+  }
+  cublasDestroy(h);
+  return 0;
+}

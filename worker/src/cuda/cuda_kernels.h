@@ -1,0 +1,88 @@
+// File: worker/src/cuda/cuda_kernels.h
+//
+// The CUDA kernels: one per CPU kernel of easyscale/worker/cpu_kernels.h, with
+// the same signature plus a stream, on device pointers. Each computes the same
+// operation sequence per output as its CPU twin (read the order there), so the
+// bits are equal; parallelism is only ever across outputs, never inside one
+// output's reduction. Built with -fmad=false, IEEE division and square root,
+// no flush-to-zero: the only fma is the explicit __fmaf_rn (detmath::Fma).
+//
+// Each function enqueues work on `stream` and returns the launch's error
+// (cudaSuccess or the first failure); errors of the kernel itself surface at the
+// next synchronisation.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace easyscale::cuda {
+
+// C[i,j] = fma-chain over k ascending from 0 (or from C[i,j] when accumulate).
+// Picks a tiled kernel or a one-output-per-thread kernel by shape; both run the
+// same chain per output, so the choice changes speed only.
+cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+                 int ldc, bool accumulate, cudaStream_t stream = nullptr);
+// The two GEMM kernels, exposed for tests and benchmarks.
+cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                      float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+
+cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
+                      cudaStream_t stream = nullptr);
+cudaError_t Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols,
+                   cudaStream_t stream = nullptr);
+cudaError_t Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx,
+                   cudaStream_t stream = nullptr);
+cudaError_t ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y,
+                               cudaStream_t stream = nullptr);
+cudaError_t NchwToChannelMajor(int B, int C, int P, const float* x, float* y,
+                               cudaStream_t stream = nullptr);
+cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
+                       cudaStream_t stream = nullptr);
+cudaError_t AddRowBias(int rows, int cols, const float* bias, float* out,
+                       cudaStream_t stream = nullptr);
+cudaError_t ColumnSum(int rows, int cols, const float* dy, float* grad,
+                      cudaStream_t stream = nullptr);
+
+cudaError_t Relu(size_t n, const float* x, float* y, cudaStream_t stream = nullptr);
+cudaError_t ReluBackward(size_t n, const float* y, const float* dy, float* dx,
+                         cudaStream_t stream = nullptr);
+
+cudaError_t MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax,
+                     cudaStream_t stream = nullptr);
+cudaError_t MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
+                             float* dx, cudaStream_t stream = nullptr);
+cudaError_t AvgPool2(int B, int C, int H, int W, const float* x, float* y,
+                     cudaStream_t stream = nullptr);
+cudaError_t AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx,
+                             cudaStream_t stream = nullptr);
+
+cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
+                           const float* beta, float eps, float momentum, float* running_mean,
+                           float* running_var, float* y, float* save_mean, float* save_invstd,
+                           cudaStream_t stream = nullptr);
+cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
+                          const float* beta, float eps, const float* running_mean,
+                          const float* running_var, float* y, cudaStream_t stream = nullptr);
+cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
+                              const float* gamma, const float* save_mean, const float* save_invstd,
+                              float* dx, float* dgamma, float* dbeta,
+                              cudaStream_t stream = nullptr);
+
+cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
+                    const float* x, float* y, float* mask, cudaStream_t stream = nullptr);
+cudaError_t Mul(size_t n, const float* a, const float* b, float* out,
+                cudaStream_t stream = nullptr);
+
+// Writes the mean loss to *loss (device memory, one float) instead of
+// returning it, so a step needs no synchronisation. rows <= kMaxSoftmaxRows.
+inline constexpr int kMaxSoftmaxRows = 8192;
+cudaError_t SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
+                                float* dlogits, float* loss, cudaStream_t stream = nullptr);
+cudaError_t Argmax(int rows, int classes, const float* logits, int32_t* out,
+                   cudaStream_t stream = nullptr);
+
+}  // namespace easyscale::cuda

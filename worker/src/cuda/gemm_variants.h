@@ -1,0 +1,16 @@
+// File: worker/src/cuda/gemm_variants.h
+//
+// The tiled GEMM's compiled variants (slice depth BK, blocks per SM, warp-tiled
+// thread layout), for the
+// benchmark that picks GemmTiled's default and for the bit-equality tests.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace easyscale::cuda {
+
+template <int BK, int kMinBlocks, bool kWarpTiled>
+cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream);
+
+}  // namespace easyscale::cuda

@@ -1,0 +1,390 @@
+#include "kernel_checks.h"
+
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "cuda_kernels.h"
+#include "device_buffer.h"
+#include "easyscale/worker/cpu_kernels.h"
+#include "easyscale/worker/philox.h"
+#include "gemm_variants.h"
+
+namespace easyscale::cuda {
+namespace {
+
+// Uniform in [-1, 1); with `ties`, rounded to multiples of 1/4 so pooling and
+// argmax meet equal values; a few signed zeros and tiny values mixed in.
+std::vector<float> Random(size_t n, uint64_t seed, bool ties = false) {
+  PhiloxStream r(DeriveKey(seed, 7), 0);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = 2.0f * r.NextUniform() - 1.0f;
+    if (ties) x = static_cast<float>(static_cast<int>(x * 4.0f)) / 4.0f;
+  }
+  for (size_t i = 0; i + 97 < n; i += 97) v[i] = (i % 2) ? -0.0f : 1e-30f;
+  return v;
+}
+
+template <typename T>
+std::string FirstDifference(const std::vector<T>& cpu, const std::vector<T>& gpu) {
+  if (cpu.size() != gpu.size()) return "size differs";
+  size_t count = 0, first = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (std::memcmp(&cpu[i], &gpu[i], sizeof(T)) != 0 && count++ == 0) first = i;
+  }
+  if (count == 0) return "";
+  std::ostringstream out;
+  out.precision(9);
+  out << count << " of " << cpu.size() << " differ; first at " << first << ": cpu " << cpu[first]
+      << " gpu " << gpu[first];
+  return out.str();
+}
+
+// Runs one check: `body` returns the differences it found ("" for none).
+void Run(std::vector<KernelCheck>* out, const std::string& name,
+         const std::function<std::string()>& body) {
+  KernelCheck c;
+  c.name = name;
+  try {
+    c.detail = body();
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess && c.detail.empty()) c.detail = cudaGetErrorString(err);
+  } catch (const std::exception& e) {
+    c.detail = e.what();
+  }
+  c.equal = c.detail.empty();
+  out->push_back(std::move(c));
+}
+
+// Appends "; name: difference" for each output that differs.
+template <typename T>
+void Compare(std::string* diffs, const char* what, const std::vector<T>& cpu,
+             const DeviceBuffer<T>& gpu) {
+  const std::string d = FirstDifference(cpu, gpu.Download());
+  if (!d.empty()) *diffs += std::string(diffs->empty() ? "" : "; ") + what + ": " + d;
+}
+
+using GemmFn = cudaError_t (*)(int, int, int, const float*, int, const float*, int, float*, int,
+                               bool, cudaStream_t);
+
+struct GemmShape {
+  int M, N, K;
+  int lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+  bool accumulate = false;
+};
+
+std::string CheckOneGemm(GemmFn fn, const GemmShape& s, uint64_t seed) {
+  const int lda = s.K + s.lda_pad, ldb = s.N + s.ldb_pad, ldc = s.N + s.ldc_pad;
+  const auto A = Random(static_cast<size_t>(s.M) * lda, seed);
+  const auto B = Random(static_cast<size_t>(s.K) * ldb + 1, seed + 1);
+  auto C = Random(static_cast<size_t>(s.M) * ldc, seed + 2);
+  DeviceBuffer<float> dA(A), dB(B), dC(C);
+  cpu::Gemm(s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), ldc, s.accumulate);
+  ThrowIfError(
+      fn(s.M, s.N, s.K, dA.get(), lda, dB.get(), ldb, dC.get(), ldc, s.accumulate, nullptr),
+      "gemm launch");
+  std::string diffs;
+  Compare(&diffs, "C", C, dC);  // also proves the padding columns were left alone
+  return diffs;
+}
+
+}  // namespace
+
+std::vector<KernelCheck> CheckGemms(uint64_t seed) {
+  std::vector<GemmShape> shapes;
+  // The CNN's nine GEMMs (forward, weight gradient, input gradient of conv1,
+  // conv2, fc1, fc2) at the per-EST and the whole-step batch.
+  for (int b : {16, 128}) {
+    const int p1 = b * 576, p2 = b * 64;
+    for (GemmShape g : {GemmShape{8, p1, 25}, GemmShape{8, 25, p1}, GemmShape{25, p1, 8},
+                        GemmShape{16, p2, 200}, GemmShape{16, 200, p2}, GemmShape{200, p2, 16},
+                        GemmShape{b, 64, 256}, GemmShape{64, 256, b}, GemmShape{b, 256, 64},
+                        GemmShape{b, 10, 64}, GemmShape{10, 64, b}, GemmShape{b, 64, 10}})
+      shapes.push_back(g);
+  }
+  // Awkward: partial tiles everywhere, unaligned leading dimensions (the
+  // scalar load path), accumulate, empty K, and a few full tiles.
+  shapes.push_back({1, 1, 1});
+  shapes.push_back({130, 257, 67});
+  shapes.push_back({129, 131, 1000, 3, 1, 2});
+  shapes.push_back({200, 300, 17, 0, 0, 0, true});
+  shapes.push_back({256, 256, 256, 0, 0, 0, true});
+  shapes.push_back({64, 64, 0, 0, 0, 0, true});
+  shapes.push_back({64, 64, 0});
+  shapes.push_back({512, 384, 520});
+  shapes.push_back({1000, 999, 333, 1, 3, 5});
+
+  const struct {
+    const char* name;
+    GemmFn fn;
+  } kernels[] = {{"Gemm", &Gemm},
+                 {"GemmTiled", &GemmTiled},
+                 {"GemmPerOutput", &GemmPerOutput},
+                 {"GemmTiled<8,2,rows>", &LaunchGemmTiled<8, 2, false>},
+                 {"GemmTiled<8,2,warps>", &LaunchGemmTiled<8, 2, true>},
+                 {"GemmTiled<16,1,warps>", &LaunchGemmTiled<16, 1, true>},
+                 {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
+                 {"GemmTiled<16,2,warps>", &LaunchGemmTiled<16, 2, true>}};
+  std::vector<KernelCheck> out;
+  for (const auto& k : kernels) {
+    for (const GemmShape& s : shapes) {
+      // The per-output kernel on the largest square shapes only costs time.
+      if (k.fn == &GemmPerOutput && s.M >= 512) continue;
+      std::ostringstream name;
+      name << k.name << " " << s.M << "x" << s.N << "x" << s.K
+           << (s.lda_pad + s.ldb_pad + s.ldc_pad ? " padded" : "")
+           << (s.accumulate ? " accumulate" : "");
+      Run(&out, name.str(), [&] { return CheckOneGemm(k.fn, s, seed++); });
+    }
+  }
+  return out;
+}
+
+std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
+  std::vector<KernelCheck> out;
+  struct Conv {
+    int B, C, H, W, KH, KW;
+  };
+  for (const Conv& c :
+       {Conv{16, 1, 28, 28, 5, 5}, Conv{128, 8, 12, 12, 5, 5}, Conv{3, 2, 7, 9, 3, 2}}) {
+    const int OH = c.H - c.KH + 1, OW = c.W - c.KW + 1;
+    const size_t ncol = static_cast<size_t>(c.B) * OH * OW, nrow = c.C * c.KH * c.KW;
+    const std::string shape = " " + std::to_string(c.B) + "x" + std::to_string(c.C) + "x" +
+                              std::to_string(c.H) + "x" + std::to_string(c.W);
+    Run(&out, "Im2Col" + shape, [&] {
+      const auto x = Random(static_cast<size_t>(c.B) * c.C * c.H * c.W, seed++);
+      std::vector<float> cols(nrow * ncol);
+      cpu::Im2Col(c.B, c.C, c.H, c.W, c.KH, c.KW, x.data(), cols.data());
+      DeviceBuffer<float> dx(x), dcols(cols.size());
+      dcols.Fill(0xff);
+      ThrowIfError(Im2Col(c.B, c.C, c.H, c.W, c.KH, c.KW, dx.get(), dcols.get()), "launch");
+      std::string d;
+      Compare(&d, "cols", cols, dcols);
+      return d;
+    });
+    Run(&out, "Col2Im" + shape, [&] {
+      const auto cols = Random(nrow * ncol, seed++);
+      std::vector<float> dx(static_cast<size_t>(c.B) * c.C * c.H * c.W);
+      cpu::Col2Im(c.B, c.C, c.H, c.W, c.KH, c.KW, cols.data(), dx.data());
+      DeviceBuffer<float> dcols(cols), ddx(dx.size());
+      ddx.Fill(0xff);
+      ThrowIfError(Col2Im(c.B, c.C, c.H, c.W, c.KH, c.KW, dcols.get(), ddx.get()), "launch");
+      std::string d;
+      Compare(&d, "dx", dx, ddx);
+      return d;
+    });
+  }
+  struct Bcp {
+    int B, C, P;
+  };
+  for (const Bcp& s : {Bcp{16, 8, 576}, Bcp{128, 16, 64}, Bcp{3, 5, 7}}) {
+    const size_t n = static_cast<size_t>(s.B) * s.C * s.P;
+    const std::string shape =
+        " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.P);
+    Run(&out, "ChannelMajorToNchw+NchwToChannelMajor" + shape, [&] {
+      const auto x = Random(n, seed++), bias = Random(s.C, seed++);
+      std::vector<float> y(n), y0(n), back(n);
+      cpu::ChannelMajorToNchw(s.B, s.C, s.P, x.data(), bias.data(), y.data());
+      cpu::ChannelMajorToNchw(s.B, s.C, s.P, x.data(), nullptr, y0.data());
+      cpu::NchwToChannelMajor(s.B, s.C, s.P, x.data(), back.data());
+      DeviceBuffer<float> dx(x), db(bias), dy(n), dy0(n), dback(n);
+      ThrowIfError(ChannelMajorToNchw(s.B, s.C, s.P, dx.get(), db.get(), dy.get()), "launch");
+      ThrowIfError(ChannelMajorToNchw(s.B, s.C, s.P, dx.get(), nullptr, dy0.get()), "launch");
+      ThrowIfError(NchwToChannelMajor(s.B, s.C, s.P, dx.get(), dback.get()), "launch");
+      std::string d;
+      Compare(&d, "with bias", y, dy);
+      Compare(&d, "no bias", y0, dy0);
+      Compare(&d, "to channel-major", back, dback);
+      return d;
+    });
+    Run(&out, "Relu+ReluBackward+Mul" + shape, [&] {
+      const auto x = Random(n, seed++), g = Random(n, seed++);
+      std::vector<float> y(n), dx(n), prod(n);
+      cpu::Relu(n, x.data(), y.data());
+      cpu::ReluBackward(n, y.data(), g.data(), dx.data());
+      cpu::Mul(n, x.data(), g.data(), prod.data());
+      DeviceBuffer<float> dxin(x), dg(g), dy(n), ddx(n), dprod(n);
+      ThrowIfError(Relu(n, dxin.get(), dy.get()), "launch");
+      ThrowIfError(ReluBackward(n, dy.get(), dg.get(), ddx.get()), "launch");
+      ThrowIfError(Mul(n, dxin.get(), dg.get(), dprod.get()), "launch");
+      std::string d;
+      Compare(&d, "relu", y, dy);
+      Compare(&d, "relu backward", dx, ddx);
+      Compare(&d, "mul", prod, dprod);
+      return d;
+    });
+    Run(&out, "Dropout" + shape, [&] {
+      const auto x = Random(n, seed++);
+      const uint64_t base = (1ull << 33) + 5 + seed;
+      std::vector<float> y(n), mask(n);
+      cpu::Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, x.data(),
+                   y.data(), mask.data());
+      DeviceBuffer<float> dx(x), dy(n), dmask(n);
+      ThrowIfError(Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, dx.get(),
+                           dy.get(), dmask.get()),
+                   "launch");
+      std::string d;
+      Compare(&d, "y", y, dy);
+      Compare(&d, "mask", mask, dmask);
+      return d;
+    });
+  }
+  struct Pool {
+    int B, C, H, W;
+  };
+  for (const Pool& s : {Pool{16, 8, 24, 24}, Pool{128, 16, 8, 8}, Pool{3, 2, 6, 10}}) {
+    const size_t n = static_cast<size_t>(s.B) * s.C * s.H * s.W, m = n / 4;
+    const std::string shape = " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" +
+                              std::to_string(s.H) + "x" + std::to_string(s.W);
+    Run(&out, "MaxPool2+Backward" + shape, [&] {
+      const auto x = Random(n, seed++, /*ties=*/true), g = Random(m, seed++);
+      std::vector<float> y(m), dx(n);
+      std::vector<int32_t> arg(m);
+      cpu::MaxPool2(s.B, s.C, s.H, s.W, x.data(), y.data(), arg.data());
+      cpu::MaxPool2Backward(s.B, s.C, s.H, s.W, g.data(), arg.data(), dx.data());
+      DeviceBuffer<float> dxin(x), dg(g), dy(m), ddx(n);
+      DeviceBuffer<int32_t> darg(m);
+      ThrowIfError(MaxPool2(s.B, s.C, s.H, s.W, dxin.get(), dy.get(), darg.get()), "launch");
+      ThrowIfError(MaxPool2Backward(s.B, s.C, s.H, s.W, dg.get(), darg.get(), ddx.get()), "launch");
+      std::string d;
+      Compare(&d, "y", y, dy);
+      Compare(&d, "argmax", arg, darg);
+      Compare(&d, "dx", dx, ddx);
+      return d;
+    });
+    Run(&out, "AvgPool2+Backward" + shape, [&] {
+      const auto x = Random(n, seed++), g = Random(m, seed++);
+      std::vector<float> y(m), dx(n);
+      cpu::AvgPool2(s.B, s.C, s.H, s.W, x.data(), y.data());
+      cpu::AvgPool2Backward(s.B, s.C, s.H, s.W, g.data(), dx.data());
+      DeviceBuffer<float> dxin(x), dg(g), dy(m), ddx(n);
+      ThrowIfError(AvgPool2(s.B, s.C, s.H, s.W, dxin.get(), dy.get()), "launch");
+      ThrowIfError(AvgPool2Backward(s.B, s.C, s.H, s.W, dg.get(), ddx.get()), "launch");
+      std::string d;
+      Compare(&d, "y", y, dy);
+      Compare(&d, "dx", dx, ddx);
+      return d;
+    });
+  }
+  for (auto [rows, cols] : {std::pair{200, 16 * 64}, std::pair{37, 53}, std::pair{128, 64}}) {
+    const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
+    const size_t n = static_cast<size_t>(rows) * cols;
+    Run(&out, "Transpose+AddRowBias" + shape, [&] {
+      const auto x = Random(n, seed++), bias = Random(cols, seed++);
+      std::vector<float> t(n), biased = x;
+      cpu::Transpose(rows, cols, x.data(), t.data());
+      cpu::AddRowBias(rows, cols, bias.data(), biased.data());
+      DeviceBuffer<float> dx(x), dt(n), dbias(bias), dbiased(x);
+      ThrowIfError(Transpose(rows, cols, dx.get(), dt.get()), "launch");
+      ThrowIfError(AddRowBias(rows, cols, dbias.get(), dbiased.get()), "launch");
+      std::string d;
+      Compare(&d, "transpose", t, dt);
+      Compare(&d, "add row bias", biased, dbiased);
+      return d;
+    });
+  }
+  return out;
+}
+
+std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
+  std::vector<KernelCheck> out;
+  struct Bcp {
+    int B, C, P;
+  };
+  for (const Bcp& s : {Bcp{16, 8, 576}, Bcp{128, 8, 576}, Bcp{128, 16, 64}, Bcp{1, 3, 1}}) {
+    const size_t n = static_cast<size_t>(s.B) * s.C * s.P;
+    const std::string shape =
+        " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.P);
+    Run(&out, "ChannelSum" + shape, [&] {
+      const auto dy = Random(n, seed++);
+      std::vector<float> g(s.C);
+      cpu::ChannelSum(s.B, s.C, s.P, dy.data(), g.data());
+      DeviceBuffer<float> ddy(dy), dg(s.C);
+      ThrowIfError(ChannelSum(s.B, s.C, s.P, ddy.get(), dg.get()), "launch");
+      std::string d;
+      Compare(&d, "sum", g, dg);
+      return d;
+    });
+    Run(&out, "BatchNormTrain+Eval+Backward" + shape, [&] {
+      auto x = Random(n, seed++);
+      for (float& v : x) v = 3.0f * v + 0.5f;  // a mean and variance far from 0 and 1
+      const auto gamma = Random(s.C, seed++), beta = Random(s.C, seed++);
+      const auto dy = Random(n, seed++);
+      auto rmean = Random(s.C, seed++), rvar = Random(s.C, seed++);
+      for (float& v : rvar) v = v * v + 0.1f;
+      const float eps = 1e-5f, momentum = 0.1f;
+      DeviceBuffer<float> dxin(x), dgamma(gamma), dbeta(beta), ddy(dy), drmean(rmean), drvar(rvar),
+          dy_out(n), dsm(s.C), dsi(s.C), deval(n), ddx(n), ddg(s.C), ddb(s.C);
+      std::vector<float> y(n), sm(s.C), si(s.C), yeval(n), dx(n), dg(s.C), db(s.C);
+      cpu::BatchNormTrain(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, momentum,
+                          rmean.data(), rvar.data(), y.data(), sm.data(), si.data());
+      cpu::BatchNormEval(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, rmean.data(),
+                         rvar.data(), yeval.data());
+      cpu::BatchNormBackward(s.B, s.C, s.P, x.data(), dy.data(), gamma.data(), sm.data(), si.data(),
+                             dx.data(), dg.data(), db.data());
+      ThrowIfError(
+          BatchNormTrain(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps, momentum,
+                         drmean.get(), drvar.get(), dy_out.get(), dsm.get(), dsi.get()),
+          "train launch");
+      ThrowIfError(BatchNormEval(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps,
+                                 drmean.get(), drvar.get(), deval.get()),
+                   "eval launch");
+      ThrowIfError(BatchNormBackward(s.B, s.C, s.P, dxin.get(), ddy.get(), dgamma.get(), dsm.get(),
+                                     dsi.get(), ddx.get(), ddg.get(), ddb.get()),
+                   "backward launch");
+      std::string d;
+      Compare(&d, "y", y, dy_out);
+      Compare(&d, "save_mean", sm, dsm);
+      Compare(&d, "save_invstd", si, dsi);
+      Compare(&d, "running_mean", rmean, drmean);
+      Compare(&d, "running_var", rvar, drvar);
+      Compare(&d, "eval y", yeval, deval);
+      Compare(&d, "dx", dx, ddx);
+      Compare(&d, "dgamma", dg, ddg);
+      Compare(&d, "dbeta", db, ddb);
+      return d;
+    });
+  }
+  for (auto [rows, cols] :
+       {std::pair{16, 10}, std::pair{128, 10}, std::pair{128, 64}, std::pair{3000, 7}}) {
+    const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
+    const size_t n = static_cast<size_t>(rows) * cols;
+    Run(&out, "ColumnSum" + shape, [&] {
+      const auto dy = Random(n, seed++);
+      std::vector<float> g(cols);
+      cpu::ColumnSum(rows, cols, dy.data(), g.data());
+      DeviceBuffer<float> ddy(dy), dg(cols);
+      ThrowIfError(ColumnSum(rows, cols, ddy.get(), dg.get()), "launch");
+      std::string d;
+      Compare(&d, "sum", g, dg);
+      return d;
+    });
+    Run(&out, "SoftmaxCrossEntropy+Argmax" + shape, [&] {
+      auto z = Random(n, seed++, /*ties=*/true);
+      for (size_t i = 0; i < n; i += 3) z[i] *= 20.0f;  // large logits exercise Exp's range
+      PhiloxStream r(DeriveKey(seed++, 3), 0);
+      std::vector<int32_t> labels(rows);
+      for (int32_t& l : labels) l = static_cast<int32_t>(r.NextBelow(cols));
+      std::vector<float> dz(n);
+      std::vector<int32_t> arg(rows);
+      const std::vector<float> loss = {
+          cpu::SoftmaxCrossEntropy(rows, cols, z.data(), labels.data(), dz.data())};
+      cpu::Argmax(rows, cols, z.data(), arg.data());
+      DeviceBuffer<float> dzin(z), ddz(n), dloss(1);
+      DeviceBuffer<int32_t> dlabels(labels), darg(rows);
+      ThrowIfError(
+          SoftmaxCrossEntropy(rows, cols, dzin.get(), dlabels.get(), ddz.get(), dloss.get()),
+          "launch");
+      ThrowIfError(Argmax(rows, cols, dzin.get(), darg.get()), "launch");
+      std::string d;
+      Compare(&d, "loss", loss, dloss);
+      Compare(&d, "dlogits", dz, ddz);
+      Compare(&d, "argmax", arg, darg);
+      return d;
+    });
+  }
+  return out;
+}
+
+}  // namespace easyscale::cuda
