@@ -35,5 +35,7 @@ KERNELS=("$BUILD/gemm.o" "$BUILD/layout_kernels.o" "$BUILD/reduction_kernels.o")
 "$NVCC" -arch=sm_$ARCH "$BUILD/gemm_bench.o" "${KERNELS[@]}" -lcublas -o "$BUILD/gemm_bench"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
-"$BUILD/gpu_kernel_check"
+check_rc=0
+"$BUILD/gpu_kernel_check" || check_rc=$?
 "$BUILD/gemm_bench"
+exit $check_rc
