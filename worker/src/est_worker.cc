@@ -185,7 +185,8 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   stats.allreduce_seconds = Seconds(t1);
   size_t k = 0;
   for (Param* p : params) {
-    for (float& g : p->grad.data) g = FixedPointMean(accum_[k++], config_.total_ests);
+    DecodeFixedPointMean(&accum_[k], p->grad.size(), config_.total_ests, p->grad.ptr());
+    k += p->grad.size();
   }
   optimizer_->Step(params, LearningRate(config_.args, step_));
   ++step_;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -33,6 +34,14 @@ TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
   int64_t acc[4] = {0, 0, 0, 0};
   ASSERT_TRUE(AccumulateFixedPoint(g, 4, 8, acc));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(acc[i], (ToFixedPoint(g[i], 8, &q), q));
+  float mean[4], scalar[4];
+  DecodeFixedPointMean(acc, 4, 3, mean);
+  for (int i = 0; i < 4; ++i) scalar[i] = FixedPointMean(acc[i], 3);
+  EXPECT_EQ(0, std::memcmp(mean, scalar, sizeof mean));
+  const int64_t big[2] = {int64_t{1} << 60, -3};  // takes the scalar path
+  DecodeFixedPointMean(big, 2, 3, mean);
+  EXPECT_EQ(mean[0], FixedPointMean(big[0], 3));
+  EXPECT_EQ(mean[1], FixedPointMean(big[1], 3));
   const float nan[] = {1.0f, std::nanf("")};
   EXPECT_FALSE(AccumulateFixedPoint(nan, 2, 8, acc));
 }

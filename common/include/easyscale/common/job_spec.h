@@ -55,7 +55,7 @@ struct JobSpec {
   std::string image;
   int ests = 0;
   int minWorkers = 1;
-  int maxWorkers = 0;                 // 0 in the input means "ests"
+  int maxWorkers = 0;                 // absent in the input: ests
   std::vector<std::string> gpuTypes;  // allowed types; empty = any known type
   int priority = 0;
   TrainingArgs training;

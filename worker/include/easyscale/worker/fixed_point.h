@@ -50,16 +50,16 @@ inline bool AccumulateFixedPoint(const float* g, size_t n, int64_t max_terms, in
   const double magic = 6755399441055744.0;
   int64_t base;
   memcpy(&base, &magic, sizeof base);
+  // Two branch-free passes so each vectorises: the finiteness flag (NaN
+  // compares false, so it sets the flag), then the min/max clamp and rounding.
   int bad = 0;
+  for (size_t i = 0; i < n; ++i)
+    bad |= static_cast<int>(!(__builtin_fabsf(g[i]) <= 3.40282347e38f));
   for (size_t i = 0; i < n; ++i) {
-    const float v = g[i];
-    bad |= !(v - v == 0.0f);
-    double scaled = static_cast<double>(v) * 4294967296.0;
-    scaled = scaled > limit ? limit : (scaled < -limit ? -limit : scaled);
-    const double shifted = scaled + magic;
-    int64_t bits;
-    memcpy(&bits, &shifted, sizeof bits);
-    acc[i] += bits - base;
+    double scaled = static_cast<double>(g[i]) * 4294967296.0;
+    scaled = scaled < -limit ? -limit : scaled;
+    scaled = scaled > limit ? limit : scaled;
+    acc[i] += __builtin_bit_cast(int64_t, scaled + magic) - base;
   }
   return bad == 0;
 }
@@ -68,6 +68,26 @@ inline bool AccumulateFixedPoint(const float* g, size_t n, int64_t max_terms, in
 ES_HD float FixedPointMean(int64_t sum, int terms) {
   return static_cast<float>(static_cast<double>(sum) * (1.0 / 4294967296.0) /
                             static_cast<double>(terms));
+}
+
+// out[i] = FixedPointMean(sum[i], terms) for a whole gradient. Sums below 2^51
+// in magnitude convert to double exactly through the same 1.5 * 2^52 trick
+// (vectorised); larger ones take the scalar conversion, which is also exact.
+inline void DecodeFixedPointMean(const int64_t* sum, size_t n, int terms, float* out) {
+  const double magic = 6755399441055744.0;
+  const int64_t base = __builtin_bit_cast(int64_t, magic);
+  const int64_t small = int64_t{1} << 51;
+  int large = 0;
+  for (size_t i = 0; i < n; ++i) large |= static_cast<int>(sum[i] >= small || sum[i] <= -small);
+  if (large != 0) {
+    for (size_t i = 0; i < n; ++i) out[i] = FixedPointMean(sum[i], terms);
+    return;
+  }
+  const double t = static_cast<double>(terms);
+  for (size_t i = 0; i < n; ++i) {
+    const double exact = __builtin_bit_cast(double, sum[i] + base) - magic;
+    out[i] = static_cast<float>(exact * (1.0 / 4294967296.0) / t);
+  }
 }
 
 }  // namespace easyscale
