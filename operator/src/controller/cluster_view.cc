@@ -44,7 +44,7 @@ ClusterState JobController::BuildCluster(const std::string& key, const JobStatus
     d.maxWorkers = spec->maxWorkers > 0 ? spec->maxWorkers : spec->ests;
     d.priority = spec->priority;
     d.gpuTypes = spec->gpuTypes;
-    d.speed = st.speed;
+    d.speed = CompleteSpeeds(st.speed, options_.scheduler);
     d.current = ToPlacements(CountWorkers(st.workers));
     entries.push_back({cached["metadata"].value("creationTimestamp", ""), k, std::move(d)});
   }

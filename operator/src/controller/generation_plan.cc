@@ -27,6 +27,26 @@ std::vector<Placement> ToPlacements(const PlacementCounts& counts) {
   return out;
 }
 
+std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>& measured,
+                                             const SchedulerOptions& options) {
+  double ratio = 0;
+  int n = 0;
+  for (const auto& [type, v] : measured) {
+    auto d = options.defaultSpeed.find(type);
+    if (d != options.defaultSpeed.end() && d->second > 0 && v > 0) {
+      ratio += v / d->second;
+      ++n;
+    }
+  }
+  if (n == 0) return measured;
+  ratio /= n;
+  std::map<std::string, double> out = measured;
+  for (const auto& [type, d] : options.defaultSpeed) {
+    if (out.count(type) == 0) out[type] = d * ratio;
+  }
+  return out;
+}
+
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
                                         const std::string& now, const SchedulerOptions& options,
@@ -55,7 +75,8 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
   if (!workers.empty()) {
     std::vector<std::string> types;
     for (const WorkerRecord& w : workers) types.push_back(w.gpuType);
-    ES_ASSIGN_OR_RETURN(EstAssignment a, AssignEsts(spec.ests, types, st->speed, options));
+    ES_ASSIGN_OR_RETURN(EstAssignment a,
+                        AssignEsts(spec.ests, types, CompleteSpeeds(st->speed, options), options));
     ES_CHECK(a.worldSize() == static_cast<int>(workers.size()))
         << "AssignEsts changed the world size";
     for (size_t r = 0; r < workers.size(); ++r) {

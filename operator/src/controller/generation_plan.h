@@ -40,6 +40,12 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
                                         const std::string& now, const SchedulerOptions& options,
                                         JobStatus* st);
 
+// Speeds of every GPU type in the unit the job measured: types without a
+// measurement get their default scaled by how measured types compare with
+// their defaults (measured samples/s and default relative speeds differ in unit).
+std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>& measured,
+                                             const SchedulerOptions& options);
+
 // Releases the newest generation once nothing is left to drain.
 void ReleaseIfDrained(JobStatus* st);
 

@@ -1,0 +1,94 @@
+// End to end with REAL `easyscale-worker k8s` processes started by the
+// stand-in kubelet: inference pods come and go on 2 nodes with two GPU types,
+// the job scales out and is preempted, and its final digest equals that of a
+// fixed 8-worker run (`easyscale-worker local --schedule 0:8`).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "pod_runtimes.h"
+#include "test_cluster.h"
+#include "testing/test_util.h"
+
+namespace easyscale::op::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// The worker part ships `easyscale-worker k8s`; until a build has it the test
+// is skipped with the reason.
+std::string WorkerWithK8sMode() {
+  const std::string bin = WorkerBinary();
+  if (bin.empty()) return "";
+  const std::string probe = "'" + bin + "' k8s --help >/dev/null 2>&1";
+  return std::system(probe.c_str()) == 0 ? bin : "";
+}
+
+// Runs the reference: the same training on a fixed layout of 8 workers (one
+// EST each) with `easyscale-worker local`, and reads its `digest:` line.
+std::string ReferenceDigest(const std::string& bin, const std::string& dir, int64_t steps) {
+  const std::string out = dir + "/reference.txt";
+  const std::string cmd = "'" + bin + "' local --ests 8 --schedule 0:8 --model mlp --steps " +
+                          std::to_string(steps) + " --checkpoint-dir '" + dir + "/ref-ckpt' > '" +
+                          out + "' 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "";
+  std::ifstream in(out);
+  std::string line, digest;
+  while (std::getline(in, line)) {
+    if (line.rfind("digest: ", 0) == 0) digest = line.substr(8);
+  }
+  return digest;
+}
+
+TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
+  const std::string worker = WorkerWithK8sMode();
+  if (worker.empty()) {
+    GTEST_SKIP() << "needs an easyscale-worker with the `k8s` mode (not built yet: "
+                    "looked beside easyscale-operator and in build*/bin)";
+  }
+  TestCluster c("operator-e2e");
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 300;
+  const std::string reference = ReferenceDigest(worker, c.dir(), steps);
+  ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
+
+  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n2", "h100", 2)).ok());
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  const std::string data =
+      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
+  c.StartKubelet(std::make_unique<ProcessRuntime>(
+      worker, c.dir(), std::map<std::string, std::string>{{"EASYSCALE_DATA", data}}));
+  OperatorProcess* op =
+      c.StartOperator("e2e", {"--worker-backend", "cpu", "--worker-command", worker});
+  ASSERT_TRUE(Eventually([&] { return op->Ready(); }));
+  const json spec = {{"image", "easyscale/worker:test"},
+                     {"ests", 8},
+                     {"maxWorkers", 4},
+                     {"training", {{"model", "mlp"}, {"steps", steps}, {"checkpointEvery", 20}}},
+                     {"checkpoint", {{"mountPath", c.dir() + "/ckpt"}}}};
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("step", 0) >= 5; }, 60s)) << c.dir();
+  ASSERT_TRUE(c.client().Delete(kPods, "default", "inf-1").ok());  // release: scale out
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json st = c.JobStatus("j");
+        return st.value("runningGeneration", 0) >= 2 &&
+               st.value("workers", json::array()).size() > 2;
+      },
+      60s));
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-2", "n1", 1)).ok());  // preempt
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "Preempted") == 1; }, 60s));
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 120s))
+      << c.dir();
+  EXPECT_EQ(c.JobStatus("j")["digest"], reference);
+  EXPECT_EQ(c.EventCount("j", "Scheduled"), 1);
+  EXPECT_GE(c.EventCount("j", "ScaledOut"), 1);
+  EXPECT_EQ(c.EventCount("j", "Succeeded"), 1);
+  EXPECT_GE(c.JobStatus("j")["preemptions"].get<int>(), 1);
+}
+
+}  // namespace
+}  // namespace easyscale::op::testing

@@ -1,0 +1,156 @@
+// Real worker processes, and protocol-speaking stand-ins.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#include "pod_runtimes.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include "easyscale/common/control_protocol.h"
+#include "easyscale/common/log.h"
+#include "easyscale/operator/scheduler.h"
+
+namespace easyscale::op::testing {
+
+using nlohmann::json;
+
+ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
+                               std::map<std::string, std::string> extraEnv)
+    : binary_(std::move(binary)), logDir_(std::move(logDir)), extraEnv_(std::move(extraEnv)) {}
+
+ProcessRuntime::~ProcessRuntime() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [pod, p] : running_) p->Signal(SIGTERM);
+  for (auto& [pod, p] : running_) p->WaitOrKill(10000);
+  for (auto& p : stopping_) p->WaitOrKill(10000);
+}
+
+void ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> args;
+  const json command = pod["spec"]["containers"][0].value("command", json::array());
+  for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
+  std::map<std::string, std::string> all = extraEnv_;
+  for (const auto& [k, v] : env) all[k] = v;
+  const std::string name = pod["metadata"].value("name", "");
+  std::lock_guard<std::mutex> lock(mu_);
+  running_[name] =
+      std::make_unique<ChildProcess>(binary_, args, all, logDir_ + "/" + name + ".log");
+}
+
+void ProcessRuntime::Stop(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(pod);
+  if (it == running_.end()) return;
+  it->second->Signal(SIGTERM);  // the grace period runs out in the destructor
+  stopping_.push_back(std::move(it->second));
+  running_.erase(it);
+}
+
+std::optional<int> ProcessRuntime::Exited(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(pod);
+  return it == running_.end() ? std::nullopt : it->second->Poll();
+}
+
+ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)
+    : miniBatch_(miniBatch) {}
+
+ProtocolWorkerRuntime::~ProtocolWorkerRuntime() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [pod, w] : workers_) w->stop = true;
+  for (auto& [pod, w] : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
+  const std::string name = pod["metadata"].value("name", "");
+  auto w = std::make_unique<Worker>();
+  Worker* raw = w.get();
+  const auto get = [&](const char* k) {
+    auto it = env.find(k);
+    return it == env.end() ? std::string() : it->second;
+  };
+  // A worker trains at a rate proportional to its GPU type's default speed.
+  const SchedulerOptions defaults;
+  auto speed = defaults.defaultSpeed.find(get("EASYSCALE_GPU_TYPE"));
+  const double samplesPerSecond =
+      25.0 * (speed == defaults.defaultSpeed.end() ? 1.0 : speed->second);
+  raw->thread = std::thread(&ProtocolWorkerRuntime::Run, this, raw, get("EASYSCALE_CONTROL_URL"),
+                            get("EASYSCALE_JOB"), get("POD_NAME"), samplesPerSecond);
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_[name] = std::move(w);
+}
+
+void ProtocolWorkerRuntime::Stop(const std::string& pod) {
+  std::unique_ptr<Worker> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(pod);
+    if (it == workers_.end()) return;
+    w = std::move(it->second);
+    workers_.erase(it);
+  }
+  w->stop = true;
+  if (w->thread.joinable()) w->thread.join();
+}
+
+std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(pod);
+  if (it == workers_.end() || !it->second->done) return std::nullopt;
+  return 0;
+}
+
+// One worker: step every mini-batch while told Run; checkpoint when a newer
+// generation or CheckpointAndStop shows up; leave on 404.
+void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std::string pod,
+                                double samplesPerSecond) {
+  httplib::Client c(url);
+  c.set_connection_timeout(1, 0);
+  c.set_read_timeout(2, 0);
+  int64_t running = 0;  // the generation this worker trains in; 0 = none
+  int rank = 0;
+  int64_t step = 0;
+  auto report = [&](int64_t generation, WorkerState state, const std::string& digest = "") {
+    WorkerReport r{.job = job,
+                   .pod = pod,
+                   .generation = generation,
+                   .rank = rank,
+                   .state = state,
+                   .step = step,
+                   .samplesPerSecond = samplesPerSecond,
+                   .digest = digest};
+    (void)c.Post("/v1/report", ToJson(r).dump(), "application/json");
+  };
+  while (!w->stop) {
+    std::this_thread::sleep_for(miniBatch_);  // one mini-batch
+    auto res = c.Get("/v1/assignment?job=" + job + "&pod=" + pod);
+    if (!res) continue;
+    if (res->status == 404) break;  // in no generation: exit
+    if (res->status != 200) continue;
+    StatusOr<WorkerAssignment> a = ParseWorkerAssignment(json::parse(res->body, nullptr, false));
+    if (!a.ok()) continue;
+    if (running != 0 &&
+        (a->generation > running || a->action == WorkerAction::kCheckpointAndStop)) {
+      report(running, WorkerState::kCheckpointed);  // at this step boundary
+      running = 0;
+      if (a->action == WorkerAction::kCheckpointAndStop) continue;  // 404 comes next
+    }
+    if (running == 0 && a->action == WorkerAction::kRun) {
+      running = a->generation;
+      rank = a->rank;
+      report(running, WorkerState::kRunning);
+    }
+    if (running == 0) continue;
+    ++step;
+    if (step >= a->training.steps) {
+      report(running, WorkerState::kSucceeded, std::string(64, '0'));
+      break;
+    }
+    report(running, WorkerState::kRunning);
+  }
+  if (w->stop && running != 0) report(running, WorkerState::kCheckpointed);  // SIGTERM
+  w->done = true;
+}
+
+}  // namespace easyscale::op::testing

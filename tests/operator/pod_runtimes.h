@@ -1,0 +1,63 @@
+// File: tests/operator/pod_runtimes.h
+//
+// What runs in a worker pod for the stand-in kubelet:
+//  - ProcessRuntime: the real `easyscale-worker k8s` process, env from the pod;
+//  - ProtocolWorkerRuntime: a thread that speaks the control protocol like a
+//    worker (poll the assignment once per mini-batch, train while told Run,
+//    checkpoint on a newer generation or CheckpointAndStop, exit on 404),
+//    without training anything: for tests and benches of the operator alone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "child_process.h"
+#include "stand_in_kubelet.h"
+
+namespace easyscale::op::testing {
+
+class ProcessRuntime : public PodRuntime {
+ public:
+  ProcessRuntime(std::string binary, std::string logDir,
+                 std::map<std::string, std::string> extraEnv);
+  ~ProcessRuntime() override;
+  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  void Stop(const std::string& pod) override;
+  std::optional<int> Exited(const std::string& pod) override;
+
+ private:
+  std::string binary_;
+  std::string logDir_;
+  std::map<std::string, std::string> extraEnv_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> running_;
+  std::vector<std::unique_ptr<ChildProcess>> stopping_;
+};
+
+class ProtocolWorkerRuntime : public PodRuntime {
+ public:
+  explicit ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch);
+  ~ProtocolWorkerRuntime() override;
+  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  void Stop(const std::string& pod) override;
+  std::optional<int> Exited(const std::string& pod) override;
+
+ private:
+  struct Worker {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> done{false};
+    std::thread thread;
+  };
+  void Run(Worker* w, std::string url, std::string job, std::string pod, double samplesPerSecond);
+
+  std::chrono::milliseconds miniBatch_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace easyscale::op::testing

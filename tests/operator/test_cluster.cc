@@ -1,0 +1,160 @@
+// Starting and querying the simulated cluster.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#include "test_cluster.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "easyscale/common/checks.h"
+
+namespace easyscale::op::testing {
+
+using nlohmann::json;
+
+std::string OperatorBinary() { return EASYSCALE_OPERATOR_BIN; }
+
+std::string WorkerBinary() {
+  // The worker is another part's target; look beside the operator, then in the
+  // repository's other build folders.
+  namespace fs = std::filesystem;
+  const fs::path besides = fs::path(EASYSCALE_OPERATOR_BIN).parent_path() / "easyscale-worker";
+  if (fs::exists(besides)) return besides.string();
+  for (const char* dir : {"build", "build-worker", "build-lead"}) {
+    const fs::path p = fs::path(EASYSCALE_SOURCE_DIR) / dir / "bin" / "easyscale-worker";
+    if (fs::exists(p)) return p.string();
+  }
+  return "";
+}
+
+int OperatorProcess::Get(int port, const std::string& path, std::string* body) const {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1, 0);
+  c.set_read_timeout(2, 0);
+  auto res = c.Get(path);
+  if (!res) return 0;
+  if (body != nullptr) *body = res->body;
+  return res->status;
+}
+
+TestCluster::TestCluster(const std::string& name) {
+  dir_ = (std::filesystem::temp_directory_path() /
+          (name + "-" + std::to_string(getpid()) + "-" + std::to_string(rand())))
+             .string();
+  std::filesystem::create_directories(dir_);
+}
+
+TestCluster::~TestCluster() {
+  kubelet_.reset();
+  if (service_) service_->stop();
+  if (serviceThread_.joinable()) serviceThread_.join();
+  runtime_.reset();
+  for (auto& o : operators_) {
+    o->process->Signal(SIGTERM);
+    o->process->WaitOrKill(5000);
+  }
+  operators_.clear();
+  client_.reset();
+  server_.reset();
+  if (std::getenv("EASYSCALE_KEEP_TEST_DIR") == nullptr) std::filesystem::remove_all(dir_);
+}
+
+Status TestCluster::StartApiServer() {
+  ES_ASSIGN_OR_RETURN(
+      server_,
+      TestApiServer::Start({.tls = true, .token = "test-token", .bookmarkIntervalMs = 500}));
+  kubeconfig_ = dir_ + "/kubeconfig";
+  ES_RETURN_IF_ERROR(server_->WriteKubeconfig(kubeconfig_));
+  ES_ASSIGN_OR_RETURN(client_, KubeClient::Create(server_->ClientConfig()));
+  return absl::OkStatus();
+}
+
+OperatorProcess* TestCluster::StartOperator(const std::string& identity,
+                                            std::vector<std::string> extraArgs,
+                                            const std::string& controlUrl) {
+  auto o = std::make_unique<OperatorProcess>();
+  o->identity = identity;
+  o->healthPort = FreePort();
+  o->metricsPort = FreePort();
+  o->controlPort = FreePort();
+  std::vector<std::string> args = {
+      "--kubeconfig",   kubeconfig_,
+      "--identity",     identity,
+      "--health-addr",  "127.0.0.1:" + std::to_string(o->healthPort),
+      "--metrics-addr", "127.0.0.1:" + std::to_string(o->metricsPort),
+      "--control-addr", "127.0.0.1:" + std::to_string(o->controlPort),
+      "--control-url",  controlUrl.empty() ? o->controlUrl() : controlUrl,
+      "--resync",       "0.5"};
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
+  o->process =
+      std::make_unique<ChildProcess>(OperatorBinary(), args, std::map<std::string, std::string>{},
+                                     dir_ + "/operator-" + identity + ".log");
+  operators_.push_back(std::move(o));
+  return operators_.back().get();
+}
+
+void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {
+  runtime_ = std::move(runtime);
+  kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get());
+  kubelet_->Start();
+}
+
+std::string TestCluster::StartControlService() {
+  service_ = std::make_unique<httplib::Server>();
+  auto forward = [this](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& o : operators_) {
+      if (o->process->Poll().has_value() || !o->Ready()) continue;
+      httplib::Client c("127.0.0.1", o->controlPort);
+      c.set_read_timeout(5, 0);
+      std::string target = req.path;
+      if (!req.params.empty()) {
+        char sep = '?';
+        for (const auto& [k, v] : req.params) {
+          target += sep + k + "=" + UrlEncode(v);
+          sep = '&';
+        }
+      }
+      auto r = req.method == "GET" ? c.Get(target) : c.Post(target, req.body, "application/json");
+      if (!r) continue;
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+      return;
+    }
+    res.status = 503;  // no ready endpoint behind the Service
+  };
+  service_->Get("/v1/.*", forward);
+  service_->Post("/v1/.*", forward);
+  const int port = service_->bind_to_any_port("127.0.0.1");
+  httplib::Server* s = service_.get();
+  serviceThread_ = std::thread([s] { s->listen_after_bind(); });
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
+json TestCluster::Job(const std::string& name) {
+  StatusOr<json> j = client_->Get(kEasyScaleJobs, "default", name);
+  return j.ok() ? *j : json();
+}
+
+json TestCluster::JobStatus(const std::string& name) {
+  const json j = Job(name);
+  return j.is_object() ? j.value("status", json::object()) : json::object();
+}
+
+std::vector<json> TestCluster::WorkerPods(const std::string& job) {
+  StatusOr<json> l = client_->List(kPods, "default", {.labelSelector = "easyscale.io/job=" + job});
+  return l.ok() ? (*l)["items"].get<std::vector<json>>() : std::vector<json>();
+}
+
+int TestCluster::EventCount(const std::string& object, const std::string& reason) {
+  StatusOr<json> e = client_->List(
+      kEvents, "default", {.fieldSelector = "involvedObject.name=" + object + ",reason=" + reason});
+  return e.ok() ? static_cast<int>((*e)["items"].size()) : -1;
+}
+
+std::string TestCluster::LeaseHolder(const std::string& lease) {
+  StatusOr<json> l = client_->Get(kLeases, "default", lease);
+  return l.ok() ? (*l)["spec"].value("holderIdentity", "") : "";
+}
+
+}  // namespace easyscale::op::testing
