@@ -36,7 +36,7 @@ struct Child {
 // One attempt at one segment: the processes, rank 0's stdout, what it said.
 class Generation {
  public:
-  Generation(const LocalJobOptions& o, const EstAssignment& a) : options_(o), assignment_(a) {}
+  explicit Generation(const LocalJobOptions& o) : options_(o) {}
   ~Generation() { KillAll(); }
 
   Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder) {
@@ -148,7 +148,6 @@ class Generation {
 
  private:
   const LocalJobOptions& options_;
-  const EstAssignment& assignment_;
   std::vector<Child> children_;
   int out_fd_ = -1;
   std::string buffer_;
@@ -263,7 +262,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
                               .c_str());
       std::fflush(stdout);
       std::optional<Clock::time_point> last_step_at;
-      Generation gen(o, assignment);
+      Generation gen(o);
       ES_RETURN_IF_ERROR(gen.Start(workers, dir));
       int failed = -1;
       std::string line;
