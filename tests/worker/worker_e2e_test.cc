@@ -75,6 +75,20 @@ TEST(Consistency, DefaultRunIsTheStandardJobAndReachesAccuracy) {
   EXPECT_NE(r.output.find("\"event\":\"scale\""), std::string::npos);
 }
 
+TEST(Consistency, MlpWithAdamAndStepScheduleToo) {
+  auto digest = [](const std::string& schedule) {
+    RunResult r = Worker(
+        "local --ests 6 --steps 60 --model mlp --optimizer adam --lr 0.002 "
+        "--lr-schedule step --warmup-steps 5 --schedule " +
+        schedule);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.digest;
+  };
+  const std::string one = digest("0:1");
+  EXPECT_EQ(one.size(), 64u);
+  EXPECT_EQ(digest("0:4,30:2,45:5"), one);
+}
+
 TEST(Consistency, SeedChangesDigest) { EXPECT_NE(Digest("0:2", "--seed 2"), Reference()); }
 
 // Each field of the EST context matters: forgetting it on every scale event
