@@ -31,6 +31,7 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   ES_ASSIGN_OR_RETURN(auto hp, ParseListenAddress("--" + name + "-addr", addr));
   auto e = std::unique_ptr<HttpEndpoint>(new HttpEndpoint());
   e->server_ = std::make_unique<httplib::Server>();
+  e->server_->set_tcp_nodelay(true);
   install(*e->server_);
   if (hp.second == 0) {
     e->port_ = e->server_->bind_to_any_port(hp.first);

@@ -259,7 +259,11 @@ Status JobController::Reconcile(const std::string& key) {
                generation);
 
   ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
-  if (change.changed) {
+  PublishPlan(key, *spec, next);
+  metrics_->SetJobStep(key, next.step);
+  UpdateGpuMetrics(cluster, result);
+  const Status synced = SyncPods(written, *spec, next, pods, /*keepNone=*/false);
+  if (change.changed) {  // after the pods: an Event must not delay a GPU's use
     metrics_->AddScaleEvent();
     if (preempted > 0) metrics_->AddPreemptions(preempted);
     if (change.reason == "Preempted") {
@@ -268,10 +272,7 @@ Status JobController::Reconcile(const std::string& key) {
       recorder_->Normal(written, change.reason, change.message);
     }
   }
-  PublishPlan(key, *spec, next);
-  metrics_->SetJobStep(key, next.step);
-  UpdateGpuMetrics(cluster, result);
-  ES_RETURN_IF_ERROR(SyncPods(written, *spec, next, pods, /*keepNone=*/false));
+  ES_RETURN_IF_ERROR(synced);
 
   // Other jobs whose allocation changed apply it in their own reconcile.
   for (size_t i = 0; i < result.allocations.size(); ++i) {

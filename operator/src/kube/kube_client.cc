@@ -241,6 +241,7 @@ std::unique_ptr<httplib::ClientImpl> KubeClient::NewConnection() const {
   c->set_read_timeout(30, 0);
   c->set_write_timeout(10, 0);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // small requests: no Nagle/delayed-ACK stalls
   if (!config_.token.empty()) c->set_bearer_token_auth(config_.token.c_str());
   return c;
 }

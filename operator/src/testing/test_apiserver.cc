@@ -272,6 +272,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   httplib::Server& svr = *impl->server;
   if (!svr.is_valid()) return absl::InternalError("test apiserver: TLS setup failed");
   svr.new_task_queue = [] { return new httplib::ThreadPool(64); };  // one thread per watch
+  svr.set_tcp_nodelay(true);
   Impl* p = impl.get();
   svr.set_pre_routing_handler([p](const httplib::Request& req, httplib::Response& res) {
     if (!p->options.token.empty() &&
