@@ -1,0 +1,131 @@
+#include "controller/generation_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "controller/gpu_inventory.h"
+#include "testing/test_util.h"
+
+namespace easyscale::op {
+namespace {
+
+using nlohmann::json;
+
+JobSpec Spec(int ests) {
+  JobSpec s;
+  s.image = "x";
+  s.ests = ests;
+  s.maxWorkers = ests;
+  return s;
+}
+
+TEST(GenerationPlan, FirstPlacementIsScheduledAndRunsAtOnce) {
+  JobStatus st;
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->changed);
+  EXPECT_EQ(c->reason, "Scheduled");
+  EXPECT_EQ(st.generation, 1);
+  ASSERT_EQ(st.workers.size(), 2u);
+  EXPECT_EQ(st.workers[0].pod, "j-w-1-0");
+  EXPECT_EQ(st.workers[1].ests, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_TRUE(st.draining.empty());
+  ReleaseIfDrained(&st);
+  EXPECT_EQ(st.runningGeneration, 1);
+  EXPECT_EQ(PhaseOf(st), "Running");
+  EXPECT_EQ(st.startTime, "t0");
+}
+
+TEST(GenerationPlan, UnchangedPlacementIsNoChange) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st).ok());
+  ReleaseIfDrained(&st);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t1", {}, &st);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->changed);
+  EXPECT_EQ(st.generation, 1);
+}
+
+TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st).ok());
+  ReleaseIfDrained(&st);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}, {"n2", "t4", 2}}, 0, "t1", {}, &st);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "ScaledOut");
+  EXPECT_EQ(st.generation, 2);
+  ASSERT_EQ(st.workers.size(), 4u);
+  EXPECT_EQ(st.workers[0].pod, "j-w-1-0");  // kept, same rank
+  EXPECT_EQ(st.workers[2].pod, "j-w-2-0");  // new pods named for generation 2
+  ASSERT_EQ(st.draining.size(), 2u);
+  EXPECT_EQ(st.draining[0].generation, 1);
+  EXPECT_EQ(st.draining[0].worldSize, 2);
+  ReleaseIfDrained(&st);
+  EXPECT_EQ(st.runningGeneration, 1);  // not before gen 1 checkpointed
+  EXPECT_EQ(PhaseOf(st), "Scaling");
+  int total = 0;
+  for (const WorkerRecord& w : st.workers) total += static_cast<int>(w.ests.size());
+  EXPECT_EQ(total, 8);
+  st.draining.clear();
+  ReleaseIfDrained(&st);
+  EXPECT_EQ(st.runningGeneration, 2);
+}
+
+TEST(GenerationPlan, PreemptionToZeroThenRestore) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(4), {{"n1", "a100", 1}}, 0, "t0", {}, &st).ok());
+  ReleaseIfDrained(&st);
+  auto c = PlanNextGeneration("j", Spec(4), {}, 1, "t1", {}, &st);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "Preempted");
+  EXPECT_EQ(st.preemptions, 1);
+  EXPECT_TRUE(st.workers.empty());
+  EXPECT_EQ(PhaseOf(st), "Preempted");
+  st.draining.clear();
+  c = PlanNextGeneration("j", Spec(4), {{"n2", "t4", 1}}, 0, "t2", {}, &st);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "Restored");
+  ReleaseIfDrained(&st);
+  EXPECT_EQ(st.runningGeneration, 3);
+}
+
+TEST(GenerationPlan, UnmeasuredSpeedsScaleToTheMeasuredUnit) {
+  SchedulerOptions o;
+  const auto s = CompleteSpeeds({{"a100", 250.0}}, o);  // 100x the default 2.5
+  EXPECT_DOUBLE_EQ(s.at("a100"), 250.0);
+  EXPECT_DOUBLE_EQ(s.at("h100"), 350.0);
+  EXPECT_TRUE(CompleteSpeeds({}, o).empty());  // nothing measured: the scheduler's defaults
+}
+
+TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
+  json node = testing::GpuNode("n1", "a100", 4);
+  EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 4}}));
+  node["metadata"]["annotations"]["easyscale.io/gpus"] =
+      R"([{"id":"0","type":"a100","healthy":true},{"id":"1","type":"a100","healthy":false},{"id":"2","type":"a100"}])";
+  EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 2}}));
+  node["metadata"]["annotations"]["easyscale.io/gpus"] = "not json";
+  EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 4}}));  // falls back
+  node["spec"]["unschedulable"] = true;
+  EXPECT_TRUE(NodeGpusByType(node).empty());
+
+  json running = testing::InferencePod("a", "n1", 2);
+  running["metadata"]["namespace"] = "default";
+  running["status"]["phase"] = "Running";
+  json pending = testing::InferencePod("b", "n1", 1);
+  pending["metadata"]["namespace"] = "default";
+  pending["status"]["phase"] = "Pending";
+  std::vector<NodeGpus> g =
+      BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].total, 4);
+  EXPECT_EQ(g[0].inferenceHeld, 2);
+  EXPECT_EQ(g[0].inferencePending, 1);
+  // A draining worker's GPU is the one the pending pod waits for.
+  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending},
+                    {{"n1", {{"a100", 1}}}});
+  EXPECT_EQ(g[0].inferenceHeld, 3);
+  EXPECT_EQ(g[0].inferencePending, 0);
+  EXPECT_EQ(g[0].total, 4);
+}
+
+}  // namespace
+}  // namespace easyscale::op
