@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "controller/control_server.h"
@@ -69,18 +70,27 @@ int Run(const OperatorFlags& flags) {
                  std::string(control.status().message()).c_str());
     return 2;
   }
-  const std::string identity = flags.identity.empty() ? DefaultIdentity() : flags.identity;
-  const std::string leaseNs =
-      flags.leaseNamespace.empty() ? config->defaultNamespace : flags.leaseNamespace;
+  // Flags win; then what the Deployment sets (POD_NAME, POD_NAMESPACE,
+  // EASYSCALE_CONTROL_URL); then defaults.
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  std::string identity = flags.identity.empty() ? env("POD_NAME") : flags.identity;
+  if (identity.empty()) identity = DefaultIdentity();
+  std::string leaseNs = flags.leaseNamespace.empty() ? env("POD_NAMESPACE") : flags.leaseNamespace;
+  if (leaseNs.empty()) leaseNs = config->defaultNamespace;
+  std::string controlUrl =
+      flags.controlUrl.empty() ? env("EASYSCALE_CONTROL_URL") : flags.controlUrl;
+  if (controlUrl.empty()) {
+    controlUrl = "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->second);
+  }
 
   Metrics metrics;
   EventRecorder recorder(client->get(), "easyscale-operator", identity);
   ControllerOptions options;
   options.ns = flags.ns;
-  options.pod.controlUrl =
-      !flags.controlUrl.empty()
-          ? flags.controlUrl
-          : "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->second);
+  options.pod.controlUrl = controlUrl;
   options.pod.command = flags.workerCommand;
   options.workerBackend = flags.workerBackend;
   options.drainTimeout = Ms(flags.drainTimeoutSeconds);

@@ -68,6 +68,13 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   st.draining.clear();
   ReleaseIfDrained(&st);
   EXPECT_EQ(st.runningGeneration, 2);
+  const json j = ToJson(st);
+  EXPECT_EQ(j["workerCount"], 4);
+  EXPECT_EQ(j["gpuTypes"], "a100x2,t4x2");
+  StatusOr<JobStatus> back = ParseJobStatus(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->workers, st.workers);
+  EXPECT_EQ(back->runningGeneration, 2);
 }
 
 TEST(GenerationPlan, PreemptionToZeroThenRestore) {

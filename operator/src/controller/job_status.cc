@@ -1,6 +1,7 @@
 // JSON form of JobStatus and metav1.Condition helpers.
 #include "controller/job_status.h"
 
+#include "absl/strings/str_cat.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/json_fields.h"
 #include "easyscale/operator/kube_time.h"
@@ -109,6 +110,14 @@ json ToJson(const JobStatus& s) {
               {"speed", s.speed},
               {"conditions", s.conditions},
               {"everPreempted", s.everPreempted}};
+  // The printer columns: worker count and "a100x2,t4x1".
+  std::map<std::string, int> byType;
+  for (const WorkerRecord& w : s.workers) ++byType[w.gpuType];
+  std::string types;
+  for (const auto& [type, n] : byType)
+    absl::StrAppend(&types, types.empty() ? "" : ",", type, "x", n);
+  out["workerCount"] = static_cast<int>(s.workers.size());
+  out["gpuTypes"] = types;
   if (!s.workers.empty()) out["assignment"] = ToJson(AssignmentOf(ests, s.workers));
   if (!s.digest.empty()) out["digest"] = s.digest;
   if (s.testAccuracy >= 0) out["testAccuracy"] = s.testAccuracy;
