@@ -78,3 +78,22 @@ TEST(OperatorLeaderElection, StandbyTakesOverAfterLeaderIsKilled) {
 
 }  // namespace
 }  // namespace easyscale::op::testing
+
+namespace easyscale::op::testing {
+namespace {
+
+TEST(OperatorLeaderElection, LeaderThatCannotRenewStopsActingAndExits) {
+  TestCluster c("operator-lost-lease");
+  ASSERT_TRUE(c.StartApiServer().ok());
+  OperatorProcess* a =
+      c.StartOperator("op-a", {"--leader-elect", "--lease-namespace", "default", "--lease-duration",
+                               "2", "--renew-deadline", "1", "--retry-period", "0.2"});
+  ASSERT_TRUE(Eventually([&] { return a->Ready(); }));
+  c.server().FailNextRequests(1000000, 500);  // the API server answers nothing useful
+  ASSERT_TRUE(Eventually([&] { return a->process->Poll().has_value(); }, 10s));
+  EXPECT_EQ(*a->process->Poll(), 1);  // exits: a restarted replica rejoins as a candidate
+  c.server().FailNextRequests(0, 500);
+}
+
+}  // namespace
+}  // namespace easyscale::op::testing
