@@ -2,7 +2,9 @@
 // status subresource, selectors, finalizers, garbage collection and watches.
 #include "easyscale/operator/kube_client.h"
 
+#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <filesystem>
 #include <thread>
@@ -244,6 +246,26 @@ TEST_F(KubeClientTest, RepeatedEventsAggregateIntoACount) {
   EXPECT_EQ(e["type"], "Warning");
   EXPECT_EQ(e["involvedObject"]["kind"], "EasyScaleJob");
   EXPECT_EQ(e["involvedObject"]["uid"], (*job)["metadata"]["uid"]);
+}
+
+TEST(TestApiServerDiscovery, ServesLegacyDiscoveryForKubectl) {
+  auto server = TestApiServer::Start({});
+  ASSERT_TRUE(server.ok());
+  httplib::Client http("127.0.0.1", (*server)->port());
+  auto groups = http.Get("/apis");
+  ASSERT_TRUE(groups && groups->status == 200);
+  EXPECT_NE(groups->body.find("\"easyscale.io/v1alpha1\""), std::string::npos);
+  auto core = http.Get("/api/v1");
+  ASSERT_TRUE(core && core->status == 200);
+  const json list = json::parse(core->body);
+  EXPECT_EQ(list["kind"], "APIResourceList");
+  bool podsStatus = false;
+  for (const json& r : list["resources"]) podsStatus = podsStatus || r["name"] == "pods/status";
+  EXPECT_TRUE(podsStatus);
+  auto jobs = http.Get("/apis/easyscale.io/v1alpha1");
+  ASSERT_TRUE(jobs && jobs->status == 200);
+  EXPECT_NE(jobs->body.find("\"easyscalejobs/status\""), std::string::npos);
+  EXPECT_EQ(http.Get("/apis/nope/v1")->status, 404);
 }
 
 TEST(KubeConfigTest, ErrorsNameTheField) {

@@ -6,7 +6,9 @@
 #include <httplib.h>
 #include <openssl/pem.h>
 
+#include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -62,6 +64,64 @@ json ErrorEvent(const std::string& message) {
             {"message", message},
             {"reason", "Expired"},
             {"code", 410}}}};
+}
+
+// Legacy discovery (/api, /apis and each group version), so kubectl and other
+// discovery-driven clients can talk to the test server.
+void InstallDiscovery(httplib::Server& svr) {
+  auto send = [](httplib::Response& res, const json& j) {
+    res.set_content(j.dump(), "application/json");
+  };
+  svr.Get("/api", [send](const httplib::Request&, httplib::Response& res) {
+    send(res, {{"kind", "APIVersions"},
+               {"versions", {"v1"}},
+               {"serverAddressByClientCIDRs",
+                {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}});
+  });
+  svr.Get("/apis", [send](const httplib::Request&, httplib::Response& res) {
+    json groups = json::array();
+    std::set<std::string> seen;
+    for (const ResourceInfo& r : ServedResources()) {
+      const std::string gv = r.resource.apiVersion();
+      if (r.resource.group.empty() || !seen.insert(gv).second) continue;
+      const json version = {{"groupVersion", gv}, {"version", r.resource.version}};
+      groups.push_back(
+          {{"name", r.resource.group}, {"versions", {version}}, {"preferredVersion", version}});
+    }
+    send(res, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
+  });
+  auto resources = [send](const std::string& gv, httplib::Response& res) {
+    json list = json::array();
+    for (const ResourceInfo& r : ServedResources()) {
+      if (r.resource.apiVersion() != gv) continue;
+      std::string singular = r.resource.kind;
+      std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
+      list.push_back({{"name", r.resource.plural},
+                      {"singularName", singular},
+                      {"namespaced", r.resource.namespaced},
+                      {"kind", r.resource.kind},
+                      {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+      if (r.hasStatus) {
+        list.push_back({{"name", r.resource.plural + "/status"},
+                        {"singularName", ""},
+                        {"namespaced", r.resource.namespaced},
+                        {"kind", r.resource.kind},
+                        {"verbs", {"get", "patch", "update"}}});
+      }
+    }
+    if (list.empty())
+      return SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
+    send(res, {{"kind", "APIResourceList"},
+               {"apiVersion", "v1"},
+               {"groupVersion", gv},
+               {"resources", list}});
+  };
+  svr.Get("/api/v1",
+          [resources](const httplib::Request&, httplib::Response& res) { resources("v1", res); });
+  svr.Get(R"(/apis/([^/]+)/([^/]+))",
+          [resources](const httplib::Request& req, httplib::Response& res) {
+            resources(std::string(req.matches[1]) + "/" + std::string(req.matches[2]), res);
+          });
 }
 
 }  // namespace
@@ -291,6 +351,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  InstallDiscovery(svr);
   const char* core = R"(/api/(v1)(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?(?:/(status))?)";
   const char* groups =
       R"(/apis/([^/]+)/([^/]+)(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?(?:/(status))?)";
