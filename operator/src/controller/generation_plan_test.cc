@@ -109,6 +109,14 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   node["metadata"]["annotations"]["easyscale.io/gpus"] =
       R"([{"id":"0","type":"a100","healthy":true},{"id":"1","type":"a100","healthy":false},{"id":"2","type":"a100"}])";
   EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 2}}));
+  node["metadata"]["annotations"]["easyscale.io/gpus"] =
+      R"([{"id":"0","type":"h100","heldBy":"serving/llm-0"},{"id":"1","type":"h100","heldBy":null},)"
+      R"({"id":"2","type":"warp-drive"}])";
+  EXPECT_EQ(NodeGpusByType(node),
+            (std::map<std::string, int>{{"h100", 2}}));  // unknown type left out
+  std::vector<NodeGpus> held = BuildNodeGpus({node}, {}, {});
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].inferenceHeld, 1);  // the plugin's heldBy, without any pod seen
   node["metadata"]["annotations"]["easyscale.io/gpus"] = "not json";
   EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 4}}));  // falls back
   node["spec"]["unschedulable"] = true;

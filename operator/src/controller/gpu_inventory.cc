@@ -52,27 +52,30 @@ std::string PodNode(const json& pod) {
 
 }  // namespace
 
-std::map<std::string, int> NodeGpusByType(const json& node) {
-  std::map<std::string, int> out;
+NodeInventory ReadNodeInventory(const json& node) {
+  NodeInventory out;
   const json spec = node.value("spec", json::object());
   if (spec.value("unschedulable", false)) return out;
   for (const json& c : node.value("status", json::object()).value("conditions", json::array())) {
-    if (c.is_object() && c.value("type", "") == "Ready" && c.value("status", "") != "True")
+    if (c.is_object() && c.value("type", "") == "Ready" && c.value("status", "") != "True") {
       return out;
+    }
   }
   const json annotations = node["metadata"].value("annotations", json::object());
   if (annotations.contains(kGpusAnnotation) && annotations[kGpusAnnotation].is_string()) {
     const json devices =
         json::parse(annotations[kGpusAnnotation].get<std::string>(), nullptr, false);
     bool valid = devices.is_array();
-    std::map<std::string, int> fromDevices;
+    NodeInventory fromDevices;
     for (const json& d : valid ? devices : json::array()) {
-      if (!d.is_object() || !d.contains("type") || !d["type"].is_string() ||
-          !IsKnownGpuType(d["type"].get<std::string>())) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) {
         valid = false;
         break;
       }
-      if (d.value("healthy", true)) ++fromDevices[d["type"].get<std::string>()];
+      const std::string type = d["type"].get<std::string>();
+      if (!IsKnownGpuType(type) || !d.value("healthy", true)) continue;
+      ++fromDevices.healthy[type];
+      if (d.contains("heldBy") && d["heldBy"].is_string()) ++fromDevices.heldByInference[type];
     }
     if (valid) return fromDevices;
     LogWarn("inventory", "ignoring a malformed GPU annotation; using the labels",
@@ -82,7 +85,7 @@ std::map<std::string, int> NodeGpusByType(const json& node) {
   int count = 0;
   if (!type.empty() && IsKnownGpuType(type) &&
       absl::SimpleAtoi(Label(node, kGpuCountLabel), &count) && count > 0) {
-    out[type] = count;
+    out.healthy[type] = count;
   }
   return out;
 }
@@ -111,9 +114,12 @@ std::vector<NodeGpus> BuildNodeGpus(
     const std::map<std::string, std::map<std::string, int>>& unavailable) {
   std::map<std::pair<std::string, std::string>, NodeGpus> table;
   std::map<std::string, std::vector<std::string>> typesOf;  // node -> its types
+  std::map<std::pair<std::string, std::string>, int> heldByPlugin;
   for (const json& n : nodes) {
     const std::string name = n["metadata"].value("name", "");
-    for (const auto& [type, count] : NodeGpusByType(n)) {
+    const NodeInventory inventory = ReadNodeInventory(n);
+    for (const auto& [type, count] : inventory.heldByInference) heldByPlugin[{name, type}] = count;
+    for (const auto& [type, count] : inventory.healthy) {
       NodeGpus& g = table[{name, type}];
       g.node = name;
       g.gpuType = type;
@@ -133,6 +139,11 @@ std::vector<NodeGpus> BuildNodeGpus(
     NodeGpus& g = table[{node, type}];
     const bool running = p.value("status", json::object()).value("phase", "") == "Running";
     (running ? g.inferenceHeld : g.inferencePending) += InferenceGpus(p);
+  }
+  // The device plugin sees holders the pod list may not show yet (or at all).
+  for (const auto& [key, count] : heldByPlugin) {
+    auto it = table.find(key);
+    if (it != table.end()) it->second.inferenceHeld = std::max(it->second.inferenceHeld, count);
   }
   // A GPU a draining worker still holds goes to the inference pod waiting on
   // that node (it is why the worker drains); any other is simply not idle yet.

@@ -26,9 +26,18 @@ inline constexpr const char* kJobLabel = "easyscale.io/job";
 inline constexpr const char* kGenerationLabel = "easyscale.io/generation";
 inline constexpr const char* kInferenceGpuResource = "nvidia.com/gpu";
 
+struct NodeInventory {
+  std::map<std::string, int> healthy;          // by GPU type
+  std::map<std::string, int> heldByInference;  // healthy ones the annotation marks heldBy
+};
+
 // Healthy GPUs of a node by type; empty when the node is not schedulable
-// (spec.unschedulable, or a Ready condition that is not True).
-std::map<std::string, int> NodeGpusByType(const nlohmann::json& node);
+// (spec.unschedulable, or a Ready condition that is not True). Devices of
+// types the operator does not know are left out.
+NodeInventory ReadNodeInventory(const nlohmann::json& node);
+inline std::map<std::string, int> NodeGpusByType(const nlohmann::json& node) {
+  return ReadNodeInventory(node).healthy;
+}
 
 bool IsWorkerPod(const nlohmann::json& pod);
 bool IsInferencePod(const nlohmann::json& pod);
@@ -37,7 +46,8 @@ bool IsInferencePod(const nlohmann::json& pod);
 int InferenceGpus(const nlohmann::json& pod);
 bool PodTerminated(const nlohmann::json& pod);  // Succeeded, Failed or being deleted
 
-// Per node and GPU type: totals, inference held and pending. `unavailable`
+// Per node and GPU type: totals, inference held (Running inference pods, or
+// the device plugin's heldBy when it sees more) and pending. `unavailable`
 // counts GPUs still held by training pods outside any job's plan (draining
 // workers), keyed by node then type: they count as the pending inference's
 // when it waits on that node, else as not idle.
