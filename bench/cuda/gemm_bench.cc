@@ -66,9 +66,8 @@ struct Shape {
   int M, N, K;
 };
 
-struct Timing {
-  double ours_ms, cublas_ms;
-};
+using Launch = cudaError_t (*)(int, int, int, const float*, int, const float*, int, float*, int,
+                               bool, cudaStream_t);
 
 // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets the operands swapped.
 void CublasRowMajor(cublasHandle_t h, int M, int N, int K, const float* A, const float* B,
@@ -78,22 +77,27 @@ void CublasRowMajor(cublasHandle_t h, int M, int N, int K, const float* A, const
               "cublasSgemm");
 }
 
-using Launch = cudaError_t (*)(int, int, int, const float*, int, const float*, int, float*, int,
-                               bool, cudaStream_t);
+// Random operands of one shape, shared by every timed kernel.
+struct Operands {
+  DeviceBuffer<float> A, B, C;
+  explicit Operands(const Shape& s)
+      : A(Random(static_cast<size_t>(s.M) * s.K, 1)),
+        B(Random(static_cast<size_t>(s.K) * s.N, 2)),
+        C(static_cast<size_t>(s.M) * s.N) {}
+};
 
-Timing TimeShape(cublasHandle_t h, const Shape& s, Launch ours, int reps) {
-  DeviceBuffer<float> A(Random(static_cast<size_t>(s.M) * s.K, 1)),
-      B(Random(static_cast<size_t>(s.K) * s.N, 2)), C(static_cast<size_t>(s.M) * s.N);
-  Timing t;
-  t.ours_ms = MedianMs(
+double OursMs(const Shape& s, Operands& o, Launch fn, int reps) {
+  return MedianMs(
       [&] {
-        ThrowIfError(ours(s.M, s.N, s.K, A.get(), s.K, B.get(), s.N, C.get(), s.N, false, nullptr),
-                     "our gemm");
+        ThrowIfError(
+            fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, nullptr),
+            "our gemm");
       },
       reps);
-  t.cublas_ms =
-      MedianMs([&] { CublasRowMajor(h, s.M, s.N, s.K, A.get(), B.get(), C.get()); }, reps);
-  return t;
+}
+
+double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps) {
+  return MedianMs([&] { CublasRowMajor(h, s.M, s.N, s.K, o.A.get(), o.B.get(), o.C.get()); }, reps);
 }
 
 double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
@@ -135,13 +139,13 @@ int main(int argc, char** argv) {
   std::printf("sampled bit check of our %s against a CPU fma chain: %d of 512 differ\n",
               square.name.c_str(), SampledMismatches(big, &easyscale::cuda::GemmTiled));
 
-  // cuBLAS in both non-TF32 modes; the faster is the reference.
+  // cuBLAS in both non-TF32 modes; the default one is the reference below.
+  Operands big_ops(square);
   for (auto [mode, label] :
        {std::pair{CUBLAS_PEDANTIC_MATH, "pedantic"}, std::pair{CUBLAS_DEFAULT_MATH, "default"}}) {
     CheckCublas(cublasSetMathMode(h, mode), "cublasSetMathMode");
-    const Timing t = TimeShape(h, square, &easyscale::cuda::GemmTiled, 10);
     std::printf("cuBLAS %-8s %s: %.0f GFLOP/s\n", label, square.name.c_str(),
-                Gflops(square, t.cublas_ms));
+                Gflops(square, CublasMs(h, square, big_ops, 10)));
   }
   CheckCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
@@ -149,19 +153,18 @@ int main(int argc, char** argv) {
     const char* name;
     Launch fn;
   } variants[] = {{"BK=8  1 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<8, 1, false>},
-                  {"BK=8  1 block/SM warps", &easyscale::cuda::LaunchGemmTiled<8, 1, true>},
-                  {"BK=8  2 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<8, 2, false>},
                   {"BK=8  2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<8, 2, true>},
-                  {"BK=16 1 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<16, 1, false>},
                   {"BK=16 1 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 1, true>},
                   {"BK=16 2 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<16, 2, false>},
-                  {"BK=16 2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 2, true>}};
+                  {"BK=16 2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 2, true>},
+                  {"GemmTiled (default)", &easyscale::cuda::GemmTiled}};
   std::printf("\n%-26s %10s %10s %10s %7s\n", square.name.c_str(), "ours ms", "GFLOP/s", "cuBLAS",
               "ratio");
   for (const auto& v : variants) {
-    const Timing t = TimeShape(h, square, v.fn, 10);
-    std::printf("%-26s %10.3f %10.0f %10.0f %7.3f\n", v.name, t.ours_ms, Gflops(square, t.ours_ms),
-                Gflops(square, t.cublas_ms), t.cublas_ms / t.ours_ms);
+    const double ours = OursMs(square, big_ops, v.fn, 10);
+    const double theirs = CublasMs(h, square, big_ops, 10);  // again, beside each variant
+    std::printf("%-26s %10.3f %10.0f %10.0f %7.3f\n", v.name, ours, Gflops(square, ours),
+                Gflops(square, theirs), theirs / ours);
   }
 
   for (int b : {16, 128}) {
@@ -171,17 +174,26 @@ int main(int argc, char** argv) {
         {"conv2 fwd", 16, p2, 200}, {"conv2 dW", 16, 200, p2}, {"conv2 dcols", 200, p2, 16},
         {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},    {"fc1 dx", b, 256, 64},
         {"fc2 fwd", b, 10, 64},     {"fc2 dW", 10, 64, b},     {"fc2 dx", b, 64, 10}};
-    std::printf("\nbatch %d (Gemm dispatch)     M x N x K      ours us  cuBLAS us   ratio\n", b);
+    std::printf(
+        "\nbatch %-4d M x N x K        us: per-output staged  chain  tiled   Gemm cuBLAS  ratio\n",
+        b);
     double ours_total = 0, cublas_total = 0;
     for (const Shape& s : shapes) {
-      const Timing t = TimeShape(h, s, &easyscale::cuda::Gemm, 50);
-      ours_total += t.ours_ms;
-      cublas_total += t.cublas_ms;
-      std::printf("%-14s %6d x %6d x %6d %10.1f %10.1f %7.3f\n", s.name.c_str(), s.M, s.N, s.K,
-                  t.ours_ms * 1e3, t.cublas_ms * 1e3, t.cublas_ms / t.ours_ms);
+      Operands o(s);
+      const double per_output = OursMs(s, o, &easyscale::cuda::GemmPerOutput, 50);
+      const double staged = OursMs(s, o, &easyscale::cuda::GemmStaged, 50);
+      const double chain = OursMs(s, o, &easyscale::cuda::GemmWarpChain, 50);
+      const double tiled = OursMs(s, o, &easyscale::cuda::GemmTiled, 50);
+      const double dispatch = OursMs(s, o, &easyscale::cuda::Gemm, 50);
+      const double theirs = CublasMs(h, s, o, 50);
+      ours_total += dispatch;
+      cublas_total += theirs;
+      std::printf("%-11s %6d x %6d x %6d %14.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.3f\n",
+                  s.name.c_str(), s.M, s.N, s.K, per_output * 1e3, staged * 1e3, chain * 1e3,
+                  tiled * 1e3, dispatch * 1e3, theirs * 1e3, theirs / dispatch);
     }
-    std::printf("%-14s %26s %10.1f %10.1f %7.3f\n", "all twelve", "", ours_total * 1e3,
-                cublas_total * 1e3, cublas_total / ours_total);
+    std::printf("%-11s %66.1f %6.1f %6.3f\n", "all twelve", ours_total * 1e3, cublas_total * 1e3,
+                cublas_total / ours_total);
   }
   cublasDestroy(h);
   return 0;

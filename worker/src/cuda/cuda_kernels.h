@@ -20,13 +20,19 @@
 namespace easyscale::cuda {
 
 // C[i,j] = fma-chain over k ascending from 0 (or from C[i,j] when accumulate).
-// Picks a tiled kernel or a one-output-per-thread kernel by shape; both run the
-// same chain per output, so the choice changes speed only.
+// Picks one of the kernels below by shape; all run the same chain per output,
+// so the choice changes speed only.
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream = nullptr);
-// The two GEMM kernels, exposed for tests and benchmarks.
+// The three GEMM kernels, exposed for tests and benchmarks: 128x128 register
+// tiles (large products), 8x32 output tiles staged through shared memory (few
+// outputs, long K), one thread per output (few outputs, short K).
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+cudaError_t GemmWarpChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                           float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 
