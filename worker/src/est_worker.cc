@@ -1,6 +1,7 @@
 #include "easyscale/worker/est_worker.h"
 
 #include <chrono>
+#include <exception>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
@@ -9,6 +10,9 @@
 #include "easyscale/worker/checkpoint.h"
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/fixed_point.h"
+#if defined(EASYSCALE_WITH_CUDA)
+#include "staged_backend.h"
+#endif
 
 namespace easyscale {
 namespace {
@@ -18,6 +22,18 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend) {
+  if (backend == "cpu") return std::unique_ptr<KernelBackend>();
+  if (backend == "cuda") {
+#if defined(EASYSCALE_WITH_CUDA)
+    return cuda::MakeStagedKernelBackend();
+#else
+    return absl::FailedPreconditionError("backend \"cuda\": this build has no CUDA backend");
+#endif
+  }
+  return absl::InvalidArgumentError("backend \"" + backend + "\": want cpu or cuda");
+}
 
 StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& config,
                                                        const Dataset& data, Collective& comm) {
@@ -32,7 +48,9 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   ES_ASSIGN_OR_RETURN(
       auto model,
       BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
-  auto w = std::unique_ptr<EstWorker>(new EstWorker(config, data, comm, std::move(model)));
+  ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend));
+  auto w = std::unique_ptr<EstWorker>(
+      new EstWorker(config, data, comm, std::move(model), std::move(kernels)));
   if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {
     return absl::InvalidArgumentError(
         absl::StrCat("training set of ", w->split_.train.size(), " samples is too small for ",
@@ -42,8 +60,12 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
 }
 
 EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective& comm,
-                     std::unique_ptr<Model> model)
-    : config_(config), data_(data), comm_(comm), model_(std::move(model)) {
+                     std::unique_ptr<Model> model, std::unique_ptr<KernelBackend> kernels)
+    : config_(config),
+      data_(data),
+      comm_(comm),
+      model_(std::move(model)),
+      kernels_(std::move(kernels)) {
   optimizer_ = MakeOptimizer(config_.args, model_->params());
   split_ = SplitTrainTest(data_.count());
   // Equal shards, as DistributedSampler with drop_last: every EST sees as many samples.
@@ -157,12 +179,19 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
     MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &batch_, &labels_);
     aug.Sync();
     ctx.aug_counter = aug.counter();
-    LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter};
-    const Tensor& logits = model_->Forward(batch_, lc);
-    dlogits_.Resize(logits.shape);
-    const float loss = cpu::SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), logits.ptr(),
-                                                labels_.data(), dlogits_.ptr());
-    model_->Backward(dlogits_, lc);
+    LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
+                    kernels_.get()};
+    float loss = 0.0f;
+    try {  // a device backend throws on a device error; nothing is committed then
+      const Tensor& logits = model_->Forward(batch_, lc);
+      dlogits_.Resize(logits.shape);
+      loss = lc.k().SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), logits.ptr(), labels_.data(),
+                                        dlogits_.ptr());
+      model_->Backward(dlogits_, lc);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(lc.k().Name(), " backend failed in EST ", id,
+                                              " at step ", step_, ": ", e.what()));
+    }
     size_t k = 0;
     for (const Param* p : params) {
       if (!AccumulateFixedPoint(p->grad.ptr(), p->grad.size(), terms, &accum_[k])) {
@@ -231,7 +260,7 @@ double EstWorker::Evaluate(const EstContext& est) {
   // Held-out accuracy with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
   std::vector<Tensor> buffers = est.buffers;
   uint64_t unused_counter = 0;
-  LayerContext lc{false, &buffers, {}, &unused_counter};
+  LayerContext lc{false, &buffers, {}, &unused_counter, kernels_.get()};
   size_t correct = 0;
   constexpr size_t kChunk = 250;
   std::vector<int32_t> predicted;
@@ -241,7 +270,7 @@ double EstWorker::Evaluate(const EstContext& est) {
     MakeBatch(data_, samples_, nullptr, &batch_, &labels_);
     const Tensor& logits = model_->Forward(batch_, lc);
     predicted.resize(samples_.size());
-    cpu::Argmax(logits.dim(0), logits.dim(1), logits.ptr(), predicted.data());
+    lc.k().Argmax(logits.dim(0), logits.dim(1), logits.ptr(), predicted.data());
     for (size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == labels_[i];
   }
   return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
@@ -264,7 +293,11 @@ StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Data
   for (auto& [id, ctx] : reader->contexts_) contexts.push_back(ctx);
   FinalResult result;
   result.digest = reader->Digest(contexts);
-  result.test_accuracy = reader->Evaluate(reader->contexts_.at(0));
+  try {
+    result.test_accuracy = reader->Evaluate(reader->contexts_.at(0));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
+  }
   return result;
 }
 

@@ -32,7 +32,13 @@ struct WorkerConfig {
   std::vector<int> ests;  // hosted here, ascending
   std::string checkpoint_dir;
   EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
+  std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
 };
+
+// The kernels of a backend name: null for "cpu" (LayerContext's default);
+// "cuda" when built with EASYSCALE_WITH_CUDA and a GPU is usable. The error
+// names the backend and why it is unavailable.
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend);
 
 struct StepStats {
   int64_t step = 0;   // steps completed after this one
@@ -65,7 +71,7 @@ class EstWorker {
 
  private:
   EstWorker(const WorkerConfig& config, const Dataset& data, Collective& comm,
-            std::unique_ptr<Model> model);
+            std::unique_ptr<Model> model, std::unique_ptr<KernelBackend> kernels);
   std::string JobPayload() const;
   Status LoadJobPayload(const std::string& payload, const std::string& what);
   void NextSamples(EstContext& ctx, std::vector<uint32_t>* out);
@@ -78,6 +84,7 @@ class EstWorker {
   const Dataset& data_;
   Collective& comm_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<KernelBackend> kernels_;
   std::unique_ptr<Optimizer> optimizer_;
   DataSplit split_;
   uint64_t shard_size_ = 0;

@@ -25,12 +25,61 @@ struct Param {
   float init_constant = 0.0f;  // used when fan_in == 0 (BatchNorm gamma/beta)
 };
 
+// The kernels layers run, on host tensors: the CPU kernels (cpu_kernels.h,
+// which documents each one's operation order), or another device's kernels
+// computing the same bits. A failing device throws std::runtime_error.
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+  virtual std::string Name() const = 0;
+  virtual void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+                    int ldc, bool accumulate) = 0;
+  virtual void Transpose(int rows, int cols, const float* src, float* dst) = 0;
+  virtual void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols) = 0;
+  virtual void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx) = 0;
+  virtual void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias,
+                                  float* y) = 0;
+  virtual void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) = 0;
+  virtual void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) = 0;
+  virtual void AddRowBias(int rows, int cols, const float* bias, float* out) = 0;
+  virtual void ColumnSum(int rows, int cols, const float* dy, float* grad) = 0;
+  virtual void Relu(size_t n, const float* x, float* y) = 0;
+  virtual void ReluBackward(size_t n, const float* y, const float* dy, float* dx) = 0;
+  virtual void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax) = 0;
+  virtual void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
+                                float* dx) = 0;
+  virtual void AvgPool2(int B, int C, int H, int W, const float* x, float* y) = 0;
+  virtual void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx) = 0;
+  virtual void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
+                              const float* beta, float eps, float momentum, float* running_mean,
+                              float* running_var, float* y, float* save_mean,
+                              float* save_invstd) = 0;
+  virtual void BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
+                             const float* beta, float eps, const float* running_mean,
+                             const float* running_var, float* y) = 0;
+  virtual void BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
+                                 const float* gamma, const float* save_mean,
+                                 const float* save_invstd, float* dx, float* dgamma,
+                                 float* dbeta) = 0;
+  virtual void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
+                       const float* x, float* y, float* mask) = 0;
+  virtual void Mul(size_t n, const float* a, const float* b, float* out) = 0;
+  virtual float SoftmaxCrossEntropy(int rows, int classes, const float* logits,
+                                    const int32_t* labels, float* dlogits) = 0;
+  virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
+};
+
+// The CPU kernels behind the KernelBackend interface (shared, stateless).
+KernelBackend& CpuKernelBackend();
+
 // What one forward/backward pass sees of the EST that runs it.
 struct LayerContext {
   bool training = true;
   std::vector<Tensor>* buffers = nullptr;  // this EST's buffers, in model order
   PhiloxKey dropout_key;
   uint64_t* dropout_counter = nullptr;  // advanced by every Dropout call
+  KernelBackend* kernels = nullptr;     // null: the CPU kernels
+  KernelBackend& k() const { return kernels ? *kernels : CpuKernelBackend(); }
 };
 
 class Layer {
