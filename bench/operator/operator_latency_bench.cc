@@ -80,9 +80,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "operator_latency_bench: %s\n", s.ToString().c_str());
     return 1;
   }
-  (void)c.client().Create(kNodes, "", GpuNode("n1", "a100", 2));
-  (void)c.client().Create(kNodes, "", GpuNode("n2", "h100", 2));
-  (void)c.client().Create(kPods, "default", InferencePod("inf-0", "n1", 2));
+  if (Status s = c.AddTwoNodesWithInference("inf-0"); !s.ok()) {
+    std::fprintf(stderr, "operator_latency_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   if (worker.empty()) {
     c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   } else {

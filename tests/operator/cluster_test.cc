@@ -36,9 +36,7 @@ std::set<std::string> RunningPodsOn(TestCluster& c, const std::string& job,
 TEST(OperatorCluster, ScalesOutOnReleasesAndIsPreemptedWhenInferenceReturns) {
   TestCluster c("operator-cluster");
   ASSERT_TRUE(c.StartApiServer().ok());
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n1", "a100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n2", "h100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
   c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   OperatorProcess* op = c.StartOperator("solo", {});
   ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir();

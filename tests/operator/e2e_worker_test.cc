@@ -54,9 +54,7 @@ TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
   const std::string reference = ReferenceDigest(worker, c.dir(), steps);
   ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
 
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n1", "a100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n2", "h100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
   const std::string data =
       std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
   c.StartKubelet(std::make_unique<ProcessRuntime>(

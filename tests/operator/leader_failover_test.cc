@@ -17,9 +17,7 @@ using nlohmann::json;
 TEST(OperatorLeaderElection, StandbyTakesOverAfterLeaderIsKilled) {
   TestCluster c("operator-failover");
   ASSERT_TRUE(c.StartApiServer().ok());
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n1", "a100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kNodes, "", GpuNode("n2", "h100", 2)).ok());
-  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
   c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   const std::string service = c.StartControlService();
   const std::vector<std::string> election = {"--leader-elect",

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "easyscale/common/checks.h"
+#include "testing/test_util.h"
 
 namespace easyscale::op::testing {
 
@@ -68,6 +69,12 @@ Status TestCluster::StartApiServer() {
   ES_RETURN_IF_ERROR(server_->WriteKubeconfig(kubeconfig_));
   ES_ASSIGN_OR_RETURN(client_, KubeClient::Create(server_->ClientConfig()));
   return absl::OkStatus();
+}
+
+Status TestCluster::AddTwoNodesWithInference(const std::string& inference) {
+  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n1", "a100", 2)).status());
+  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n2", "h100", 2)).status());
+  return client_->Create(kPods, "default", InferencePod(inference, "n1", 2)).status();
 }
 
 OperatorProcess* TestCluster::StartOperator(const std::string& identity,

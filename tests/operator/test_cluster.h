@@ -41,6 +41,10 @@ class TestCluster {
   ~TestCluster();
 
   Status StartApiServer();
+  // The standard two-node cluster: n1 with two a100s, both held by the
+  // inference pod `inference` (Running once the kubelet admits it), and n2
+  // with two idle h100s.
+  Status AddTwoNodesWithInference(const std::string& inference);
   // `controlUrl` empty: the operator's own control port.
   OperatorProcess* StartOperator(const std::string& identity, std::vector<std::string> extraArgs,
                                  const std::string& controlUrl = "");
