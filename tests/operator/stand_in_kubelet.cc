@@ -77,17 +77,22 @@ void StandInKubelet::Sync() {
            b["metadata"].value("creationTimestamp", "");
   });
   std::map<std::string, int> used;
-  std::set<std::string> present;
   for (const json& p : pods) {
-    present.insert(ObjectKey(p));
-    if (p["status"].value("phase", "") == "Running" && !PodTerminated(p)) {
-      used[p["spec"].value("nodeName", "")] += need(p);
+    const std::string phase = p["status"].value("phase", "");
+    if (phase == "Running") used[p["spec"].value("nodeName", "")] += need(p);  // until it is gone
+    // Terminating: stop the containers, then confirm with a grace-0 delete.
+    if (p["metadata"].contains("deletionTimestamp") &&
+        capacity.count(p["spec"].value("nodeName", "")) != 0) {
+      if (runtime_ != nullptr && started_.erase(ObjectKey(p)) != 0) {
+        runtime_->Stop(p["metadata"].value("name", ""));
+      }
+      (void)client_->Delete(kPods, p["metadata"].value("namespace", ""),
+                            p["metadata"].value("name", ""), 0);
     }
   }
-  // Deleted pods: stop their containers (the GPU is free once the pod is gone).
   for (auto it = started_.begin(); it != started_.end();) {
     const std::optional<json> p = pods_.Get(*it);
-    if (!p.has_value() || (*p)["metadata"].contains("deletionTimestamp")) {
+    if (!p.has_value()) {  // removed without a graceful phase
       if (runtime_ != nullptr) runtime_->Stop(it->substr(it->find('/') + 1));
       it = started_.erase(it);
       continue;

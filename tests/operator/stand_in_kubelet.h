@@ -5,8 +5,9 @@
 // have room (a worker pod takes one, an inference pod its nvidia.com/gpu),
 // marks them Running with podIP 127.0.0.1, starts worker pods' containers
 // through a PodRuntime with the pod's env resolved (downward API fields
-// included), stops them when the pod is deleted, and writes Succeeded/Failed
-// when they exit.
+// included), stops them when the pod is terminating and then confirms the
+// deletion (grace 0), and writes Succeeded/Failed when they exit. A GPU stays
+// used until its pod object is gone.
 #pragma once
 
 #include <atomic>

@@ -325,8 +325,11 @@ StatusOr<json> KubeClient::MergePatch(const Resource& r, const std::string& ns,
   return Call("PATCH", ResourcePath(r, ns, name, status ? "status" : ""), &patch, kMergePatch);
 }
 
-Status KubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name) {
-  return Call("DELETE", ResourcePath(r, ns, name), nullptr, "").status();
+Status KubeClient::Delete(const Resource& r, const std::string& ns, const std::string& name,
+                          int gracePeriodSeconds) {
+  const std::string q =
+      gracePeriodSeconds >= 0 ? absl::StrCat("?gracePeriodSeconds=", gracePeriodSeconds) : "";
+  return Call("DELETE", ResourcePath(r, ns, name) + q, nullptr, "").status();
 }
 
 Status KubeClient::Watch(const Resource& r, const std::string& ns, const WatchOptions& o,

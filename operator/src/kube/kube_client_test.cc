@@ -158,6 +158,23 @@ TEST_F(KubeClientTest, FinalizersDelayDeletionAndOwnedPodsAreCollected) {
   EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "owned").status()));
 }
 
+TEST_F(KubeClientTest, BoundPodsTerminateGracefullyUntilTheKubeletConfirms) {
+  json pod = testing::PlainPod("bound");
+  pod["spec"]["nodeName"] = "n1";
+  pod["spec"]["terminationGracePeriodSeconds"] = 20;
+  ASSERT_TRUE(client_->Create(kPods, "default", pod).ok());
+  ASSERT_TRUE(client_->Delete(kPods, "default", "bound").ok());
+  StatusOr<json> terminating = client_->Get(kPods, "default", "bound");
+  ASSERT_TRUE(terminating.ok());
+  EXPECT_TRUE((*terminating)["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ((*terminating)["metadata"]["deletionGracePeriodSeconds"], 20);
+  ASSERT_TRUE(client_->Delete(kPods, "default", "bound", 0).ok());  // the kubelet's confirmation
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "bound").status()));
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("unbound")).ok());
+  ASSERT_TRUE(client_->Delete(kPods, "default", "unbound").ok());  // no kubelet to wait for
+  EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "unbound").status()));
+}
+
 TEST_F(KubeClientTest, WatchStreamsChangesAndBookmarksFromListRv) {
   StatusOr<json> list = client_->List(kPods, "default");
   ASSERT_TRUE(list.ok());

@@ -219,8 +219,8 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
         next.erase("status");
     }
     json& nm = next["metadata"];
-    for (const char* immutable :
-         {"uid", "creationTimestamp", "namespace", "generation", "deletionTimestamp"}) {
+    for (const char* immutable : {"uid", "creationTimestamp", "namespace", "generation",
+                                  "deletionTimestamp", "deletionGracePeriodSeconds"}) {
       if (old["metadata"].contains(immutable))
         nm[immutable] = old["metadata"][immutable];
       else
@@ -241,7 +241,8 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
 
 json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old) {
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
-  if (obj["metadata"].contains("deletionTimestamp") && !HasFinalizers(obj)) {
+  if (obj["metadata"].contains("deletionTimestamp") && !HasFinalizers(obj) &&
+      obj["metadata"].value("deletionGracePeriodSeconds", 0) == 0) {
     objects_[r.resource.plural][key] = obj;
     Remove(r, key);
     return obj;
@@ -275,15 +276,9 @@ void ObjectStore::CollectGarbage(const std::string& ownerUid) {
       }
     }
     for (const std::string& key : dependents) {
-      json& obj = objects_[r.resource.plural][key];
-      if (HasFinalizers(obj)) {
-        if (obj["metadata"].contains("deletionTimestamp")) continue;
-        json old = obj;
-        obj["metadata"]["deletionTimestamp"] = NowTime();
-        Commit(r, key, obj, old);
-      } else {
-        Remove(r, key);
-      }
+      if (objects_[r.resource.plural].count(key) == 0) continue;  // collected on the way
+      if (objects_[r.resource.plural][key]["metadata"].contains("deletionTimestamp")) continue;
+      DeleteLocked(r, key, -1);
     }
   }
 }
@@ -310,22 +305,38 @@ StatusOr<json> ObjectStore::MergePatch(const ResourceInfo& r, const std::string&
 }
 
 StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name) {
+                                   const std::string& name, int gracePeriodSeconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string key = Key(ns, name);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
-  if (HasFinalizers(it->second)) {
-    if (it->second["metadata"].contains("deletionTimestamp")) return it->second;
-    json old = it->second;
-    json next = old;
-    next["metadata"]["deletionTimestamp"] = NowTime();
-    next["metadata"]["deletionGracePeriodSeconds"] = 0;
-    return Commit(r, key, std::move(next), old);
+  (void)it;
+  return DeleteLocked(r, Key(ns, name), gracePeriodSeconds);
+}
+
+json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
+                               int gracePeriodSeconds) {
+  json& current = objects_[r.resource.plural][key];
+  const json spec = current.value("spec", json::object());
+  const std::string phase = current.value("status", json::object()).value("phase", "");
+  const bool graceful = r.resource.plural == "pods" && !spec.value("nodeName", "").empty() &&
+                        phase != "Succeeded" && phase != "Failed";
+  const int grace = gracePeriodSeconds >= 0 ? gracePeriodSeconds
+                                            : spec.value("terminationGracePeriodSeconds", 30);
+  const bool waitForKubelet = graceful && grace > 0;
+  if (!HasFinalizers(current) && !waitForKubelet) {
+    json obj = current;
+    Remove(r, key);
+    obj["metadata"]["resourceVersion"] = std::to_string(rv_);
+    return obj;
   }
-  json obj = it->second;
-  Remove(r, key);
-  obj["metadata"]["resourceVersion"] = std::to_string(rv_);
-  return obj;
+  json old = current;
+  json next = current;
+  if (!next["metadata"].contains("deletionTimestamp")) {
+    next["metadata"]["deletionTimestamp"] =
+        FormatTime(WallClock::now() + std::chrono::seconds(waitForKubelet ? grace : 0));
+  }
+  next["metadata"]["deletionGracePeriodSeconds"] = waitForKubelet ? grace : 0;
+  if (next == old) return old;
+  return Commit(r, key, std::move(next), old);
 }
 
 StatusOr<std::vector<StoredEvent>> ObjectStore::EventsSince(const std::string& plural, int64_t rv) {

@@ -59,8 +59,12 @@ class ObjectStore {
   StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, const std::string& ns,
                                       const std::string& name, const nlohmann::json& patch,
                                       bool status);
+  // Pods bound to a node that have not ended terminate gracefully, as the
+  // kubelet must confirm: DELETE sets deletionTimestamp (+ grace period) and a
+  // second DELETE with gracePeriodSeconds 0 removes them. `gracePeriodSeconds`
+  // < 0 takes the pod's terminationGracePeriodSeconds (default 30).
   StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name);
+                                  const std::string& name, int gracePeriodSeconds = -1);
 
   // Events of `plural` after `rv`; OutOfRange when history before it is compacted.
   StatusOr<std::vector<StoredEvent>> EventsSince(const std::string& plural, int64_t rv);
@@ -86,6 +90,8 @@ class ObjectStore {
   nlohmann::json Commit(const ResourceInfo& r, const std::string& key, nlohmann::json obj,
                         const nlohmann::json& old);
   void Remove(const ResourceInfo& r, const std::string& key);
+  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key,
+                              int gracePeriodSeconds);
   void CollectGarbage(const std::string& ownerUid);
   void Trim();
 

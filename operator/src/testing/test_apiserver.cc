@@ -197,7 +197,17 @@ void TestApiServer::Impl::Handle(const std::string& method, const httplib::Reque
     }
     out = store.MergePatch(*r, ns, name, body, sub == "status");
   } else if (method == "DELETE" && !name.empty() && sub.empty()) {
-    out = store.Delete(*r, ns, name);
+    int grace = -1;  // DeleteOptions: query parameter or body
+    const json options = json::parse(req.body, nullptr, false);
+    if (options.is_object() && options.contains("gracePeriodSeconds") &&
+        options["gracePeriodSeconds"].is_number_integer()) {
+      grace = options["gracePeriodSeconds"].get<int>();
+    }
+    if (req.has_param("gracePeriodSeconds") &&
+        (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &grace) || grace < 0)) {
+      return SendStatus(res, 400, "BadRequest", "gracePeriodSeconds: not a non-negative integer");
+    }
+    out = store.Delete(*r, ns, name, grace);
   } else {
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }

@@ -104,7 +104,9 @@ class KubeClient {
   StatusOr<nlohmann::json> MergePatch(const Resource& r, const std::string& ns,
                                       const std::string& name, const nlohmann::json& patch,
                                       bool status = false);
-  Status Delete(const Resource& r, const std::string& ns, const std::string& name);
+  // `gracePeriodSeconds` < 0 leaves the object's own grace period (pods).
+  Status Delete(const Resource& r, const std::string& ns, const std::string& name,
+                int gracePeriodSeconds = -1);
 
   // Streams watch events to `onEvent` until the server closes the stream
   // (OK), `onEvent` returns false (OK), `canceller` fires (Cancelled) or an
