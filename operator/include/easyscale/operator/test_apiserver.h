@@ -4,8 +4,9 @@
 // nodes, events, leases and easyscalejobs with kube-apiserver's wire behaviour
 // (list/watch framing, resourceVersion, bookmarks, 404/409/410/422 Status
 // objects, the status subresource, label and field selectors, finalizers,
-// garbage collection of owned objects), over HTTP or HTTPS on 127.0.0.1, plus
-// fault injection.
+// graceful termination of bound pods, garbage collection of owned objects,
+// legacy discovery for kubectl), over HTTP or HTTPS on 127.0.0.1, plus fault
+// injection.
 //   auto s = TestApiServer::Start({.tls = true});
 //   KubeConfig c = (*s)->ClientConfig();       // trusts the server's own CA
 //   (*s)->FailNextRequests(3, 500);
