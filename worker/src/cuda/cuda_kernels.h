@@ -31,8 +31,6 @@ cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float*
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                        float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
-cudaError_t GemmWarpChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                           float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 

@@ -172,19 +172,18 @@ __global__ void GemmPerOutputKernel(int M, int N, int K, const float* __restrict
 
 // For few outputs and a long K (the weight gradients: 8 x 25 outputs over
 // K = batch * 576): each output's chain is inherently serial (about 4 cycles a
-// k), so the kernel only has to keep it fed. A block of 256 threads owns an
-// 8 x 32 output tile; all threads copy the next kStagedK-deep chunk of A and B
-// from global memory (coalesced) into registers while the chain runs over the
-// current chunk in shared memory.
-constexpr int kStagedM = 8;
+// k), so the kernel only has to keep it fed. A block owns a kStagedM x 32
+// output tile, one thread each; all threads copy the next kStagedK-deep chunk
+// of A and B from global memory (coalesced) into registers while the chain runs
+// over the current chunk in shared memory.
 constexpr int kStagedN = 32;
-constexpr int kStagedK = 256;
-constexpr int kStagedThreads = kStagedM * kStagedN;
 
-__global__ void __launch_bounds__(kStagedThreads)
+template <int kStagedM, int kStagedK>
+__global__ void __launch_bounds__(kStagedM* kStagedN)
     GemmStagedKernel(int M, int N, int K, const float* __restrict__ A, int lda,
                      const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
                      bool accumulate) {
+  constexpr int kStagedThreads = kStagedM * kStagedN;
   constexpr int kALoads = kStagedM * kStagedK / kStagedThreads;
   constexpr int kBLoads = kStagedK * kStagedN / kStagedThreads;
   __shared__ float As[kStagedK][kStagedM];
@@ -236,49 +235,6 @@ __global__ void __launch_bounds__(kStagedThreads)
   if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
 }
 
-// For few outputs and a long K, the other way: one warp per 32 outputs of a
-// row, no shared memory. Lane l keeps kChainDepth groups of 32 k in flight in
-// registers (its B column, coalesced across the warp, and A[m, k0 + l], which
-// a shuffle hands to every lane), so the chain waits on fma latency, not on
-// memory. One warp per block spreads the few warps over many SMs.
-constexpr int kChainGroup = 32;
-constexpr int kChainDepth = 4;
-
-__global__ void __launch_bounds__(32)
-    GemmWarpChainKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                        const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                        bool accumulate) {
-  const int lane = threadIdx.x;
-  const int m = blockIdx.y, n = blockIdx.x * 32 + lane;
-  const bool col_ok = n < N;
-  const float* a_row = A + static_cast<size_t>(m) * lda;
-  float a[kChainDepth], b[kChainDepth][kChainGroup];
-  auto load_group = [&](int d, int k0) {
-    a[d] = k0 + lane < K ? a_row[k0 + lane] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < kChainGroup; ++u) {
-      const int k = k0 + u;
-      b[d][u] = col_ok && k < K ? B[static_cast<size_t>(k) * ldb + n] : 0.0f;
-    }
-  };
-  float acc = accumulate && col_ok ? C[static_cast<size_t>(m) * ldc + n] : 0.0f;
-#pragma unroll
-  for (int d = 0; d < kChainDepth; ++d) load_group(d, d * kChainGroup);
-  for (int k0 = 0; k0 < K; k0 += kChainDepth * kChainGroup) {
-#pragma unroll
-    for (int d = 0; d < kChainDepth; ++d) {
-      const int kg = k0 + d * kChainGroup;
-#pragma unroll
-      for (int u = 0; u < kChainGroup; ++u) {
-        const float av = __shfl_sync(0xffffffffu, a[d], u);
-        if (kg + u < K) acc = __fmaf_rn(av, b[d][u], acc);  // real k only
-      }
-      load_group(d, kg + kChainDepth * kChainGroup);  // refill this slot, kChainDepth groups ahead
-    }
-  }
-  if (col_ok) C[static_cast<size_t>(m) * ldc + n] = acc;
-}
-
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
   return M >= 0 && N >= 0 && K >= 0 && lda >= K && ldb >= N && ldc >= N;
 }
@@ -294,6 +250,9 @@ constexpr bool kTiledWarpTiled = true;
 // Gemm's dispatch thresholds, from the same benchmark's model shapes.
 constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kStagedMinK = 512;
+// The staged kernel's rows per block and chunk depth (2 x 128 measured no faster).
+constexpr int kStagedRows = 8;
+constexpr int kStagedChunk = 256;
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -340,25 +299,22 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
   return cudaGetLastError();
 }
 
-cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
+template <int kRows, int kChunk>
+cudaError_t LaunchGemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
   if (M == 0 || N == 0) return cudaSuccess;
-  const dim3 grid((N + kStagedN - 1) / kStagedN, (M + kStagedM - 1) / kStagedM);
+  const dim3 grid((N + kStagedN - 1) / kStagedN, (M + kRows - 1) / kRows);
   if (grid.y > 65535) return cudaErrorInvalidValue;
-  GemmStagedKernel<<<grid, kStagedThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc,
-                                                        accumulate);
+  GemmStagedKernel<kRows, kChunk>
+      <<<grid, kRows * kStagedN, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
   return cudaGetLastError();
 }
 
-cudaError_t GemmWarpChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  if (M > 65535) return cudaErrorInvalidValue;
-  const dim3 grid((N + 31) / 32, M);
-  GemmWarpChainKernel<<<grid, 32, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  return cudaGetLastError();
+cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchGemmStaged<kStagedRows, kStagedChunk>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+                                                     stream);
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,

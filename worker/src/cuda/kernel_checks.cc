@@ -122,7 +122,6 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
                  {"GemmTiled", &GemmTiled},
                  {"GemmPerOutput", &GemmPerOutput},
                  {"GemmStaged", &GemmStaged},
-                 {"GemmWarpChain", &GemmWarpChain},
                  {"GemmTiled<8,2,rows>", &LaunchGemmTiled<8, 2, false>},
                  {"GemmTiled<8,2,warps>", &LaunchGemmTiled<8, 2, true>},
                  {"GemmTiled<16,1,warps>", &LaunchGemmTiled<16, 1, true>},
@@ -132,8 +131,7 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   for (const auto& k : kernels) {
     for (const GemmShape& s : shapes) {
       // The small-tile kernels on the largest square shapes only cost time.
-      if ((k.fn == &GemmPerOutput || k.fn == &GemmStaged || k.fn == &GemmWarpChain) && s.M >= 512)
-        continue;
+      if ((k.fn == &GemmPerOutput || k.fn == &GemmStaged) && s.M >= 512) continue;
       std::ostringstream name;
       name << k.name << " " << s.M << "x" << s.N << "x" << s.K
            << (s.lda_pad + s.ldb_pad + s.ldc_pad ? " padded" : "")
