@@ -139,16 +139,15 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
     wo.bind_host = o.pod_ip;
     wo.print_progress = true;
     wo.stop_requested = [&] { return stop_signal() || watch.newer(); };
-    const double samples = static_cast<double>(a->totalEsts) * a->training.batchPerEst;
-    auto last = std::chrono::steady_clock::now();
+    // This worker's own rate (its ESTs' samples over its compute time), so the
+    // operator can learn the speed of each GPU type.
+    const double samples = static_cast<double>(a->ests.size()) * a->training.batchPerEst;
     wo.on_restored = [&](int64_t step) {
       (void)client.Report(report(*a, WorkerState::kRunning, step, 0, "restored"));
     };
     wo.on_step = [&](const StepStats& s) {
-      const auto now = std::chrono::steady_clock::now();
-      const double dt = std::chrono::duration<double>(now - last).count();
-      last = now;
-      (void)client.Report(report(*a, WorkerState::kRunning, s.step, dt > 0 ? samples / dt : 0, ""));
+      const double sps = s.compute_seconds > 0 ? samples / s.compute_seconds : 0;
+      (void)client.Report(report(*a, WorkerState::kRunning, s.step, sps, ""));
     };
     auto outcome = RunGeneration(*a, *data, wo);
     if (!outcome.ok()) {

@@ -1,0 +1,61 @@
+// What the operator writes to status must pass the CRD's status schema: a real
+// API server prunes unknown status fields (a new leader would lose them) and
+// rejects values outside the schema with 422.
+#include <gtest/gtest.h>
+
+#include "controller/job_status.h"
+#include "shapes_fixture.h"
+#include "test_support.h"
+
+namespace easyscale::deploytest {
+namespace {
+
+using nlohmann::json;
+
+class OperatorStatus : public ShapesTest {
+ protected:
+  std::vector<std::string> Check(const op::JobStatus& status) {
+    json job = {{"apiVersion", "easyscale.io/v1alpha1"},
+                {"kind", "EasyScaleJob"},
+                {"metadata", {{"name", "demo"}, {"namespace", "default"}}},
+                {"spec", {{"image", "easyscale/worker:0.1"}, {"ests", 8}}},
+                {"status", op::ToJson(status)}};
+    const json written = job["status"];
+    auto errors = shapes_->Validate(&job);
+    // Nothing the operator wrote may be pruned away.
+    for (const auto& [key, value] : written.items()) {
+      if (!value.is_null() && !job["status"].contains(key))
+        errors.push_back("status." + key + " pruned");
+    }
+    return errors;
+  }
+};
+
+TEST_F(OperatorStatus, FreshStatusIsAccepted) {
+  EXPECT_EQ(Check(op::JobStatus{}), std::vector<std::string>{});
+}
+
+TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
+  op::JobStatus s;
+  s.phase = "Scaling";
+  s.observedGeneration = 2;
+  s.generation = 5;
+  s.runningGeneration = 4;
+  s.workers = {{"demo-w-5-0", "node-a", "a100", 0, {0, 1, 2, 3}},
+               {"demo-w-5-1", "node-b", "t4", 1, {4, 5, 6, 7}}};
+  s.draining = {{{"demo-w-4-2", "node-b", "t4", 2, {6, 7}}, 4, 3, "2026-12-02T14:00:00Z"}};
+  s.step = 57;
+  s.preemptions = 2;
+  s.scaleEvents = 4;
+  s.speed = {{"a100", 812.5}, {"t4", 210.0}};
+  s.digest = std::string(64, 'a');
+  s.testAccuracy = 0.97;
+  s.startTime = "2026-12-02T13:00:00Z";
+  s.completionTime = "2026-12-02T14:10:00Z";
+  s.everPreempted = true;
+  op::SetCondition(s.conditions, "Valid", true, "Valid", "spec accepted", 2);
+  EXPECT_EQ(Check(s), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace easyscale::deploytest
