@@ -127,6 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MoreWorkersThanEsts", "local --ests 4 --schedule 0:5", "N < P"},
         BadCase{"UnknownModel", "local --model resnet", "model"},
         BadCase{"UnknownCommand", "train", "unknown command"},
+        BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
         BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"}),
     [](const auto& info) { return info.param.name; });
 

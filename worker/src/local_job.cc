@@ -248,7 +248,8 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
         w.rendezvous.path = dir + "/rendezvous";
         w.rendezvous.prefix = "gen-" + std::to_string(generation);
         w.checkpointDir = dir;
-        w.backend = o.backend;
+        // mixed: GPU and CPU workers in one job, interchangeable bit for bit.
+        w.backend = o.backend == "mixed" ? (r % 2 == 0 ? "cuda" : "cpu") : o.backend;
         w.training = o.args;
         w.stopAtStep = stop_at;
         workers.push_back(std::move(w));

@@ -13,6 +13,7 @@
 #include "easyscale/common/flags.h"
 #include "easyscale/common/log.h"
 #include "easyscale/worker/dataset.h"
+#include "easyscale/worker/est_worker.h"
 #include "easyscale/worker/k8s_mode.h"
 #include "easyscale/worker/local_job.h"
 #include "easyscale/worker/worker_process.h"
@@ -81,7 +82,8 @@ int LocalCommand(int argc, char** argv) {
   f.Int("ests", &o.ests, "number of ESTs (logical data-parallel workers), fixed for the job");
   f.String("schedule", &schedule, "worker count per step range, e.g. 0:8,20:3,45:5");
   f.Int("seed", &seed, "job seed: initialisation, shuffling, augmentation, dropout");
-  f.String("backend", &o.backend, "cpu (the CUDA backend is a separate build feature)");
+  f.String("backend", &o.backend,
+           "cpu | cuda | mixed (even ranks on the GPU, odd ranks on the CPU; CUDA builds only)");
   f.String("data", &o.data_path,
            "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
   f.String("checkpoint-dir", &o.checkpoint_dir,
@@ -108,9 +110,13 @@ int LocalCommand(int argc, char** argv) {
   if (seed < 0) return Fail(absl::InvalidArgumentError("--seed: must be >= 0"));
   o.args.seed = static_cast<uint64_t>(seed);
   if (o.ests < 1) return Fail(absl::InvalidArgumentError("--ests: must be >= 1"));
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "mixed") {
+    return Fail(absl::InvalidArgumentError("--backend: want cpu, cuda or mixed, got \"" +
+                                           o.backend + "\""));
+  }
+  // Fail here, once, when this build or machine cannot run CUDA workers.
   if (o.backend != "cpu") {
-    return Fail(absl::InvalidArgumentError("--backend: \"" + o.backend +
-                                           "\" is not available in this build (cpu)"));
+    if (auto k = MakeKernelBackend("cuda"); !k.ok()) return Fail(k.status());
   }
   if (Status s = ValidateTrainingArgs(o.args, "flags"); !s.ok()) return Fail(s);
   if (auto drop = ParseEstField(o.drop_field); !drop.ok()) return Fail(drop.status());

@@ -36,7 +36,7 @@ struct LocalJobOptions {
   TrainingArgs args;
   int ests = 8;
   std::vector<ScheduleEntry> schedule;
-  std::string backend = "cpu";
+  std::string backend = "cpu";  // cpu | cuda | mixed
   std::string data_path;
   std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
   std::string worker_binary;        // this program
