@@ -58,7 +58,7 @@ StatusOr<WorkerAssignment> ControlBook::AssignmentFor(const std::string& job,
   for (const WorkerRecord& w : p.workers) {
     if (w.pod != pod) continue;
     WorkerAssignment a = Base(p, w, p.generation, static_cast<int>(p.workers.size()));
-    a.action = p.runningGeneration == p.generation ? WorkerAction::kRun : WorkerAction::kWait;
+    a.action = ReleasedLocked(p) ? WorkerAction::kRun : WorkerAction::kWait;
     return a;
   }
   for (const DrainingRecord& d : p.draining) {
@@ -68,6 +68,24 @@ StatusOr<WorkerAssignment> ControlBook::AssignmentFor(const std::string& job,
     return a;
   }
   return absl::NotFoundError("pod " + pod + " is in no generation of " + job);
+}
+
+// The plan's release is decided by the reconcile that published it; the last
+// Checkpointed report may have arrived since. Answering from the reports the
+// book holds now keeps the endpoint from lagging the status that the next
+// reconcile writes from the same reports (and DrainedBy) after them.
+bool ControlBook::ReleasedLocked(const ControlPlan& p) const {
+  if (p.runningGeneration == p.generation) return true;
+  auto pods = reports_.find(p.job);
+  for (const DrainingRecord& d : p.draining) {
+    std::optional<WorkerReport> newest;
+    if (pods != reports_.end()) {
+      auto r = pods->second.find(d.worker.pod);
+      if (r != pods->second.end()) newest = r->second;
+    }
+    if (!DrainedBy(d, newest)) return false;  // it may still be training: Wait
+  }
+  return !p.draining.empty();  // no record: only reconcile's ReleaseIfDrained releases
 }
 
 bool ControlBook::Record(const WorkerReport& r) {

@@ -6,7 +6,9 @@
 // publishes plans; the control server reads them and records reports.
 //   GET assignment for pod P of job J:
 //     P in plan.workers     -> the newest generation; Run once it is released
-//                              (runningGeneration == generation), else Wait
+//                              (runningGeneration == generation, or every
+//                              draining worker's newest report here says it
+//                              checkpointed: DrainedBy), else Wait
 //     P draining only       -> its running generation, CheckpointAndStop
 //     otherwise             -> NotFound (the worker exits)
 #pragma once
@@ -46,6 +48,8 @@ class ControlBook {
   std::map<std::string, WorkerReport> Reports(const std::string& job);
 
  private:
+  bool ReleasedLocked(const ControlPlan& p) const;  // mu_ held
+
   std::mutex mu_;
   std::map<std::string, ControlPlan> plans_;
   std::map<std::string, std::map<std::string, WorkerReport>> reports_;  // job -> pod -> newest

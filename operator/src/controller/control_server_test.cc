@@ -64,5 +64,63 @@ TEST(ControlServer, AnswersAssignmentsAndTakesReports) {
   EXPECT_TRUE(DrainedBy(plan.draining[0], book.Reports("ns/j").at("old")));
 }
 
+// The race behind a flaky controller test: the reconcile that planned
+// generation 2 published Wait; Running reports of generation 1 must keep it
+// waiting, and the last Checkpointed report must release it at once, before
+// any reconcile folds the reports into the status and publishes again.
+TEST(ControlBook, ReleasesFromLiveReportsOnlyOnceEveryDrainingWorkerCheckpointed) {
+  ControlBook book;
+  ControlPlan plan;
+  plan.job = "ns/j";
+  plan.generation = 2;
+  plan.runningGeneration = 1;
+  plan.totalEsts = 4;
+  plan.workers = {{"g1-0", "n2", "h100", 0, {0}},
+                  {"g1-1", "n2", "h100", 1, {1}},
+                  {"g2-0", "n1", "a100", 2, {2}},
+                  {"g2-1", "n1", "a100", 3, {3}}};
+  plan.draining = {{{"g1-0", "n2", "h100", 0, {0, 1}}, 1, 2, "t"},
+                   {{"g1-1", "n2", "h100", 1, {2, 3}}, 1, 2, "t"}};
+  book.Publish(plan);
+  auto action = [&](const std::string& pod) {
+    StatusOr<WorkerAssignment> a = book.AssignmentFor("ns/j", pod);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? a->action : WorkerAction::kCheckpointAndStop;
+  };
+  auto report = [&](const std::string& pod, int64_t generation, WorkerState state) {
+    book.Record({.job = "ns/j", .pod = pod, .generation = generation, .state = state});
+  };
+  EXPECT_EQ(action("g2-1"), WorkerAction::kWait);
+  report("g1-0", 1, WorkerState::kRunning);  // generation 1 still trains
+  report("g1-1", 1, WorkerState::kRunning);
+  EXPECT_EQ(action("g2-1"), WorkerAction::kWait);
+  EXPECT_EQ(action("g1-0"), WorkerAction::kWait);
+  report("g1-0", 1, WorkerState::kCheckpointed);
+  EXPECT_EQ(action("g2-1"), WorkerAction::kWait);  // g1-1 may still be training
+  report("g1-1", 0, WorkerState::kCheckpointed);   // stale: an older generation
+  EXPECT_EQ(action("g2-1"), WorkerAction::kWait);
+  report("g1-1", 1, WorkerState::kCheckpointed);
+  EXPECT_EQ(action("g2-1"), WorkerAction::kRun);  // no new plan needed
+  EXPECT_EQ(action("g1-0"), WorkerAction::kRun);
+
+  // A kept worker already reporting the newest generation has drained too.
+  plan.generation = 3;
+  plan.runningGeneration = 2;
+  plan.workers.pop_back();
+  plan.draining = {{plan.workers[0], 2, 4, "t"}, {{"g2-1", "n1", "a100", 3, {3}}, 2, 4, "t"}};
+  book.Publish(plan);
+  EXPECT_EQ(action("g2-1"), WorkerAction::kCheckpointAndStop);
+  report("g2-1", 2, WorkerState::kCheckpointed);
+  EXPECT_EQ(action("g2-0"), WorkerAction::kWait);
+  report("g1-0", 3, WorkerState::kRunning);
+  EXPECT_EQ(action("g2-0"), WorkerAction::kRun);
+
+  // Nothing recorded to drain and not released: only reconcile may release.
+  plan.generation = 4;
+  plan.draining.clear();
+  book.Publish(plan);
+  EXPECT_EQ(action("g2-0"), WorkerAction::kWait);
+}
+
 }  // namespace
 }  // namespace easyscale::op
