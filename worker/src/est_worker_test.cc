@@ -4,9 +4,9 @@
 
 #include <cstring>
 #include <filesystem>
-#include <thread>
 
 #include "easyscale/worker/fixed_point.h"
+#include "easyscale/worker/threaded_job.h"
 
 namespace easyscale {
 namespace {
@@ -64,27 +64,10 @@ class EstWorkerTest : public ::testing::Test {
   // Trains `steps` with the ESTs spread as `placement`, workers as threads over Gloo.
   std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name) {
     const std::string dir = root_ + "/" + name;
-    std::vector<std::thread> threads;
-    std::vector<Status> results(placement.size());
-    for (size_t r = 0; r < placement.size(); ++r) {
-      threads.emplace_back([&, r] {
-        Rendezvous rv{"file", dir + "/rdzv", "", 0, "gen-0"};
-        auto comm =
-            ConnectCollective(rv, static_cast<int>(r), static_cast<int>(placement.size()), {});
-        if (!comm.ok()) return void(results[r] = comm.status());
-        WorkerConfig c{args_, 4, placement[r], dir, EstField::kNone};
-        auto w = EstWorker::Create(c, data_, **comm);
-        if (!w.ok()) return void(results[r] = w.status());
-        if (auto s = (*w)->Restore(); !s.ok()) return void(results[r] = s.status());
-        while ((*w)->step() < args_.steps) {
-          auto st = (*w)->Step(false);
-          if (!st.ok()) return void(results[r] = st.status());
-        }
-        results[r] = (*w)->Checkpoint();
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (const Status& s : results) EXPECT_TRUE(s.ok()) << s;
+    std::vector<ThreadedWorker> workers;
+    for (const auto& ests : placement) workers.push_back({ests});
+    const Status s = RunSegmentInThreads(args_, data_, 4, workers, args_.steps, dir, "gen-0");
+    EXPECT_TRUE(s.ok()) << s;
     WorkerConfig all{args_, 4, {0, 1, 2, 3}, dir, EstField::kNone};
     auto result = EstWorker::Finalize(all, data_, args_.steps);
     EXPECT_TRUE(result.ok()) << result.status();

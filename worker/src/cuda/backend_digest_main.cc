@@ -16,13 +16,13 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/worker/collective.h"
 #include "easyscale/worker/est_worker.h"
+#include "easyscale/worker/threaded_job.h"
 #include "easyscale/worker/worker_process.h"
 
 namespace easyscale {
@@ -64,26 +64,11 @@ Status RunSegment(const TrainingArgs& args, const Dataset& data, int ests, const
                   int64_t stop, const std::string& dir, int index) {
   ES_ASSIGN_OR_RETURN(EstAssignment assignment,
                       AssignContiguous(ests, static_cast<int>(seg.backends.size())));
-  std::vector<Status> results(seg.backends.size());
-  std::vector<std::thread> threads;
+  std::vector<ThreadedWorker> workers;
   for (size_t r = 0; r < seg.backends.size(); ++r) {
-    threads.emplace_back([&, r] {
-      results[r] = [&]() -> Status {
-        Rendezvous rv{"file", dir + "/rdzv", "", 0, "gen-" + std::to_string(index)};
-        ES_ASSIGN_OR_RETURN(
-            auto comm,
-            ConnectCollective(rv, static_cast<int>(r), static_cast<int>(seg.backends.size()), {}));
-        WorkerConfig c{args, ests, assignment.workers[r], dir, EstField::kNone, seg.backends[r]};
-        ES_ASSIGN_OR_RETURN(auto w, EstWorker::Create(c, data, *comm));
-        ES_RETURN_IF_ERROR(w->Restore().status());
-        while (w->step() < stop) ES_RETURN_IF_ERROR(w->Step(false).status());
-        return w->Checkpoint();
-      }();
-    });
+    workers.push_back({assignment.workers[r], seg.backends[r]});
   }
-  for (auto& t : threads) t.join();
-  for (const Status& s : results) ES_RETURN_IF_ERROR(s);
-  return absl::OkStatus();
+  return RunSegmentInThreads(args, data, ests, workers, stop, dir, "gen-" + std::to_string(index));
 }
 
 StatusOr<std::string> Train(const TrainingArgs& args, const Dataset& data, int ests,

@@ -8,12 +8,12 @@
 
 #include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "device_buffer.h"
 #include "easyscale/worker/collective.h"
 #include "easyscale/worker/est_worker.h"
+#include "easyscale/worker/threaded_job.h"
 
 namespace easyscale {
 namespace {
@@ -57,28 +57,10 @@ class CudaBackendTest : public ::testing::Test {
     const std::vector<std::vector<int>> placement =
         backends.size() == 1 ? std::vector<std::vector<int>>{{0, 1, 2, 3}}
                              : std::vector<std::vector<int>>{{0, 1}, {2, 3}};
-    std::vector<Status> results(backends.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < backends.size(); ++r) {
-      threads.emplace_back([&, r] {
-        results[r] = [&]() -> Status {
-          Rendezvous rv{"file", dir + "/rdzv", "", 0, "gen-0"};
-          auto comm =
-              ConnectCollective(rv, static_cast<int>(r), static_cast<int>(backends.size()), {});
-          if (!comm.ok()) return comm.status();
-          WorkerConfig c{args_, 4, placement[r], dir, EstField::kNone, backends[r]};
-          auto w = EstWorker::Create(c, data_, **comm);
-          if (!w.ok()) return w.status();
-          if (auto s = (*w)->Restore(); !s.ok()) return s.status();
-          while ((*w)->step() < args_.steps) {
-            if (auto s = (*w)->Step(false); !s.ok()) return s.status();
-          }
-          return (*w)->Checkpoint();
-        }();
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (const Status& s : results) EXPECT_TRUE(s.ok()) << s;
+    std::vector<ThreadedWorker> workers;
+    for (size_t r = 0; r < backends.size(); ++r) workers.push_back({placement[r], backends[r]});
+    const Status s = RunSegmentInThreads(args_, data_, 4, workers, args_.steps, dir, "gen-0");
+    EXPECT_TRUE(s.ok()) << s;
     WorkerConfig all{args_, 4, {0, 1, 2, 3}, dir, EstField::kNone, "cpu"};
     auto result = EstWorker::Finalize(all, data_, args_.steps);
     EXPECT_TRUE(result.ok()) << result.status();
