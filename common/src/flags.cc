@@ -2,7 +2,10 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
+
+#include "absl/strings/str_cat.h"
 
 namespace easyscale {
 namespace {
@@ -40,6 +43,32 @@ void FlagSet::Int(const std::string& name, int* out, const std::string& help) {
        }});
 }
 
+void FlagSet::Int(const std::string& name, int* out, const std::string& help, int min, int max) {
+  Add({name, help, std::to_string(*out), false, [name, out, min, max](const std::string& v) {
+         int64_t x = 0;
+         if (!ParseInt64(name, v, &x).ok() || x < min || x > max) {
+           return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be an integer in [",
+                                                          min, ", ", max, "], got \"", v, "\""));
+         }
+         *out = static_cast<int>(x);
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::StringList(const std::string& name, std::vector<std::string>* out,
+                         const std::string& help) {
+  std::string defaults;
+  for (const auto& v : *out) defaults += (defaults.empty() ? "" : ",") + v;
+  auto replaced = std::make_shared<bool>(false);
+  Add({name, help + " (repeatable)", defaults, false, [name, out, replaced](const std::string& v) {
+         if (v.empty()) return absl::InvalidArgumentError("--" + name + ": must not be empty");
+         if (!*replaced) out->clear();
+         *replaced = true;
+         out->push_back(v);
+         return absl::OkStatus();
+       }});
+}
+
 void FlagSet::Double(const std::string& name, double* out, const std::string& help) {
   std::ostringstream d;
   d << *out;
@@ -56,7 +85,8 @@ void FlagSet::Double(const std::string& name, double* out, const std::string& he
 }
 
 void FlagSet::String(const std::string& name, std::string* out, const std::string& help) {
-  Add({name, help, *out, false, [out](const std::string& v) {
+  Add({name, help, *out, false, [name, out](const std::string& v) {
+         if (v.empty()) return absl::InvalidArgumentError("--" + name + ": must not be empty");
          *out = v;
          return absl::OkStatus();
        }});
@@ -64,13 +94,13 @@ void FlagSet::String(const std::string& name, std::string* out, const std::strin
 
 void FlagSet::Bool(const std::string& name, bool* out, const std::string& help) {
   Add({name, help, *out ? "true" : "false", true, [name, out](const std::string& v) {
-         if (v == "true" || v == "1") {
+         if (v == "true" || v == "1" || v == "on") {
            *out = true;
-         } else if (v == "false" || v == "0") {
+         } else if (v == "false" || v == "0" || v == "off") {
            *out = false;
          } else {
-           return absl::InvalidArgumentError("--" + name + ": expected true or false, got \"" + v +
-                                             "\"");
+           return absl::InvalidArgumentError(
+               "--" + name + ": must be on or off (true or false), got \"" + v + "\"");
          }
          return absl::OkStatus();
        }});
@@ -103,7 +133,11 @@ StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv, int fir
       return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
     }
     if (!has_value) {
-      if (flag->is_bool) {
+      const bool word_follows =
+          i + 1 < argc && (std::string(argv[i + 1]) == "on" || std::string(argv[i + 1]) == "off");
+      if (flag->is_bool && word_follows) {
+        value = argv[++i];
+      } else if (flag->is_bool) {
         value = "true";
       } else if (i + 1 < argc) {
         value = argv[++i];

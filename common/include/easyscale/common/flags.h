@@ -22,10 +22,16 @@ class FlagSet {
 
   void Int(const std::string& name, int64_t* out, const std::string& help);
   void Int(const std::string& name, int* out, const std::string& help);
+  // An integer that must lie in [min, max].
+  void Int(const std::string& name, int* out, const std::string& help, int min, int max);
   void Double(const std::string& name, double* out, const std::string& help);
+  // A value given explicitly must not be empty.
   void String(const std::string& name, std::string* out, const std::string& help);
-  // A flag without a value (also accepts --name=true/false).
+  // A flag without a value (also accepts --name=true|false|on|off, or
+  // --name on|off as a separate word).
   void Bool(const std::string& name, bool* out, const std::string& help);
+  // Repeatable: each use appends; the first use replaces the default list.
+  void StringList(const std::string& name, std::vector<std::string>* out, const std::string& help);
 
   // Parses argv[first..]; returns the positional arguments. --help sets
   // help_requested() and stops.
