@@ -66,12 +66,9 @@ class EstWorkerTest : public ::testing::Test {
     const std::string dir = root_ + "/" + name;
     std::vector<ThreadedWorker> workers;
     for (const auto& ests : placement) workers.push_back({ests});
-    const Status s = RunSegmentInThreads(args_, data_, 4, workers, args_.steps, dir, "gen-0");
-    EXPECT_TRUE(s.ok()) << s;
-    WorkerConfig all{args_, 4, {0, 1, 2, 3}, dir, EstField::kNone};
-    auto result = EstWorker::Finalize(all, data_, args_.steps);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? result->digest : "";
+    auto digest = TrainInThreads(args_, data_, 4, {{0, workers}}, dir);
+    EXPECT_TRUE(digest.ok()) << digest.status();
+    return digest.ok() ? *digest : "";
   }
 
   std::string root_;

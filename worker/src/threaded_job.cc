@@ -32,4 +32,19 @@ Status RunSegmentInThreads(const TrainingArgs& args, const Dataset& data, int to
   return absl::OkStatus();
 }
 
+StatusOr<std::string> TrainInThreads(const TrainingArgs& args, const Dataset& data, int total_ests,
+                                     const std::vector<ThreadedSegment>& segments,
+                                     const std::string& dir) {
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const int64_t stop = i + 1 < segments.size() ? segments[i + 1].from_step : args.steps;
+    ES_RETURN_IF_ERROR(RunSegmentInThreads(args, data, total_ests, segments[i].workers, stop, dir,
+                                           "gen-" + std::to_string(i)));
+  }
+  std::vector<int> all;
+  for (int e = 0; e < total_ests; ++e) all.push_back(e);
+  const WorkerConfig c{args, total_ests, all, dir, EstField::kNone, "cpu"};
+  ES_ASSIGN_OR_RETURN(FinalResult result, EstWorker::Finalize(c, data, args.steps));
+  return result.digest;
+}
+
 }  // namespace easyscale

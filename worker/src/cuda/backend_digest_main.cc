@@ -59,31 +59,22 @@ StatusOr<std::vector<Segment>> ParseSchedule(const std::string& text) {
   return out;
 }
 
-// Runs one segment: every worker restores, trains to `stop`, checkpoints.
-Status RunSegment(const TrainingArgs& args, const Dataset& data, int ests, const Segment& seg,
-                  int64_t stop, const std::string& dir, int index) {
-  ES_ASSIGN_OR_RETURN(EstAssignment assignment,
-                      AssignContiguous(ests, static_cast<int>(seg.backends.size())));
-  std::vector<ThreadedWorker> workers;
-  for (size_t r = 0; r < seg.backends.size(); ++r) {
-    workers.push_back({assignment.workers[r], seg.backends[r]});
-  }
-  return RunSegmentInThreads(args, data, ests, workers, stop, dir, "gen-" + std::to_string(index));
-}
-
 StatusOr<std::string> Train(const TrainingArgs& args, const Dataset& data, int ests,
                             const std::vector<Segment>& schedule, const std::string& dir) {
-  std::filesystem::remove_all(dir);
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    const int64_t stop = i + 1 < schedule.size() ? schedule[i + 1].from_step : args.steps;
-    ES_RETURN_IF_ERROR(RunSegment(args, data, ests, schedule[i], stop, dir, static_cast<int>(i)));
+  std::vector<ThreadedSegment> segments;
+  for (const Segment& seg : schedule) {
+    ES_ASSIGN_OR_RETURN(EstAssignment assignment,
+                        AssignContiguous(ests, static_cast<int>(seg.backends.size())));
+    ThreadedSegment t{seg.from_step, {}};
+    for (size_t r = 0; r < seg.backends.size(); ++r) {
+      t.workers.push_back({assignment.workers[r], seg.backends[r]});
+    }
+    segments.push_back(std::move(t));
   }
-  std::vector<int> all;
-  for (int e = 0; e < ests; ++e) all.push_back(e);
-  WorkerConfig c{args, ests, all, dir, EstField::kNone, "cpu"};
-  ES_ASSIGN_OR_RETURN(FinalResult result, EstWorker::Finalize(c, data, args.steps));
   std::filesystem::remove_all(dir);
-  return result.digest;
+  auto digest = TrainInThreads(args, data, ests, segments, dir);
+  std::filesystem::remove_all(dir);
+  return digest;
 }
 
 }  // namespace

@@ -59,12 +59,9 @@ class CudaBackendTest : public ::testing::Test {
                              : std::vector<std::vector<int>>{{0, 1}, {2, 3}};
     std::vector<ThreadedWorker> workers;
     for (size_t r = 0; r < backends.size(); ++r) workers.push_back({placement[r], backends[r]});
-    const Status s = RunSegmentInThreads(args_, data_, 4, workers, args_.steps, dir, "gen-0");
-    EXPECT_TRUE(s.ok()) << s;
-    WorkerConfig all{args_, 4, {0, 1, 2, 3}, dir, EstField::kNone, "cpu"};
-    auto result = EstWorker::Finalize(all, data_, args_.steps);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? result->digest : "";
+    auto digest = TrainInThreads(args_, data_, 4, {{0, workers}}, dir);
+    EXPECT_TRUE(digest.ok()) << digest.status();
+    return digest.ok() ? *digest : "";
   }
 
   std::string root_;

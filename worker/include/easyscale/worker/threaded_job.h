@@ -26,4 +26,14 @@ Status RunSegmentInThreads(const TrainingArgs& args, const Dataset& data, int to
                            const std::vector<ThreadedWorker>& workers, int64_t stop_at,
                            const std::string& dir, const std::string& prefix);
 
+// A whole job in this process: each segment's workers from its from_step (the
+// first at 0) to the next segment's, then the digest of the final checkpoint.
+struct ThreadedSegment {
+  int64_t from_step = 0;
+  std::vector<ThreadedWorker> workers;
+};
+StatusOr<std::string> TrainInThreads(const TrainingArgs& args, const Dataset& data, int total_ests,
+                                     const std::vector<ThreadedSegment>& segments,
+                                     const std::string& dir);
+
 }  // namespace easyscale
