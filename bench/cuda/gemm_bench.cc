@@ -1,8 +1,8 @@
 // gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
-// SGEMM with TF32 off, in one run: at 4096^3 and at the CNN's own GEMM shapes
-// (per-EST batch 16 and whole-step batch 128). Prints GFLOP/s and our/cuBLAS
-// ratios from CUDA-event medians, and checks sampled outputs of the 4096^3
-// product bit for bit against a CPU std::fma chain in the same k order.
+// SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's own
+// GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and our/cuBLAS ratios from
+// CUDA-event medians, and checks sampled outputs of every variant bit for bit
+// against a CPU std::fma chain in the same k order.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -79,10 +79,13 @@ void CublasRowMajor(cublasHandle_t h, int M, int N, int K, const float* A, const
 
 // Random operands of one shape, shared by every timed kernel.
 struct Operands {
+  std::vector<float> a, b;
   DeviceBuffer<float> A, B, C;
   explicit Operands(const Shape& s)
-      : A(Random(static_cast<size_t>(s.M) * s.K, 1)),
-        B(Random(static_cast<size_t>(s.K) * s.N, 2)),
+      : a(Random(static_cast<size_t>(s.M) * s.K, 1)),
+        b(Random(static_cast<size_t>(s.K) * s.N, 2)),
+        A(a),
+        B(b),
         C(static_cast<size_t>(s.M) * s.N) {}
 };
 
@@ -102,23 +105,28 @@ double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps) {
 
 double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
 
-// Samples of the 4096^3 product against the CPU's fma chain, bit for bit.
-int SampledMismatches(int n, Launch ours) {
-  const auto a = Random(static_cast<size_t>(n) * n, 11), b = Random(static_cast<size_t>(n) * n, 12);
-  DeviceBuffer<float> A(a), B(b), C(static_cast<size_t>(n) * n);
-  ThrowIfError(ours(n, n, n, A.get(), n, B.get(), n, C.get(), n, false, nullptr), "our gemm");
-  const auto c = C.Download();
+// Sampled outputs of one run of `ours` against the CPU's fma chain, bit for bit.
+int SampledMismatches(const Shape& s, Operands& o, Launch ours, int samples) {
+  ThrowIfError(ours(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, nullptr),
+               "our gemm");
+  const auto c = o.C.Download();
   easyscale::PhiloxStream r(easyscale::DeriveKey(13, 1), 0);
   int bad = 0;
-  for (int s = 0; s < 512; ++s) {
-    const int i = static_cast<int>(r.NextBelow(n)), j = static_cast<int>(r.NextBelow(n));
+  for (int t = 0; t < samples; ++t) {
+    const int i = static_cast<int>(r.NextBelow(s.M)), j = static_cast<int>(r.NextBelow(s.N));
     float acc = 0.0f;
-    for (int k = 0; k < n; ++k)
-      acc = std::fma(a[static_cast<size_t>(i) * n + k], b[static_cast<size_t>(k) * n + j], acc);
-    bad += std::memcmp(&acc, &c[static_cast<size_t>(i) * n + j], sizeof acc) != 0;
+    for (int k = 0; k < s.K; ++k)
+      acc = std::fma(o.a[static_cast<size_t>(i) * s.K + k], o.b[static_cast<size_t>(k) * s.N + j],
+                     acc);
+    bad += std::memcmp(&acc, &c[static_cast<size_t>(i) * s.N + j], sizeof acc) != 0;
   }
   return bad;
 }
+
+struct Variant {
+  const char* name;
+  Launch fn;
+};
 
 }  // namespace
 
@@ -135,12 +143,11 @@ int main(int argc, char** argv) {
   cublasHandle_t h;
   CheckCublas(cublasCreate(&h), "cublasCreate");
 
+  namespace ec = easyscale::cuda;
   const Shape square{std::to_string(big) + "^3", big, big, big};
-  std::printf("sampled bit check of our %s against a CPU fma chain: %d of 512 differ\n",
-              square.name.c_str(), SampledMismatches(big, &easyscale::cuda::GemmTiled));
+  Operands big_ops(square);
 
   // cuBLAS in both non-TF32 modes; the default one is the reference below.
-  Operands big_ops(square);
   for (auto [mode, label] :
        {std::pair{CUBLAS_PEDANTIC_MATH, "pedantic"}, std::pair{CUBLAS_DEFAULT_MATH, "default"}}) {
     CheckCublas(cublasSetMathMode(h, mode), "cublasSetMathMode");
@@ -149,51 +156,71 @@ int main(int argc, char** argv) {
   }
   CheckCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
-  const struct {
-    const char* name;
-    Launch fn;
-  } variants[] = {{"BK=8  1 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<8, 1, false>},
-                  {"BK=8  2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<8, 2, true>},
-                  {"BK=16 1 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 1, true>},
-                  {"BK=16 2 block/SM rows ", &easyscale::cuda::LaunchGemmTiled<16, 2, false>},
-                  {"BK=16 2 block/SM warps", &easyscale::cuda::LaunchGemmTiled<16, 2, true>},
-                  {"GemmTiled (default)", &easyscale::cuda::GemmTiled}};
-  std::printf("\n%-26s %10s %10s %10s %7s\n", square.name.c_str(), "ours ms", "GFLOP/s", "cuBLAS",
-              "ratio");
-  for (const auto& v : variants) {
+  const Variant big_variants[] = {{"BK=8  1 block/SM rows ", &ec::LaunchGemmTiled<8, 1, false>},
+                                  {"BK=8  2 block/SM warps", &ec::LaunchGemmTiled<8, 2, true>},
+                                  {"BK=16 1 block/SM warps", &ec::LaunchGemmTiled<16, 1, true>},
+                                  {"BK=16 2 block/SM rows ", &ec::LaunchGemmTiled<16, 2, false>},
+                                  {"BK=16 2 block/SM warps", &ec::LaunchGemmTiled<16, 2, true>},
+                                  {"GemmTiled (default)", &ec::GemmTiled},
+                                  {"wide 128x256 BK=8", &ec::LaunchGemmTiledWide<128, 256, 8>},
+                                  {"wide 128x256 BK=16", &ec::LaunchGemmTiledWide<128, 256, 16>},
+                                  {"wide 256x128 BK=8", &ec::LaunchGemmTiledWide<256, 128, 8>},
+                                  {"wide 256x128 BK=16", &ec::LaunchGemmTiledWide<256, 128, 16>},
+                                  {"GemmTiledWide (default)", &ec::GemmTiledWide},
+                                  {"Gemm (dispatch)", &ec::Gemm}};
+  std::printf("\n%-26s %10s %10s %10s %7s %s\n", square.name.c_str(), "ours ms", "GFLOP/s",
+              "cuBLAS", "ratio", "bits (differ of 512 sampled)");
+  for (const auto& v : big_variants) {
+    const int bad = SampledMismatches(square, big_ops, v.fn, 512);
     const double ours = OursMs(square, big_ops, v.fn, 10);
     const double theirs = CublasMs(h, square, big_ops, 10);  // again, beside each variant
-    std::printf("%-26s %10.3f %10.0f %10.0f %7.3f\n", v.name, ours, Gflops(square, ours),
-                Gflops(square, theirs), theirs / ours);
+    std::printf("%-26s %10.3f %10.0f %10.0f %7.3f %d\n", v.name, ours, Gflops(square, ours),
+                Gflops(square, theirs), theirs / ours, bad);
   }
 
-  for (int b : {16, 128}) {
+  // Column order of the CNN tables; the chain variants are kRows,kWarps,kChunk,kStages.
+  const Variant small_variants[] = {{"per-out", &ec::GemmPerOutput},
+                                    {"staged", &ec::GemmStaged},
+                                    {"chain", &ec::GemmChain},
+                                    {"c8,1,32", &ec::LaunchGemmChain<8, 1, 32, 16>},
+                                    {"c8,2,64", &ec::LaunchGemmChain<8, 2, 64, 6>},
+                                    {"c8,4,64", &ec::LaunchGemmChain<8, 4, 64, 4>},
+                                    {"c4,1,64", &ec::LaunchGemmChain<4, 1, 64, 8>},
+                                    {"tiled", &ec::GemmTiled},
+                                    {"wide", &ec::GemmTiledWide},
+                                    {"Gemm", &ec::Gemm}};
+  constexpr int kSmall = sizeof small_variants / sizeof small_variants[0];
+  for (int b : {16, 64, 128}) {
     const int p1 = b * 576, p2 = b * 64;
     const std::vector<Shape> shapes = {
         {"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},   {"conv1 dcols", 25, p1, 8},
         {"conv2 fwd", 16, p2, 200}, {"conv2 dW", 16, 200, p2}, {"conv2 dcols", 200, p2, 16},
         {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},    {"fc1 dx", b, 256, 64},
         {"fc2 fwd", b, 10, 64},     {"fc2 dW", 10, 64, b},     {"fc2 dx", b, 64, 10}};
-    std::printf(
-        "\nbatch %-4d M x N x K        us: per-output  staged  tiled   Gemm cuBLAS  "
-        "ratio\n",
-        b);
-    double ours_total = 0, cublas_total = 0;
+    std::printf("\nbatch %-4d %22s", b, "M x N x K, us:");
+    for (const auto& v : small_variants) std::printf(" %8s", v.name);
+    std::printf(" %8s %6s %s\n", "cuBLAS", "ratio", "bits");
+    std::vector<double> totals(kSmall, 0.0);
+    double cublas_total = 0;
     for (const Shape& s : shapes) {
       Operands o(s);
-      const double per_output = OursMs(s, o, &easyscale::cuda::GemmPerOutput, 50);
-      const double staged = OursMs(s, o, &easyscale::cuda::GemmStaged, 50);
-      const double tiled = OursMs(s, o, &easyscale::cuda::GemmTiled, 50);
-      const double dispatch = OursMs(s, o, &easyscale::cuda::Gemm, 50);
+      std::printf("%-11s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
+      int bad = 0;
+      double dispatch = 0;
+      for (int v = 0; v < kSmall; ++v) {
+        bad += SampledMismatches(s, o, small_variants[v].fn, 64);
+        const double ms = OursMs(s, o, small_variants[v].fn, 50);
+        totals[v] += ms;
+        dispatch = ms;  // the last column is Gemm
+        std::printf(" %8.1f", ms * 1e3);
+      }
       const double theirs = CublasMs(h, s, o, 50);
-      ours_total += dispatch;
       cublas_total += theirs;
-      std::printf("%-11s %6d x %6d x %6d %14.1f %7.1f %6.1f %6.1f %6.1f %6.3f\n", s.name.c_str(),
-                  s.M, s.N, s.K, per_output * 1e3, staged * 1e3, tiled * 1e3, dispatch * 1e3,
-                  theirs * 1e3, theirs / dispatch);
+      std::printf(" %8.1f %6.3f %d\n", theirs * 1e3, theirs / dispatch, bad);
     }
-    std::printf("%-11s %67.1f %6.1f %6.3f\n", "all twelve", ours_total * 1e3, cublas_total * 1e3,
-                cublas_total / ours_total);
+    std::printf("%-33s", "all twelve");
+    for (double t : totals) std::printf(" %8.1f", t * 1e3);
+    std::printf(" %8.1f %6.3f\n", cublas_total * 1e3, cublas_total / totals.back());
   }
   cublasDestroy(h);
   return 0;

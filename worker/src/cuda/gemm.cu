@@ -10,28 +10,39 @@
 namespace easyscale::cuda {
 namespace {
 
-// The tiled kernel: a 128x128 block tile, 256 threads with an 8x8 register
-// tile each (as 2x2 sub-tiles of 4x4, so the shared-memory reads are 16-byte
-// vectors without bank conflicts), and a BK-deep k slice double-buffered in
-// shared memory: the next slice is read from global memory into registers while
-// the current one is multiplied. A is stored k-major (transposed) in shared
-// memory so a thread reads its 8 A values as two float4.
+// The tiled kernel: a kTM x kTN block tile (128x128, or 128x256 / 256x128 for
+// large products), 256 threads with a (kTM/16)x(kTN/16) register tile each (as
+// 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads are
+// 16-byte vectors without bank conflicts), and a BK-deep k slice
+// double-buffered in shared memory: the next slice is read from global memory
+// into registers while the current one is multiplied. A is stored k-major
+// (transposed) in shared memory so a thread reads its A values as float4s.
 constexpr int kTileM = 128;
 constexpr int kTileN = 128;
 constexpr int kTiledThreads = 256;
 constexpr int kPadA = 4;  // keeps float4 alignment, shifts banks between k rows
 
-template <int BK, int kMinBlocks, bool kWarpTiled>
+template <int kTM, int kTN, int BK>
+constexpr int TiledSharedBytes() {
+  return 2 * BK * (kTM + kPadA + kTN) * static_cast<int>(sizeof(float));
+}
+
+template <int kTM, int kTN, int BK, int kMinBlocks, bool kWarpTiled>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(int M, int N, int K, const float* __restrict__ A, int lda,
                     const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
                     bool accumulate, bool vector_ok) {
-  static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
-  static_assert((kTileN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
-  constexpr int kAVec = kTileM * BK / 4 / kTiledThreads;
-  constexpr int kBVec = kTileN * BK / 4 / kTiledThreads;
-  __shared__ __align__(16) float As[2][BK][kTileM + kPadA];
-  __shared__ __align__(16) float Bs[2][BK][kTileN];
+  static_assert(kTM % 64 == 0 && kTN % 64 == 0, "the register tile is 4x4 sub-tiles 64 apart");
+  static_assert((kTM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
+  static_assert((kTN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
+  constexpr int kAVec = kTM * BK / 4 / kTiledThreads;
+  constexpr int kBVec = kTN * BK / 4 / kTiledThreads;
+  constexpr int kRM = kTM / 16, kRN = kTN / 16;  // the thread's register tile
+  constexpr int kLdA = kTM + kPadA;
+  // Dynamic, so the 128x256 tiles may take more than 48 KB at BK=16.
+  extern __shared__ __align__(16) float tiled_smem[];
+  float* const As = tiled_smem;                  // [2][BK][kLdA]
+  float* const Bs = tiled_smem + 2 * BK * kLdA;  // [2][BK][kTN]
 
   const int tid = threadIdx.x;
   // The 16x16 thread grid: row-major, or with each warp on an 8x4 patch of it
@@ -39,11 +50,11 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   const int warp = tid / 32, lane = tid % 32;
   const int tx = kWarpTiled ? (warp % 2) * 8 + lane % 8 : tid % 16;
   const int ty = kWarpTiled ? (warp / 2) * 4 + lane / 8 : tid / 16;
-  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
+  const int m0 = blockIdx.y * kTM, n0 = blockIdx.x * kTN;
   float4 ra[kAVec], rb[kBVec];
 
   auto load_slice = [&](int k0) {
-    const bool full = vector_ok && m0 + kTileM <= M && n0 + kTileN <= N && k0 + BK <= K;
+    const bool full = vector_ok && m0 + kTM <= M && n0 + kTN <= N && k0 + BK <= K;
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
@@ -61,7 +72,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = k0 + idx / (kTileN / 4), n = n0 + (idx % (kTileN / 4)) * 4;
+      const int k = k0 + idx / (kTN / 4), n = n0 + (idx % (kTN / 4)) * 4;
       const float* src = B + static_cast<size_t>(k) * ldb + n;
       if (full) {
         rb[v] = *reinterpret_cast<const float4*>(src);
@@ -73,47 +84,56 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     }
   };
   auto store_slice = [&](int buf) {
+    float* const as = As + buf * BK * kLdA;
+    float* const bs = Bs + buf * BK * kTN;
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
       const int r = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
-      As[buf][k + 0][r] = ra[v].x;
-      As[buf][k + 1][r] = ra[v].y;
-      As[buf][k + 2][r] = ra[v].z;
-      As[buf][k + 3][r] = ra[v].w;
+      as[(k + 0) * kLdA + r] = ra[v].x;
+      as[(k + 1) * kLdA + r] = ra[v].y;
+      as[(k + 2) * kLdA + r] = ra[v].z;
+      as[(k + 3) * kLdA + r] = ra[v].w;
     }
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = idx / (kTileN / 4), n = (idx % (kTileN / 4)) * 4;
-      *reinterpret_cast<float4*>(&Bs[buf][k][n]) = rb[v];
+      const int k = idx / (kTN / 4), n = (idx % (kTN / 4)) * 4;
+      *reinterpret_cast<float4*>(&bs[k * kTN + n]) = rb[v];
     }
   };
 
   // Row i of the register tile is global row m0 + ty*4 + i%4 + (i/4)*64, and
   // likewise for columns with tx.
-  float acc[8][8];
+  float acc[kRM][kRN];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kRM; ++i) {
     const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kRN; ++j) {
       const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
       acc[i][j] = accumulate && r < M && c < N ? C[static_cast<size_t>(r) * ldc + c] : 0.0f;
     }
   }
 
   auto multiply_k = [&](int buf, int kk) {
-    const float4 a0 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
-    const float4 a1 = *reinterpret_cast<const float4*>(&As[buf][kk][64 + ty * 4]);
-    const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
-    const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][64 + tx * 4]);
-    const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    const float* const as = As + (buf * BK + kk) * kLdA;
+    const float* const bs = Bs + (buf * BK + kk) * kTN;
+    float a[kRM], b[kRN];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int q = 0; q < kRM / 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(&as[q * 64 + ty * 4]);
+      a[q * 4 + 0] = v.x, a[q * 4 + 1] = v.y, a[q * 4 + 2] = v.z, a[q * 4 + 3] = v.w;
+    }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+    for (int q = 0; q < kRN / 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(&bs[q * 64 + tx * 4]);
+      b[q * 4 + 0] = v.x, b[q * 4 + 1] = v.y, b[q * 4 + 2] = v.z, b[q * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < kRM; ++i) {
+#pragma unroll
+      for (int j = 0; j < kRN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
     }
   };
 
@@ -140,11 +160,11 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   }
 
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kRM; ++i) {
     const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
     if (r >= M) continue;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kRN; ++j) {
       const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
       if (c < N) C[static_cast<size_t>(r) * ldc + c] = acc[i][j];
     }
@@ -235,11 +255,155 @@ __global__ void __launch_bounds__(kStagedM* kStagedN)
   if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
 }
 
+// sm_80+ asynchronous copies global -> shared. A source size below the copy
+// size zero-fills the rest (0 reads nothing), which covers partial tiles.
+__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void CpAsync16(float* dst, const float* src, int bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// The chain kernel, for few outputs and a long K (the weight gradients): one
+// output per thread, and the chain kept at the fma latency by feeding it float4s
+// along k. A warp owns a kRows x (32/kRows) output patch, so per 4 k it reads
+// one A and one B float4 from shared memory (A rows and B columns stored
+// k-contiguous); a block of kWarps warps side by side along n copies its A rows
+// and B columns with cp.async through a kStages-deep ring of kChunk-deep
+// chunks, so several chunks are in flight during the chain. Each thread's
+// copies for a later chunk are interleaved with the fmas of the current one
+// (straight-line code), filling the issue slots the chain leaves idle.
+// Single-warp blocks spread the few outputs over many SMs. kAVector: 16-byte
+// copies of A (rows 16-byte aligned).
+template <int kRows, int kWarps, int kChunk, int kStages, bool kAVector>
+__global__ void __launch_bounds__(32 * kWarps)
+    GemmChainKernel(int M, int N, int K, const float* __restrict__ A, int lda,
+                    const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
+                    bool accumulate) {
+  static_assert(32 % kRows == 0 && kChunk % 8 == 0 && kStages >= 2, "chain tile shape");
+  constexpr int kCols = 32 / kRows;  // a warp's columns
+  constexpr int kBlockN = kCols * kWarps;
+  constexpr int kThreads = 32 * kWarps;
+  constexpr int kStride = kChunk + 4;  // = 4 mod 8: rows 16 bytes apart in the banks
+  constexpr int kSteps = kChunk / 4;   // float4 steps per chunk
+  constexpr int kAItems = kAVector ? kRows * kChunk / 4 : kRows * kChunk;
+  constexpr int kBItems = kChunk * kBlockN;
+  constexpr int kAOps = (kAItems + kThreads - 1) / kThreads;  // copies per thread and chunk
+  constexpr int kOps = kAOps + (kBItems + kThreads - 1) / kThreads;
+  __shared__ __align__(16) float As[kStages][kRows][kStride];
+  __shared__ __align__(16) float Bs[kStages][kBlockN][kStride];
+
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int r = lane / kCols, c = (tid / 32) * kCols + lane % kCols;
+  const int m0 = blockIdx.y * kRows, n0 = blockIdx.x * kBlockN;
+
+  // This thread's copy i of the chunk at k0 into buffer buf; not live: the
+  // chunk is past K (K > 0), and the copy only zero-fills a buffer nobody reads
+  // again (branch-free, so it interleaves with the fmas).
+  auto copy = [&](int i, int buf, int k0, bool live) {
+    if (i < kAOps) {
+      const int e = tid + i * kThreads;
+      if (kAItems % kThreads != 0 && e >= kAItems) return;
+      if (kAVector) {
+        const int row = e / (kChunk / 4), kk = (e % (kChunk / 4)) * 4, m = m0 + row, k = k0 + kk;
+        const int bytes = live && m < M ? 4 * max(0, min(4, K - k)) : 0;
+        CpAsync16(&As[buf][row][kk], bytes > 0 ? A + static_cast<size_t>(m) * lda + k : A, bytes);
+      } else {
+        const int row = e / kChunk, kk = e % kChunk, m = m0 + row, k = k0 + kk;
+        const bool ok = live && m < M && k < K;
+        CpAsync4(&As[buf][row][kk], ok ? A + static_cast<size_t>(m) * lda + k : A, ok);
+      }
+    } else {
+      // B row by row (coalesced in global memory), transposed into k-contiguous columns.
+      const int e = tid + (i - kAOps) * kThreads;
+      if (kBItems % kThreads != 0 && e >= kBItems) return;
+      const int kk = e / kBlockN, col = e % kBlockN, n = n0 + col, k = k0 + kk;
+      const bool ok = live && n < N && k < K;
+      CpAsync4(&Bs[buf][col][kk], ok ? B + static_cast<size_t>(k) * ldb + n : B, ok);
+    }
+  };
+
+  const int m = m0 + r, n = n0 + c;
+  const bool mine = m < M && n < N;
+  float acc = accumulate && mine ? C[static_cast<size_t>(m) * ldc + n] : 0.0f;
+  const int chunks = (K + kChunk - 1) / kChunk;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) {
+#pragma unroll
+      for (int i = 0; i < kOps; ++i) copy(i, s, s * kChunk, true);
+    }
+    CpAsyncCommit();  // empty groups too, so the wait count below stays exact
+  }
+  for (int s = 0; s < chunks; ++s) {
+    CpAsyncWait<kStages - 2>();  // this thread's copies of chunk s landed
+    // Everyone's copies landed, and everyone is done with chunk s-1.
+    if constexpr (kWarps == 1) {
+      __syncwarp();
+    } else {
+      __syncthreads();
+    }
+    const int next = s + kStages - 1, next_buf = next % kStages;  // chunk s-1's buffer
+    const int buf = s % kStages, valid = min(kChunk, K - s * kChunk);
+    const float* a = &As[buf][r][0];
+    const float* b = &Bs[buf][c][0];
+    if (valid == kChunk) {
+#pragma unroll
+      for (int q = 0; q < kSteps; ++q) {
+        const float4 av = *reinterpret_cast<const float4*>(a + 4 * q);
+        const float4 bv = *reinterpret_cast<const float4*>(b + 4 * q);
+#pragma unroll
+        for (int i = 0; i < kOps; ++i) {
+          if (i * kSteps / kOps == q) copy(i, next_buf, next * kChunk, next < chunks);
+        }
+        acc = __fmaf_rn(av.x, bv.x, acc);
+        acc = __fmaf_rn(av.y, bv.y, acc);
+        acc = __fmaf_rn(av.z, bv.z, acc);
+        acc = __fmaf_rn(av.w, bv.w, acc);
+      }
+    } else {
+      // The last chunk (so nothing left to copy): real k only.
+      for (int kk = 0; kk < valid; ++kk) acc = __fmaf_rn(a[kk], b[kk], acc);
+    }
+    CpAsyncCommit();
+  }
+  CpAsyncWait<0>();  // no copy outlives the block
+  if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
+}
+
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
   return M >= 0 && N >= 0 && K >= 0 && lda >= K && ldb >= N && ldc >= N;
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <int kTM, int kTN, int BK, int kMinBlocks, bool kWarpTiled>
+cudaError_t LaunchTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                        float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
+  const dim3 grid((N + kTN - 1) / kTN, (M + kTM - 1) / kTM);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
+  constexpr int kBytes = TiledSharedBytes<kTM, kTN, BK>();
+  auto* kernel = &GemmTiledKernel<kTM, kTN, BK, kMinBlocks, kWarpTiled>;
+  if (kBytes > 48 * 1024) {  // the opt-in is per device, so set it on each launch
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<grid, kTiledThreads, kBytes, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+                                                  vector_ok);
+  return cudaGetLastError();
+}
 
 }  // namespace
 
@@ -247,9 +411,19 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
+// The large-product tile (not yet measured against the 128x128 one: see gemm_bench).
+constexpr int kWideM = 128;
+constexpr int kWideN = 256;
+constexpr int kWideBK = 16;
+// The chain kernel's warp patch, warps per block, chunk depth and ring depth.
+constexpr int kChainRows = 8;
+constexpr int kChainWarps = 1;
+constexpr int kChainChunk = 64;
+constexpr int kChainStages = 8;
 // Gemm's dispatch thresholds, from the same benchmark's model shapes.
 constexpr int64_t kMinTiledBlocks = 64;
-constexpr int kStagedMinK = 512;
+constexpr int64_t kMinWideBlocks = 256;  // two waves of one block per SM on 132 SMs
+constexpr int kChainMinK = 512;
 // The staged kernel's rows per block and chunk depth (2 x 128 measured no faster).
 constexpr int kStagedRows = 8;
 constexpr int kStagedChunk = 256;
@@ -257,14 +431,8 @@ constexpr int kStagedChunk = 256;
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  GemmTiledKernel<BK, kMinBlocks, kWarpTiled>
-      <<<grid, kTiledThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, vector_ok);
-  return cudaGetLastError();
+  return LaunchTiled<kTileM, kTileN, BK, kMinBlocks, kWarpTiled>(M, N, K, A, lda, B, ldb, C, ldc,
+                                                                 accumulate, stream);
 }
 template cudaError_t LaunchGemmTiled<8, 1, false>(int, int, int, const float*, int, const float*,
                                                   int, float*, int, bool, cudaStream_t);
@@ -283,10 +451,68 @@ template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, 
 template cudaError_t LaunchGemmTiled<16, 2, true>(int, int, int, const float*, int, const float*,
                                                   int, float*, int, bool, cudaStream_t);
 
+template <int kTM, int kTN, int BK>
+cudaError_t LaunchGemmTiledWide(int M, int N, int K, const float* A, int lda, const float* B,
+                                int ldb, float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchTiled<kTM, kTN, BK, 1, true>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+template cudaError_t LaunchGemmTiledWide<128, 256, 8>(int, int, int, const float*, int,
+                                                      const float*, int, float*, int, bool,
+                                                      cudaStream_t);
+template cudaError_t LaunchGemmTiledWide<128, 256, 16>(int, int, int, const float*, int,
+                                                       const float*, int, float*, int, bool,
+                                                       cudaStream_t);
+template cudaError_t LaunchGemmTiledWide<256, 128, 8>(int, int, int, const float*, int,
+                                                      const float*, int, float*, int, bool,
+                                                      cudaStream_t);
+template cudaError_t LaunchGemmTiledWide<256, 128, 16>(int, int, int, const float*, int,
+                                                       const float*, int, float*, int, bool,
+                                                       cudaStream_t);
+
+template <int kRows, int kWarps, int kChunk, int kStages>
+cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  constexpr int kBlockN = 32 / kRows * kWarps;
+  const dim3 grid((N + kBlockN - 1) / kBlockN, (M + kRows - 1) / kRows);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
+  if (lda % 4 == 0 && Aligned16(A)) {
+    GemmChainKernel<kRows, kWarps, kChunk, kStages, true>
+        <<<grid, 32 * kWarps, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  } else {
+    GemmChainKernel<kRows, kWarps, kChunk, kStages, false>
+        <<<grid, 32 * kWarps, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  }
+  return cudaGetLastError();
+}
+template cudaError_t LaunchGemmChain<8, 1, 64, 8>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmChain<8, 1, 32, 16>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmChain<8, 2, 64, 6>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmChain<8, 4, 64, 4>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmChain<4, 1, 64, 8>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
+
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
   return LaunchGemmTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>(M, N, K, A, lda, B, ldb, C,
                                                                      ldc, accumulate, stream);
+}
+
+cudaError_t GemmTiledWide(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchGemmTiledWide<kWideM, kWideN, kWideBK>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+                                                      stream);
+}
+
+cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                      float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchGemmChain<kChainRows, kChainWarps, kChainChunk, kChainStages>(
+      M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
 cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -319,13 +545,18 @@ cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
-  // The tiled kernel when its 128x128 tiles are mostly real and fill the chip;
-  // else the staged kernel for long chains, one thread per output for short.
+  // The 128x256 tiles for large products (two waves of them); the 128x128
+  // tiled kernel when its tiles are mostly real and fill the chip; else the
+  // chain kernel for long chains, one thread per output for short.
+  const int64_t wide =
+      static_cast<int64_t>((M + kWideM - 1) / kWideM) * ((N + kWideN - 1) / kWideN);
+  if (M >= kWideM && N >= kWideN && wide >= kMinWideBlocks)
+    return GemmTiledWide(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
-  if (K >= kStagedMinK) return GemmStaged(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  if (K >= kChainMinK) return GemmChain(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   return GemmPerOutput(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
