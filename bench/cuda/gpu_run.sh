@@ -18,7 +18,7 @@ NVFLAGS=(-std=c++17 -O3 -arch=sm_$ARCH -fmad=false -prec-div=true -prec-sqrt=tru
 CXXFLAGS=(-std=c++20 -O3 -ffp-contract=off -fno-fast-math -fno-trapping-math -mfma -mavx2 "${INC[@]}")
 
 pids=()
-for f in gemm layout_kernels reduction_kernels; do
+for f in gemm layout_kernels reduction_kernels step_kernels; do
   "$NVCC" "${NVFLAGS[@]}" -c worker/src/cuda/$f.cu -o "$BUILD/$f.o" 2>"$BUILD/$f.ptxas" & pids+=($!)
 done
 "$CXX" "${CXXFLAGS[@]}" -c worker/src/cpu_kernels.cc -o "$BUILD/cpu_kernels.o" & pids+=($!)
@@ -29,7 +29,7 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 grep -hE "registers|spill" "$BUILD"/gemm.ptxas || true
 
-KERNELS=("$BUILD/gemm.o" "$BUILD/layout_kernels.o" "$BUILD/reduction_kernels.o")
+KERNELS=("$BUILD/gemm.o" "$BUILD/layout_kernels.o" "$BUILD/reduction_kernels.o" "$BUILD/step_kernels.o")
 "$NVCC" -arch=sm_$ARCH "$BUILD/gpu_kernel_check_main.o" "$BUILD/kernel_checks.o" \
   "$BUILD/cpu_kernels.o" "${KERNELS[@]}" -o "$BUILD/gpu_kernel_check"
 "$NVCC" -arch=sm_$ARCH "$BUILD/gemm_bench.o" "${KERNELS[@]}" -lcublas -o "$BUILD/gemm_bench"

@@ -67,6 +67,32 @@ TEST(Consistency, SameDigestAfterSigkillAndResume) {
   EXPECT_EQ(r.digest, Reference());
 }
 
+// A backend failing mid-step loses nothing: the worker names the failure, the
+// last checkpoint is intact, and the restarted segment ends with the digest.
+// On a GPU the fault is a kernel writing to an illegal address, which leaves
+// the process's CUDA context unusable, as a real device fault does.
+class BackendFault : public ::testing::TestWithParam<const char*> {};
+TEST_P(BackendFault, ClearErrorAndResumeFromLastCheckpoint) {
+  const std::string backend = GetParam();
+  if (backend != "cpu") {
+    RunResult probe = Worker("local --ests 2 --steps 1 --schedule 0:1 --backend cuda");
+    if (probe.exit_code != 0) GTEST_SKIP() << "needs a CUDA build and GPU: " << probe.output;
+  }
+  RunResult r = Worker("local " + kJob +
+                       "--schedule 0:3,60:2 --checkpoint-every 10 --fault-worker-at 37 "
+                       "--backend " +
+                       backend);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string failed =
+      (backend == "cpu" ? "cpu" : "cuda") + std::string(" backend failed at step 37");
+  EXPECT_NE(r.output.find(failed), std::string::npos) << r.output;
+  if (backend != "cpu")
+    EXPECT_NE(r.output.find("cudaErrorIllegalAddress"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting the segment from the last checkpoint"), std::string::npos);
+  EXPECT_EQ(r.digest, Reference());
+}
+INSTANTIATE_TEST_SUITE_P(Backends, BackendFault, ::testing::Values("cpu", "cuda", "mixed"));
+
 TEST(Consistency, DefaultRunIsTheStandardJobAndReachesAccuracy) {
   RunResult r = Worker("local");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -11,7 +11,7 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/fixed_point.h"
 #if defined(EASYSCALE_WITH_CUDA)
-#include "staged_backend.h"
+#include "resident_backend.h"
 #endif
 
 namespace easyscale {
@@ -27,7 +27,7 @@ StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& ba
   if (backend == "cpu") return std::unique_ptr<KernelBackend>();
   if (backend == "cuda") {
 #if defined(EASYSCALE_WITH_CUDA)
-    return cuda::MakeStagedKernelBackend();
+    return cuda::MakeResidentKernelBackend();
 #else
     return absl::FailedPreconditionError("backend \"cuda\": this build has no CUDA backend");
 #endif
@@ -70,7 +70,10 @@ EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective
   split_ = SplitTrainTest(data_.count());
   // Equal shards, as DistributedSampler with drop_last: every EST sees as many samples.
   shard_size_ = split_.train.size() / static_cast<uint64_t>(config_.total_ests);
-  accum_.resize(model_->NumParamValues() + 2);
+  accum_.Resize({static_cast<int>(model_->NumParamValues() + 2)});
+  nonfinite_.Resize(
+      {static_cast<int>(config_.ests.size()), static_cast<int>(model_->params().size() + 1)});
+  loss_.Resize({1});
 }
 
 std::string EstWorker::IdentityJson() const {
@@ -108,6 +111,7 @@ StatusOr<int64_t> EstWorker::Restore() {
   CheckpointStore store(config_.checkpoint_dir);
   auto latest = store.LatestStep();
   contexts_.clear();
+  buffers_on_backend_ = false;
   if (absl::IsNotFound(latest.status())) {
     model_->InitParams(config_.args.seed);
     step_ = 0;
@@ -167,66 +171,111 @@ void EstWorker::NextSamples(EstContext& ctx, std::vector<uint32_t>* out) {
   }
 }
 
-StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::fill(accum_.begin(), accum_.end(), 0);
+// The step's memory protocol: parameter values are the host's (the optimizer
+// runs there) and go to the backend at the start of every step; the hosted
+// ESTs' buffers stay on the backend from the first step after Restore until
+// BuffersToHost; activations and gradients are the backend's alone; the
+// fixed-point sums come to the host once, at the end.
+void EstWorker::ComputeHostedEsts() {
+  KernelBackend& k = kernels();
   const auto& params = model_->params();
-  const size_t n = model_->NumParamValues();
+  for (const Param* p : params) k.Upload(p->value);
+  if (!buffers_on_backend_) {
+    for (auto& [id, ctx] : contexts_) {
+      for (const Tensor& b : ctx.buffers) k.Upload(b);
+    }
+    buffers_on_backend_ = true;
+  }
+  k.Zero(accum_.bytes(), k.At(accum_));
+  k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
+  std::vector<const float*> segments;
+  std::vector<size_t> sizes;
+  for (const Param* p : params) sizes.push_back(p->grad.size());
+  sizes.push_back(1);  // the loss
   const int64_t terms = config_.total_ests;
+  int hosted = 0;
   for (auto& [id, ctx] : contexts_) {
+    if (step_ == config_.test_fault_step && hosted == 0) k.InjectFault();
     NextSamples(ctx, &samples_);
     PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
-    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &batch_, &labels_);
+    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &batch_, &labels_.data);
     aug.Sync();
     ctx.aug_counter = aug.counter();
+    k.Upload(batch_);
+    k.Upload(labels_);
     LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
-                    kernels_.get()};
-    float loss = 0.0f;
-    try {  // a device backend throws on a device error; nothing is committed then
-      const Tensor& logits = model_->Forward(batch_, lc);
-      dlogits_.Resize(logits.shape);
-      loss = lc.k().SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), logits.ptr(), labels_.data(),
-                                        dlogits_.ptr());
-      model_->Backward(dlogits_, lc);
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(lc.k().Name(), " backend failed in EST ", id,
-                                              " at step ", step_, ": ", e.what()));
-    }
-    size_t k = 0;
-    for (const Param* p : params) {
-      if (!AccumulateFixedPoint(p->grad.ptr(), p->grad.size(), terms, &accum_[k])) {
-        return absl::InternalError(absl::StrCat("non-finite gradient in ", p->name, " of EST ", id,
-                                                " at step ", step_, ": training diverged"));
-      }
-      k += p->grad.size();
-    }
-    int64_t q;
-    if (!ToFixedPoint(loss, terms, &q)) {
-      return absl::InternalError(absl::StrCat("non-finite loss of EST ", id, " at step ", step_));
-    }
-    accum_[n] += q;
+                    &k};
+    const Tensor& logits = model_->Forward(batch_, lc);
+    dlogits_.Resize(logits.shape);
+    k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(labels_), k.At(dlogits_),
+                          k.At(loss_));
+    model_->Backward(dlogits_, lc);
+    segments.clear();
+    for (Param* p : params) segments.push_back(k.At(p->grad));
+    segments.push_back(k.At(loss_));
+    k.AccumulateFixedPoint(segments, sizes, terms, k.At(accum_),
+                           k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+    ++hosted;
   }
-  accum_[n + 1] = stop_vote ? 1 : 0;
+  k.Download(accum_);
+  k.Download(nonfinite_);
+}
+
+StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& params = model_->params();
+  const size_t n = model_->NumParamValues();
+  try {  // a device backend throws on a device error; nothing is committed then
+    ComputeHostedEsts();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat(kernels().Name(), " backend failed at step ", step_, ": ", e.what()));
+  }
+  const size_t segments = params.size() + 1;
+  int hosted = 0;
+  for (const auto& [id, ctx] : contexts_) {
+    for (size_t s = 0; s < segments; ++s) {
+      if (nonfinite_.data[hosted * segments + s] == 0) continue;
+      const std::string what = s < params.size() ? "gradient in " + params[s]->name : "loss";
+      return absl::InternalError(absl::StrCat("non-finite ", what, " of EST ", id, " at step ",
+                                              step_, ": training diverged"));
+    }
+    ++hosted;
+  }
+  accum_.data[n + 1] = stop_vote ? 1 : 0;
   StepStats stats;
   stats.compute_seconds = Seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  ES_RETURN_IF_ERROR(comm_.AllreduceSum(accum_));
+  ES_RETURN_IF_ERROR(comm_.AllreduceSum(accum_.data));
   stats.allreduce_seconds = Seconds(t1);
   size_t k = 0;
   for (Param* p : params) {
-    DecodeFixedPointMean(&accum_[k], p->grad.size(), config_.total_ests, p->grad.ptr());
+    DecodeFixedPointMean(&accum_.data[k], p->grad.size(), config_.total_ests, p->grad.ptr());
     k += p->grad.size();
   }
   optimizer_->Step(params, LearningRate(config_.args, step_));
   ++step_;
   stats.step = step_;
-  stats.loss = FixedPointMean(accum_[n], config_.total_ests);
-  stats.stop = accum_[n + 1] > 0;
+  stats.loss = FixedPointMean(accum_.data[n], config_.total_ests);
+  stats.stop = accum_.data[n + 1] > 0;
   return stats;
+}
+
+void EstWorker::BuffersToHost() {
+  if (!buffers_on_backend_) return;
+  for (auto& [id, ctx] : contexts_) {
+    for (Tensor& b : ctx.buffers) kernels().Download(b);
+  }
 }
 
 Status EstWorker::Checkpoint() {
   if (last_checkpoint_ == step_) return absl::OkStatus();
+  try {  // a device that failed leaves the last checkpoint as it was
+    BuffersToHost();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat(kernels().Name(), " backend failed saving step ", step_, ": ", e.what()));
+  }
   CheckpointStore store(config_.checkpoint_dir);
   ES_RETURN_IF_ERROR(MakeDirs(config_.checkpoint_dir));
   for (const auto& [id, ctx] : contexts_) {
@@ -258,20 +307,25 @@ std::string EstWorker::Digest(const std::vector<EstContext>& all) const {
 
 double EstWorker::Evaluate(const EstContext& est) {
   // Held-out accuracy with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
+  KernelBackend& k = kernels();
   std::vector<Tensor> buffers = est.buffers;
+  for (const Tensor& b : buffers) k.Upload(b);
+  for (const Param* p : model_->params()) k.Upload(p->value);
   uint64_t unused_counter = 0;
-  LayerContext lc{false, &buffers, {}, &unused_counter, kernels_.get()};
+  LayerContext lc{false, &buffers, {}, &unused_counter, &k};
   size_t correct = 0;
   constexpr size_t kChunk = 250;
-  std::vector<int32_t> predicted;
+  IndexTensor predicted;
   for (size_t begin = 0; begin < split_.test.size(); begin += kChunk) {
     const size_t end = std::min(split_.test.size(), begin + kChunk);
     samples_.assign(split_.test.begin() + begin, split_.test.begin() + end);
-    MakeBatch(data_, samples_, nullptr, &batch_, &labels_);
+    MakeBatch(data_, samples_, nullptr, &batch_, &labels_.data);
+    k.Upload(batch_);
     const Tensor& logits = model_->Forward(batch_, lc);
-    predicted.resize(samples_.size());
-    lc.k().Argmax(logits.dim(0), logits.dim(1), logits.ptr(), predicted.data());
-    for (size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == labels_[i];
+    predicted.Resize({static_cast<int>(samples_.size())});
+    k.Argmax(logits.dim(0), logits.dim(1), k.At(logits), k.At(predicted));
+    k.Download(predicted);
+    for (size_t i = 0; i < predicted.size(); ++i) correct += predicted.data[i] == labels_.data[i];
   }
   return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
 }

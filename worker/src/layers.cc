@@ -1,7 +1,11 @@
 #include "easyscale/worker/layers.h"
 
+#include <cstring>
+#include <stdexcept>
+
 #include "easyscale/common/checks.h"
 #include "easyscale/worker/cpu_kernels.h"
+#include "easyscale/worker/fixed_point.h"
 
 namespace easyscale {
 namespace {
@@ -9,6 +13,14 @@ namespace {
 class CpuBackend : public KernelBackend {
  public:
   std::string Name() const override { return "cpu"; }
+  void Wait() override {}
+  void InjectFault() override { throw std::runtime_error("injected fault (test-only)"); }
+  void Copy(size_t bytes, const void* src, void* dst) override {
+    if (bytes > 0 && src != dst) std::memmove(dst, src, bytes);
+  }
+  void Zero(size_t bytes, void* dst) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+  }
   void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
             int ldc, bool accumulate) override {
     cpu::Gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
@@ -78,13 +90,25 @@ class CpuBackend : public KernelBackend {
   void Mul(size_t n, const float* a, const float* b, float* out) override {
     cpu::Mul(n, a, b, out);
   }
-  float SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
-                            float* dlogits) override {
-    return cpu::SoftmaxCrossEntropy(rows, classes, logits, labels, dlogits);
+  void SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
+                           float* dlogits, float* loss) override {
+    *loss = cpu::SoftmaxCrossEntropy(rows, classes, logits, labels, dlogits);
+  }
+  void AccumulateFixedPoint(std::span<const float* const> segments, std::span<const size_t> sizes,
+                            int64_t max_terms, int64_t* acc, int32_t* nonfinite) override {
+    for (size_t s = 0; s < segments.size(); ++s) {
+      if (!easyscale::AccumulateFixedPoint(segments[s], sizes[s], max_terms, acc)) nonfinite[s] = 1;
+      acc += sizes[s];
+    }
   }
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     cpu::Argmax(rows, classes, logits, out);
   }
+
+ protected:
+  void* AddressOf(void* host, size_t, DeviceMirror&) override { return host; }
+  void CopyToDevice(const void*, size_t, DeviceMirror&) override {}
+  void CopyToHost(void*, size_t, DeviceMirror&) override {}
 };
 
 // Conv2d, stride 1, no padding: out = W (OC x C*K*K) times im2col(x), plus bias.
@@ -110,33 +134,34 @@ class Conv2d : public Layer {
     B_ = x.dim(0), H_ = x.dim(2), W_ = x.dim(3);
     const int OH = H_ - k_ + 1, OW = W_ - k_ + 1, ckk = in_ * k_ * k_;
     const int cols = B_ * OH * OW;
+    KernelBackend& k = ctx.k();
     cols_.Resize({ckk, cols});
-    ctx.k().Im2Col(B_, in_, H_, W_, k_, k_, x.ptr(), cols_.ptr());
+    k.Im2Col(B_, in_, H_, W_, k_, k_, k.At(x), k.At(cols_));
     out_cm_.Resize({out_, cols});
-    ctx.k().Gemm(out_, cols, ckk, weight_.value.ptr(), ckk, cols_.ptr(), cols, out_cm_.ptr(), cols,
-                 false);
+    k.Gemm(out_, cols, ckk, k.At(weight_.value), ckk, k.At(cols_), cols, k.At(out_cm_), cols,
+           false);
     y->Resize({B_, out_, OH, OW});
-    ctx.k().ChannelMajorToNchw(B_, out_, OH * OW, out_cm_.ptr(), bias_.value.ptr(), y->ptr());
+    k.ChannelMajorToNchw(B_, out_, OH * OW, k.At(out_cm_), k.At(bias_.value), k.At(*y));
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     const int OH = H_ - k_ + 1, OW = W_ - k_ + 1, ckk = in_ * k_ * k_;
     const int cols = B_ * OH * OW;
-    ctx.k().ChannelSum(B_, out_, OH * OW, dy.ptr(), bias_.grad.ptr());
+    KernelBackend& k = ctx.k();
+    k.ChannelSum(B_, out_, OH * OW, k.At(dy), k.At(bias_.grad));
     dy_cm_.Resize({out_, cols});
-    ctx.k().NchwToChannelMajor(B_, out_, OH * OW, dy.ptr(), dy_cm_.ptr());
+    k.NchwToChannelMajor(B_, out_, OH * OW, k.At(dy), k.At(dy_cm_));
     // dW[o, r] = sum over columns (b, p) ascending of dy[o, col] * cols[r, col].
     cols_t_.Resize({cols, ckk});
-    ctx.k().Transpose(ckk, cols, cols_.ptr(), cols_t_.ptr());
-    ctx.k().Gemm(out_, ckk, cols, dy_cm_.ptr(), cols, cols_t_.ptr(), ckk, weight_.grad.ptr(), ckk,
-                 false);
+    k.Transpose(ckk, cols, k.At(cols_), k.At(cols_t_));
+    k.Gemm(out_, ckk, cols, k.At(dy_cm_), cols, k.At(cols_t_), ckk, k.At(weight_.grad), ckk, false);
     if (dx == nullptr) return;
     // dcols[r, col] = sum over o ascending of W[o, r] * dy[o, col].
     w_t_.Resize({ckk, out_});
-    ctx.k().Transpose(out_, ckk, weight_.value.ptr(), w_t_.ptr());
+    k.Transpose(out_, ckk, k.At(weight_.value), k.At(w_t_));
     dcols_.Resize({ckk, cols});
-    ctx.k().Gemm(ckk, cols, out_, w_t_.ptr(), out_, dy_cm_.ptr(), cols, dcols_.ptr(), cols, false);
+    k.Gemm(ckk, cols, out_, k.At(w_t_), out_, k.At(dy_cm_), cols, k.At(dcols_), cols, false);
     dx->Resize({B_, in_, H_, W_});
-    ctx.k().Col2Im(B_, in_, H_, W_, k_, k_, dcols_.ptr(), dx->ptr());
+    k.Col2Im(B_, in_, H_, W_, k_, k_, k.At(dcols_), k.At(*dx));
   }
   std::vector<Param*> Params() override { return {&weight_, &bias_}; }
 
@@ -169,21 +194,23 @@ class Linear : public Layer {
   void Forward(const Tensor& x, Tensor* y, LayerContext& ctx) override {
     x_ = &x;
     const int B = x.dim(0);
+    KernelBackend& k = ctx.k();
     w_t_.Resize({in_, out_});
-    ctx.k().Transpose(out_, in_, weight_.value.ptr(), w_t_.ptr());
+    k.Transpose(out_, in_, k.At(weight_.value), k.At(w_t_));
     y->Resize({B, out_});
-    ctx.k().Gemm(B, out_, in_, x.ptr(), in_, w_t_.ptr(), out_, y->ptr(), out_, false);
-    ctx.k().AddRowBias(B, out_, bias_.value.ptr(), y->ptr());
+    k.Gemm(B, out_, in_, k.At(x), in_, k.At(w_t_), out_, k.At(*y), out_, false);
+    k.AddRowBias(B, out_, k.At(bias_.value), k.At(*y));
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     const int B = dy.dim(0);
-    ctx.k().ColumnSum(B, out_, dy.ptr(), bias_.grad.ptr());
+    KernelBackend& k = ctx.k();
+    k.ColumnSum(B, out_, k.At(dy), k.At(bias_.grad));
     dy_t_.Resize({out_, B});
-    ctx.k().Transpose(B, out_, dy.ptr(), dy_t_.ptr());
-    ctx.k().Gemm(out_, in_, B, dy_t_.ptr(), B, x_->ptr(), in_, weight_.grad.ptr(), in_, false);
+    k.Transpose(B, out_, k.At(dy), k.At(dy_t_));
+    k.Gemm(out_, in_, B, k.At(dy_t_), B, k.At(*x_), in_, k.At(weight_.grad), in_, false);
     if (dx == nullptr) return;
     dx->Resize({B, in_});
-    ctx.k().Gemm(B, in_, out_, dy.ptr(), out_, weight_.value.ptr(), in_, dx->ptr(), in_, false);
+    k.Gemm(B, in_, out_, k.At(dy), out_, k.At(weight_.value), in_, k.At(*dx), in_, false);
   }
   std::vector<Param*> Params() override { return {&weight_, &bias_}; }
 
@@ -219,22 +246,23 @@ class BatchNorm2d : public Layer {
     const int B = x.dim(0), P = x.dim(2) * x.dim(3);
     Tensor& mean = (*ctx.buffers)[buffer_offset_];
     Tensor& var = (*ctx.buffers)[buffer_offset_ + 1];
+    KernelBackend& k = ctx.k();
     if (ctx.training) {
       save_mean_.Resize({c_});
       save_invstd_.Resize({c_});
-      ctx.k().BatchNormTrain(B, c_, P, x.ptr(), gamma_.value.ptr(), beta_.value.ptr(), kEps,
-                             kMomentum, mean.ptr(), var.ptr(), y->ptr(), save_mean_.ptr(),
-                             save_invstd_.ptr());
+      k.BatchNormTrain(B, c_, P, k.At(x), k.At(gamma_.value), k.At(beta_.value), kEps, kMomentum,
+                       k.At(mean), k.At(var), k.At(*y), k.At(save_mean_), k.At(save_invstd_));
     } else {
-      ctx.k().BatchNormEval(B, c_, P, x.ptr(), gamma_.value.ptr(), beta_.value.ptr(), kEps,
-                            mean.ptr(), var.ptr(), y->ptr());
+      k.BatchNormEval(B, c_, P, k.At(x), k.At(gamma_.value), k.At(beta_.value), kEps, k.At(mean),
+                      k.At(var), k.At(*y));
     }
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     dx->Resize(dy.shape);
     const int B = dy.dim(0), P = dy.dim(2) * dy.dim(3);
-    ctx.k().BatchNormBackward(B, c_, P, x_->ptr(), dy.ptr(), gamma_.value.ptr(), save_mean_.ptr(),
-                              save_invstd_.ptr(), dx->ptr(), gamma_.grad.ptr(), beta_.grad.ptr());
+    KernelBackend& k = ctx.k();
+    k.BatchNormBackward(B, c_, P, k.At(*x_), k.At(dy), k.At(gamma_.value), k.At(save_mean_),
+                        k.At(save_invstd_), k.At(*dx), k.At(gamma_.grad), k.At(beta_.grad));
   }
   std::vector<Param*> Params() override { return {&gamma_, &beta_}; }
   std::vector<Tensor> InitialBuffers() const override {
@@ -258,12 +286,13 @@ class Relu : public Layer {
   std::vector<int> OutputShape(const std::vector<int>& in) const override { return in; }
   void Forward(const Tensor& x, Tensor* y, LayerContext& ctx) override {
     y->Resize(x.shape);
-    ctx.k().Relu(x.size(), x.ptr(), y->ptr());
+    ctx.k().Relu(x.size(), ctx.k().At(x), ctx.k().At(*y));
     y_ = y;
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     dx->Resize(dy.shape);
-    ctx.k().ReluBackward(dy.size(), y_->ptr(), dy.ptr(), dx->ptr());
+    KernelBackend& k = ctx.k();
+    k.ReluBackward(dy.size(), k.At(*y_), k.At(dy), k.At(*dx));
   }
 
  private:
@@ -281,27 +310,29 @@ class Pool2 : public Layer {
   void Forward(const Tensor& x, Tensor* y, LayerContext& ctx) override {
     in_shape_ = x.shape;
     y->Resize(OutputShape(x.shape));
+    KernelBackend& k = ctx.k();
     if (max_) {
-      argmax_.resize(y->size());
-      ctx.k().MaxPool2(x.dim(0), x.dim(1), x.dim(2), x.dim(3), x.ptr(), y->ptr(), argmax_.data());
+      argmax_.Resize(y->shape);
+      k.MaxPool2(x.dim(0), x.dim(1), x.dim(2), x.dim(3), k.At(x), k.At(*y), k.At(argmax_));
     } else {
-      ctx.k().AvgPool2(x.dim(0), x.dim(1), x.dim(2), x.dim(3), x.ptr(), y->ptr());
+      k.AvgPool2(x.dim(0), x.dim(1), x.dim(2), x.dim(3), k.At(x), k.At(*y));
     }
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     dx->Resize(in_shape_);
     const auto& s = in_shape_;
+    KernelBackend& k = ctx.k();
     if (max_) {
-      ctx.k().MaxPool2Backward(s[0], s[1], s[2], s[3], dy.ptr(), argmax_.data(), dx->ptr());
+      k.MaxPool2Backward(s[0], s[1], s[2], s[3], k.At(dy), k.At(argmax_), k.At(*dx));
     } else {
-      ctx.k().AvgPool2Backward(s[0], s[1], s[2], s[3], dy.ptr(), dx->ptr());
+      k.AvgPool2Backward(s[0], s[1], s[2], s[3], k.At(dy), k.At(*dx));
     }
   }
 
  private:
   bool max_;
   std::vector<int> in_shape_;
-  std::vector<int32_t> argmax_;
+  IndexTensor argmax_;
 };
 
 class Dropout : public Layer {
@@ -311,18 +342,20 @@ class Dropout : public Layer {
   std::vector<int> OutputShape(const std::vector<int>& in) const override { return in; }
   void Forward(const Tensor& x, Tensor* y, LayerContext& ctx) override {
     y->Resize(x.shape);
+    KernelBackend& k = ctx.k();
     if (!ctx.training) {
-      y->data = x.data;
+      k.Copy(x.bytes(), k.At(x), k.At(*y));
       return;
     }
     mask_.Resize(x.shape);
-    ctx.k().Dropout(x.size(), p_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter,
-                    x.ptr(), y->ptr(), mask_.ptr());
+    k.Dropout(x.size(), p_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter, k.At(x),
+              k.At(*y), k.At(mask_));
     *ctx.dropout_counter += (x.size() + 3) / 4;
   }
   void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
     dx->Resize(dy.shape);
-    ctx.k().Mul(dy.size(), dy.ptr(), mask_.ptr(), dx->ptr());
+    KernelBackend& k = ctx.k();
+    k.Mul(dy.size(), k.At(dy), k.At(mask_), k.At(*dx));
   }
 
  private:
@@ -336,14 +369,14 @@ class Flatten : public Layer {
   std::vector<int> OutputShape(const std::vector<int>& in) const override {
     return {in[0], static_cast<int>(Tensor::NumElements(in) / static_cast<size_t>(in[0]))};
   }
-  void Forward(const Tensor& x, Tensor* y, LayerContext&) override {
+  void Forward(const Tensor& x, Tensor* y, LayerContext& ctx) override {
     in_shape_ = x.shape;
-    y->shape = OutputShape(x.shape);
-    y->data = x.data;
+    y->Resize(OutputShape(x.shape));
+    ctx.k().Copy(x.bytes(), ctx.k().At(x), ctx.k().At(*y));
   }
-  void Backward(const Tensor& dy, Tensor* dx, LayerContext&) override {
-    dx->shape = in_shape_;
-    dx->data = dy.data;
+  void Backward(const Tensor& dy, Tensor* dx, LayerContext& ctx) override {
+    dx->Resize(in_shape_);
+    ctx.k().Copy(dy.bytes(), ctx.k().At(dy), ctx.k().At(*dx));
   }
 
  private:

@@ -39,7 +39,9 @@ class Generation {
   explicit Generation(const LocalJobOptions& o) : options_(o) {}
   ~Generation() { KillAll(); }
 
-  Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder) {
+  // `fault_step` >= 0: the last rank's backend fails in that step (test-only).
+  Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder,
+               int64_t fault_step) {
     for (const WorkerAssignment& w : workers) {
       const std::string path = folder + "/assignment-" + std::to_string(w.generation) + "-" +
                                std::to_string(w.rank) + ".json";
@@ -50,6 +52,10 @@ class Generation {
       if (!options_.data_path.empty()) {
         args.push_back("--data");
         args.push_back(options_.data_path);
+      }
+      if (fault_step >= 0 && w.rank == w.worldSize - 1) {
+        args.push_back("--test-fault-at");
+        args.push_back(std::to_string(fault_step));
       }
       std::vector<char*> argv;
       for (auto& s : args) argv.push_back(s.data());
@@ -226,6 +232,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
   } cleanup{dir, remove_dir};
 
   bool killed_once = false;
+  bool faulted_once = false;
   Clock::time_point scale_requested{};
   bool scale_pending = false;
   int previous_workers = 0;
@@ -264,7 +271,12 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
       std::fflush(stdout);
       std::optional<Clock::time_point> last_step_at;
       Generation gen(o);
-      ES_RETURN_IF_ERROR(gen.Start(workers, dir));
+      // The fault is injected into the first attempt that reaches its step only.
+      const bool inject = o.fault_worker_at > 0 && !faulted_once &&
+                          o.fault_worker_at >= entry.step &&
+                          (stop_at == 0 || o.fault_worker_at < stop_at);
+      faulted_once = faulted_once || inject;
+      ES_RETURN_IF_ERROR(gen.Start(workers, dir, inject ? o.fault_worker_at : -1));
       int failed = -1;
       std::string line;
       while (failed < 0 && !gen.AllExited()) {

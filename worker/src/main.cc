@@ -106,6 +106,8 @@ int LocalCommand(int argc, char** argv) {
            "keep checkpoints here and resume from them (default: a temporary folder)");
   f.Int("kill-worker-at", &o.kill_worker_at,
         "testing: SIGKILL the last worker when this step is reported");
+  f.Int("fault-worker-at", &o.fault_worker_at,
+        "testing: the last worker's backend fails in this step (on a GPU, an illegal address)");
   f.String("test-drop-context-field", &o.drop_field,
            "testing: forget rng | cursor | bn on restore");
   f.String("log-level", &log_level, "debug | info | warn | error");
@@ -145,12 +147,14 @@ int LocalCommand(int argc, char** argv) {
 
 int RunCommand(int argc, char** argv) {
   std::string assignment_path, data_path, drop = "none";
+  int64_t fault_at = -1;
   FlagSet f(
       "easyscale-worker run --assignment FILE [--data FILE]\n\n"
       "Runs one worker of one generation as the assignment (control protocol JSON) says.");
   f.String("assignment", &assignment_path, "WorkerAssignment JSON file");
   f.String("data", &data_path, "digits file");
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
+  f.Int("test-fault-at", &fault_at, "testing: the backend fails in this step");
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   auto text = ReadFile(assignment_path);
   if (!text.ok())
@@ -170,6 +174,7 @@ int RunCommand(int argc, char** argv) {
   auto field = ParseEstField(drop);
   if (!field.ok()) return Fail(field.status());
   opts.drop_field = *field;
+  opts.fault_step = fault_at;
   opts.stop_requested = InstallStopSignalHandlers();
   auto outcome = RunGeneration(*a, *data, opts);
   if (!outcome.ok()) return Fail(outcome.status());

@@ -48,6 +48,7 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
   config.ests = a.ests;
   config.checkpoint_dir = a.checkpointDir;
   config.drop_field = options.drop_field;
+  config.test_fault_step = options.fault_step;
   config.backend = a.backend;
   ES_ASSIGN_OR_RETURN(auto worker, EstWorker::Create(config, data, *comm));
   ES_ASSIGN_OR_RETURN(int64_t step, worker->Restore());

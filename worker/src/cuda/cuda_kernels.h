@@ -95,4 +95,16 @@ cudaError_t SoftmaxCrossEntropy(int rows, int classes, const float* logits, cons
 cudaError_t Argmax(int rows, int classes, const float* logits, int32_t* out,
                    cudaStream_t stream = nullptr);
 
+// fixed_point.h's AccumulateFixedPoint over up to kMaxFixedPointSegments
+// gradient segments laid end to end in `acc`: acc[offset_s + i] += fixed(g_s[i]),
+// nonfinite[s] = 1 when segment s holds NaN or inf.
+inline constexpr int kMaxFixedPointSegments = 32;
+cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
+                                 int64_t max_terms, int64_t* acc, int32_t* nonfinite,
+                                 cudaStream_t stream = nullptr);
+
+// Test-only: a kernel that writes to an illegal address, the fault a broken
+// kernel or a failing GPU produces (sticky: the context is unusable after it).
+cudaError_t InjectIllegalAddress(cudaStream_t stream = nullptr);
+
 }  // namespace easyscale::cuda

@@ -33,6 +33,7 @@ struct WorkerConfig {
   std::string checkpoint_dir;
   EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
   std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
+  int64_t test_fault_step = -1;           // test-only: the backend fails during this step
 };
 
 // The kernels of a backend name: null for "cpu" (LayerContext's default);
@@ -79,6 +80,14 @@ class EstWorker {
   std::string IdentityJson() const;
   std::string Digest(const std::vector<EstContext>& all) const;
   double Evaluate(const EstContext& est);
+  KernelBackend& kernels() { return kernels_ ? *kernels_ : CpuKernelBackend(); }
+  // Runs every hosted EST's forward and backward pass and folds its gradient
+  // and loss into accum_, on the backend; accum_ and nonfinite_ are on the
+  // host when it returns. Throws what the backend throws.
+  void ComputeHostedEsts();
+  // The hosted ESTs' BatchNorm buffers live on the backend between steps;
+  // this brings them to the host (before saving them).
+  void BuffersToHost();
 
   WorkerConfig config_;
   const Dataset& data_;
@@ -92,9 +101,11 @@ class EstWorker {
   std::map<uint64_t, std::vector<uint32_t>> permutations_;
   int64_t step_ = 0;
   int64_t last_checkpoint_ = -1;
-  std::vector<int64_t> accum_;
-  Tensor batch_, dlogits_;
-  std::vector<int32_t> labels_;
+  FixedTensor accum_;      // gradients, loss, stop vote
+  IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
+  bool buffers_on_backend_ = false;
+  Tensor batch_, dlogits_, loss_;
+  IndexTensor labels_;
   std::vector<uint32_t> samples_;
 };
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,43 @@ struct Param {
   float init_constant = 0.0f;  // used when fan_in == 0 (BatchNorm gamma/beta)
 };
 
-// The kernels layers run, on host tensors: the CPU kernels (cpu_kernels.h,
-// which documents each one's operation order), or another device's kernels
-// computing the same bits. A failing device throws std::runtime_error.
+// The kernels layers run: the CPU kernels (cpu_kernels.h, which documents each
+// one's operation order), or another device's kernels computing the same bits.
+// Kernels take addresses in the backend's memory (At): a tensor's host data on
+// the CPU, its device mirror on a device, where kernels may run asynchronously
+// until Download or Wait. A failing device throws std::runtime_error.
 class KernelBackend {
  public:
   virtual ~KernelBackend() = default;
   virtual std::string Name() const = 0;
+
+  // Where the kernels find a tensor's elements; a missing or differently sized
+  // mirror is (re)allocated, its contents undefined until written or uploaded.
+  template <typename T>
+  T* At(TensorOf<T>& t) {
+    return static_cast<T*>(AddressOf(t.ptr(), t.bytes(), t.mirror));
+  }
+  template <typename T>
+  const T* At(const TensorOf<T>& t) {
+    return static_cast<const T*>(AddressOf(const_cast<T*>(t.ptr()), t.bytes(), t.mirror));
+  }
+  // Host elements to the backend's copy; back to the host after queued work.
+  template <typename T>
+  void Upload(const TensorOf<T>& t) {
+    CopyToDevice(t.ptr(), t.bytes(), t.mirror);
+  }
+  template <typename T>
+  void Download(TensorOf<T>& t) {
+    CopyToHost(t.ptr(), t.bytes(), t.mirror);
+  }
+  // Waits for queued work, throwing the device's error if it failed.
+  virtual void Wait() = 0;
+  // Test-only: the backend fails as a device fault would (a CUDA backend's next
+  // kernel writes to an illegal address; the CPU's throws at once).
+  virtual void InjectFault() = 0;
+
+  virtual void Copy(size_t bytes, const void* src, void* dst) = 0;
+  virtual void Zero(size_t bytes, void* dst) = 0;
   virtual void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                     int ldc, bool accumulate) = 0;
   virtual void Transpose(int rows, int cols, const float* src, float* dst) = 0;
@@ -64,9 +95,20 @@ class KernelBackend {
   virtual void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
                        const float* x, float* y, float* mask) = 0;
   virtual void Mul(size_t n, const float* a, const float* b, float* out) = 0;
-  virtual float SoftmaxCrossEntropy(int rows, int classes, const float* logits,
-                                    const int32_t* labels, float* dlogits) = 0;
+  // Writes the mean loss to loss[0] (backend memory) so a step need not wait.
+  virtual void SoftmaxCrossEntropy(int rows, int classes, const float* logits,
+                                   const int32_t* labels, float* dlogits, float* loss) = 0;
+  // Folds gradient segments, laid end to end, into the fixed-point sums `acc`
+  // (fixed_point.h); sets nonfinite[s] = 1 for a segment holding NaN or inf.
+  virtual void AccumulateFixedPoint(std::span<const float* const> segments,
+                                    std::span<const size_t> sizes, int64_t max_terms, int64_t* acc,
+                                    int32_t* nonfinite) = 0;
   virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
+
+ protected:
+  virtual void* AddressOf(void* host, size_t bytes, DeviceMirror& mirror) = 0;
+  virtual void CopyToDevice(const void* host, size_t bytes, DeviceMirror& mirror) = 0;
+  virtual void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror) = 0;
 };
 
 // The CPU kernels behind the KernelBackend interface (shared, stateless).

@@ -41,6 +41,7 @@ struct LocalJobOptions {
   std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
   std::string worker_binary;        // this program
   int64_t kill_worker_at = 0;       // test: SIGKILL the last rank when this step is reported
+  int64_t fault_worker_at = 0;      // test: the last rank's backend fails in this step, once
   std::string drop_field = "none";  // test: forget an EST context field on restore
   int max_restarts = 3;
 };

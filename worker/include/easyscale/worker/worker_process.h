@@ -24,6 +24,7 @@ namespace easyscale {
 struct WorkerProcessOptions {
   std::string bind_host = "127.0.0.1";
   EstField drop_field = EstField::kNone;
+  int64_t fault_step = -1;     // test-only: the backend fails during this step
   bool print_progress = true;  // only rank 0 prints
   // Polled once per step; true = this worker votes to stop after the step.
   std::function<bool()> stop_requested;

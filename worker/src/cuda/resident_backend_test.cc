@@ -1,7 +1,7 @@
 // The "cuda" worker backend: the same digest as the CPU for a short job on one
 // worker and on a mixed pair (runs with a GPU, skips without); backend names
 // are validated everywhere.
-#include "staged_backend.h"
+#include "resident_backend.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,0 +1,21 @@
+// File: worker/src/cuda/resident_backend.h
+//
+// The "cuda" backend: the CUDA kernels behind KernelBackend (layers.h) on
+// tensors whose mirrors live in device memory. Every kernel and copy is queued
+// on one stream in program order, so a step runs without waiting until its
+// fixed-point sums are downloaded; the bits are the CPU's (cuda_kernels.h).
+// A device error throws CudaError naming the call that saw it (device errors
+// are asynchronous: the call that reports one may not be the one that caused it).
+#pragma once
+
+#include <memory>
+
+#include "easyscale/common/status.h"
+#include "easyscale/worker/layers.h"
+
+namespace easyscale::cuda {
+
+// Fails (FailedPrecondition, with the reason) when no CUDA device is usable.
+StatusOr<std::unique_ptr<KernelBackend>> MakeResidentKernelBackend();
+
+}  // namespace easyscale::cuda

@@ -1,0 +1,69 @@
+// Kernels of the training step that have no twin in cpu_kernels.h: the exact
+// aggregation's fixed-point accumulation (fixed_point.h: the same double
+// arithmetic, so the same integers) and the test-only fault.
+#include "cuda_kernels.h"
+#include "easyscale/worker/fixed_point.h"
+#include "launch.cuh"
+
+namespace easyscale::cuda {
+namespace {
+
+struct Segments {
+  const float* data[kMaxFixedPointSegments];
+  size_t size[kMaxFixedPointSegments];
+  size_t offset[kMaxFixedPointSegments];
+};
+
+// blockIdx.y is the segment; the x blocks stride over its elements.
+__global__ void AccumulateFixedPointKernel(Segments s, double limit, int64_t* acc,
+                                           int32_t* nonfinite) {
+  const int seg = blockIdx.y;
+  const float* g = s.data[seg];
+  int64_t* out = acc + s.offset[seg];
+  const double magic = 6755399441055744.0;  // 1.5 * 2^52, as fixed_point.h
+  const int64_t base = __double_as_longlong(magic);
+  bool bad = false;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < s.size[seg];
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float v = g[i];
+    bad |= !(fabsf(v) <= 3.40282347e38f);
+    double scaled = static_cast<double>(v) * 4294967296.0;
+    scaled = scaled < -limit ? -limit : scaled;
+    scaled = scaled > limit ? limit : scaled;
+    out[i] += __double_as_longlong(scaled + magic) - base;
+  }
+  if (bad) nonfinite[seg] = 1;  // every writer writes the same value
+}
+
+__global__ void IllegalAddressKernel(float* p) { p[threadIdx.x] = 1.0f; }
+
+}  // namespace
+
+cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
+                                 int64_t max_terms, int64_t* acc, int32_t* nonfinite,
+                                 cudaStream_t stream) {
+  if (count < 0 || count > kMaxFixedPointSegments) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  Segments s{};
+  size_t offset = 0, largest = 0;
+  for (int i = 0; i < count; ++i) {
+    s.data[i] = segments[i];
+    s.size[i] = sizes[i];
+    s.offset[i] = offset;
+    offset += sizes[i];
+    largest = sizes[i] > largest ? sizes[i] : largest;
+  }
+  const size_t wanted = (largest + kBlockThreads - 1) / kBlockThreads;
+  const unsigned blocks = static_cast<unsigned>(wanted < 4096 ? (wanted > 0 ? wanted : 1) : 4096);
+  AccumulateFixedPointKernel<<<dim3(blocks, static_cast<unsigned>(count)), kBlockThreads, 0,
+                               stream>>>(s, FixedPointLimit(max_terms), acc, nonfinite);
+  return cudaGetLastError();
+}
+
+cudaError_t InjectIllegalAddress(cudaStream_t stream) {
+  // An address no allocation can have: the low page is never mapped.
+  IllegalAddressKernel<<<1, 32, 0, stream>>>(reinterpret_cast<float*>(0x40));
+  return cudaGetLastError();
+}
+
+}  // namespace easyscale::cuda
