@@ -2,6 +2,8 @@
 // softmax cross-entropy, argmax). Each reduction runs in one thread in the CPU's
 // fixed order, (b, p) or rows ascending: a parallel tree would be faster but
 // would round differently. Parallelism is across channels, columns and rows.
+#include <climits>
+
 #include "cuda_kernels.h"
 #include "easyscale/worker/detmath.h"
 #include "launch.cuh"
@@ -10,16 +12,112 @@ namespace easyscale::cuda {
 
 using detmath::Fma;
 
+namespace {
+
+// A channel's B*P values, (b, p) ascending, stream through shared memory:
+// warps 1.. stage the next chunk while thread 0 folds the current one in order,
+// so the serial chain waits on its own arithmetic, not on global memory.
+constexpr int kChannelThreads = 256;
+constexpr int kChannelChunk = 2048;
+
+template <int NIn, typename Fold>
+__device__ void FoldChannel(int B, int C, int P, int c, const float* a, const float* b,
+                            Fold&& fold) {
+  __shared__ float buf[2][NIn][kChannelChunk];
+  const int total = B * P;
+  auto stage = [&](int slot, int first) {
+    for (int i = static_cast<int>(threadIdx.x) - 32; i < kChannelChunk; i += kChannelThreads - 32) {
+      const int e = first + i;
+      if (e >= total) break;
+      const size_t at = (static_cast<size_t>(e / P) * C + c) * P + e % P;
+      buf[slot][0][i] = a[at];
+      if constexpr (NIn == 2) buf[slot][1][i] = b[at];
+    }
+  };
+  if (threadIdx.x >= 32) stage(0, 0);
+  __syncthreads();
+  int slot = 0;
+  for (int first = 0; first < total; first += kChannelChunk) {
+    if (threadIdx.x >= 32 && first + kChannelChunk < total) stage(slot ^ 1, first + kChannelChunk);
+    if (threadIdx.x == 0) {
+      const int n = total - first < kChannelChunk ? total - first : kChannelChunk;
+#pragma unroll 16
+      for (int i = 0; i < n; ++i) {
+        if constexpr (NIn == 2) {
+          fold(buf[slot][0][i], buf[slot][1][i]);
+        } else {
+          fold(buf[slot][0][i]);
+        }
+      }
+    }
+    __syncthreads();
+    slot ^= 1;
+  }
+}
+
+bool ChannelSizesOk(int B, int C, int P) {
+  return B >= 0 && C >= 0 && P >= 0 && static_cast<long long>(B) * C * P <= INT_MAX;
+}
+
+__global__ void __launch_bounds__(kChannelThreads)
+    ChannelSumKernel(int B, int C, int P, const float* dy, float* bias_grad) {
+  const int c = blockIdx.x;
+  float s = 0.0f;
+  FoldChannel<1>(B, C, P, c, dy, nullptr, [&](float v) { s += v; });
+  if (threadIdx.x == 0) bias_grad[c] = s;
+}
+
+__global__ void __launch_bounds__(kChannelThreads)
+    BatchNormStatsKernel(int B, int C, int P, const float* x, float eps, float momentum,
+                         float* running_mean, float* running_var, float* save_mean,
+                         float* save_invstd) {
+  __shared__ float mean_shared;
+  const int c = blockIdx.x;
+  const float count = static_cast<float>(B) * static_cast<float>(P);
+  float sum = 0.0f;
+  FoldChannel<1>(B, C, P, c, x, nullptr, [&](float v) { sum += v; });
+  if (threadIdx.x == 0) mean_shared = sum / count;
+  __syncthreads();
+  const float mean = mean_shared;
+  float sq = 0.0f;
+  FoldChannel<1>(B, C, P, c, x, nullptr, [&](float v) {
+    const float d = v - mean;
+    sq = Fma(d, d, sq);
+  });
+  if (threadIdx.x != 0) return;
+  const float var = sq / count;
+  save_mean[c] = mean;
+  save_invstd[c] = 1.0f / sqrtf(var + eps);
+  const float unbiased = count > 1.0f ? sq / (count - 1.0f) : var;
+  running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+  running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+}
+
+__global__ void __launch_bounds__(kChannelThreads)
+    BatchNormBackwardStatsKernel(int B, int C, int P, const float* x, const float* dy,
+                                 const float* save_mean, const float* save_invstd, float* dgamma,
+                                 float* dbeta) {
+  const int c = blockIdx.x;
+  const float mean = save_mean[c], invstd = save_invstd[c];
+  float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+  FoldChannel<2>(B, C, P, c, x, dy, [&](float xv, float dyv) {
+    const float xhat = (xv - mean) * invstd;
+    sum_dy += dyv;
+    sum_dy_xhat = Fma(dyv, xhat, sum_dy_xhat);
+  });
+  if (threadIdx.x != 0) return;
+  dgamma[c] = sum_dy_xhat;
+  dbeta[c] = sum_dy;
+}
+
+}  // namespace
+
 cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream) {
-  return LaunchForEach(C, stream, [=] __device__(size_t c) {
-    float s = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = dy + (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) s += row[p];
-    }
-    bias_grad[c] = s;
-  });
+  if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
+  if (C == 0) return cudaSuccess;
+  ChannelSumKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, dy, bias_grad);
+  return cudaGetLastError();
 }
 
 cudaError_t ColumnSum(int rows, int cols, const float* dy, float* grad, cudaStream_t stream) {
@@ -34,30 +132,11 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,
                            cudaStream_t stream) {
-  const float count = static_cast<float>(B) * static_cast<float>(P);
-  cudaError_t err = LaunchForEach(C, stream, [=] __device__(size_t c) {
-    float sum = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) sum += row[p];
-    }
-    const float mean = sum / count;
-    float sq = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) {
-        const float d = row[p] - mean;
-        sq = Fma(d, d, sq);
-      }
-    }
-    const float var = sq / count;
-    save_mean[c] = mean;
-    save_invstd[c] = 1.0f / sqrtf(var + eps);
-    const float unbiased = count > 1.0f ? sq / (count - 1.0f) : var;
-    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
-  });
-  if (err != cudaSuccess) return err;
+  if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
+  if (C == 0) return cudaSuccess;
+  BatchNormStatsKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, x, eps, momentum, running_mean,
+                                                          running_var, save_mean, save_invstd);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
     const size_t c = i / P % C;
     const float scale = gamma[c] * save_invstd[c];
@@ -78,22 +157,12 @@ cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamm
 cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
                               const float* gamma, const float* save_mean, const float* save_invstd,
                               float* dx, float* dgamma, float* dbeta, cudaStream_t stream) {
+  if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
+  if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
-  cudaError_t err = LaunchForEach(C, stream, [=] __device__(size_t c) {
-    const float mean = save_mean[c], invstd = save_invstd[c];
-    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const size_t off = (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) {
-        const float xhat = (x[off + p] - mean) * invstd;
-        sum_dy += dy[off + p];
-        sum_dy_xhat = Fma(dy[off + p], xhat, sum_dy_xhat);
-      }
-    }
-    dgamma[c] = sum_dy_xhat;
-    dbeta[c] = sum_dy;
-  });
-  if (err != cudaSuccess) return err;
+  BatchNormBackwardStatsKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, x, dy, save_mean,
+                                                                  save_invstd, dgamma, dbeta);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   // dgamma and dbeta now hold the two sums the element pass needs.
   return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
     const size_t c = i / P % C;
