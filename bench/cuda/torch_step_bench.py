@@ -9,6 +9,7 @@ optimizer), eager and replayed from a captured CUDA graph, per batch size.
   python3 bench/cuda/torch_step_bench.py [--batches 16,64,128,512] [--steps 200]
 """
 import argparse
+import json
 import os
 import statistics
 
@@ -76,6 +77,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="16,64,128,512")
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -83,14 +85,20 @@ def main():
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(1)
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, fp32, TF32 off, "
-          f"deterministic algorithms on")
-    print(f"{'model':5} {'batch':>5} {'eager ms':>9} {'graph ms':>9} {'graph samples/s':>16}")
+    header = (f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, fp32, TF32 off, "
+              f"deterministic algorithms on")
+    if not args.json:
+        print(header)
+        print(f"{'model':5} {'batch':>5} {'eager ms':>9} {'graph ms':>9} {'graph samples/s':>16}")
     for name, make in (("cnn", cnn), ("mlp", mlp)):
         for b in (int(v) for v in args.batches.split(",")):
             eager = median_step_ms(make(), b, args.steps, graph=False)
             graphed = median_step_ms(make(), b, args.steps, graph=True)
-            print(f"{name:5} {b:5d} {eager:9.3f} {graphed:9.3f} {b / graphed * 1e3:16.0f}")
+            if args.json:
+                print(json.dumps({"bench": "torch_step", "torch": header, "model": name,
+                                  "batch": b, "eager_ms": eager, "graph_ms": graphed}))
+            else:
+                print(f"{name:5} {b:5d} {eager:9.3f} {graphed:9.3f} {b / graphed * 1e3:16.0f}")
 
 
 if __name__ == "__main__":
