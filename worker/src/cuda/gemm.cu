@@ -379,6 +379,195 @@ __global__ void __launch_bounds__(32 * kWarps)
   if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
 }
 
+// The pipelined 128x128 kernel: the tiled kernel's block tile, thread layout
+// (warp-tiled) and 8x8 register tile, but the A and B slices reach shared
+// memory by cp.async through a kStages-deep ring, so no registers hold slices
+// in flight and several slices are in flight at once. A is transposed on the
+// way (4-byte copies; a warp copies 4 rows x 8 k, one 32-byte sector a row,
+// into 32 distinct banks), B is copied as 16-byte vectors (kBVector) or
+// scalars. The fragments for step k+1 are read from shared memory during the
+// fmas of step k, across slices too, so the one barrier per slice sits before
+// the slice's last step, whose fragments are already in registers.
+template <int BK, int kStages>
+constexpr int PipedSharedBytes() {
+  return kStages * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
+}
+
+template <int BK, int kStages, bool kBVector>
+__global__ void __launch_bounds__(kTiledThreads, 2)
+    GemmPipedKernel(int M, int N, int K, const float* __restrict__ A, int lda,
+                    const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
+                    bool accumulate, bool c_vector) {
+  static_assert(BK % 8 == 0 && kStages >= 2, "piped tile shape");
+  constexpr int kLdA = kTileM + kPadA;  // = 4 mod 32: the copies' 4 rows x 8 k hit 32 banks
+  extern __shared__ __align__(16) float piped_smem[];
+  float* const As = piped_smem;                        // [kStages][BK][kLdA]
+  float* const Bs = piped_smem + kStages * BK * kLdA;  // [kStages][BK][kTileN]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
+  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
+
+  // This thread's copies of slice `slice` into stage buf: A rows a_row + 32j at
+  // k a_k + 8j', B rows b_k + 8j at n b_n. Inside the matrices (the whole
+  // block tile, a whole slice) without bounds checks, which would cost issue
+  // slots the fmas need; elsewhere copies past M, N or K have source size 0:
+  // their address is not read, and they zero-fill.
+  const int a_row = warp * 4 + lane / 8, a_k = lane % 8;
+  const int b_k = warp, b_n = lane * 4;
+  const bool whole = m0 + kTileM <= M && n0 + kTileN <= N;
+  // Part p < 4 of a slice's copies is A's rows a_row + 32p, part 4 is B (spread
+  // over the slice's steps, so few addresses are live at once).
+  constexpr int kParts = 5;
+  auto copy_part = [&](int buf, int slice, int part) {
+    const int k0 = slice * BK;
+    auto copies = [&](bool checked) {
+      if (part < 4) {
+        const int row = a_row + part * 32;
+        const float* const src = A + static_cast<size_t>(m0 + row) * lda + k0 + a_k;
+        float* const dst = As + (buf * BK + a_k) * kLdA + row;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+          const bool ok = !checked || (m0 + row < M && k0 + a_k + kk < K);
+          CpAsync4(dst + kk * kLdA, src + kk, ok);
+        }
+        return;
+      }
+      const int n = n0 + b_n;
+#pragma unroll
+      for (int kk = b_k; kk < BK; kk += 8) {
+        const int k = k0 + kk;
+        const float* const src = B + static_cast<size_t>(k) * ldb + n;
+        float* const dst = Bs + (buf * BK + kk) * kTileN + b_n;
+        if (kBVector) {
+          const int bytes = !checked ? 16 : k < K ? 4 * max(0, min(4, N - n)) : 0;
+          CpAsync16(dst, src, bytes);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const bool ok = !checked || (k < K && n + e < N);
+            CpAsync4(dst + e, src + e, ok);
+          }
+        }
+      }
+    };
+    if (whole && k0 + BK <= K) {
+      copies(false);
+    } else {
+      copies(true);
+    }
+  };
+
+  // Row i of the register tile is global row m0 + ty*4 + i%4 + (i/4)*64, and
+  // likewise for columns with tx; float4s of C where the tile is whole.
+  const bool c_whole = c_vector && whole;
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int c = n0 + tx * 4 + q * 64;
+      const float* const src = C + static_cast<size_t>(r) * ldc + c;
+      if (accumulate && c_whole) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        acc[i][q * 4 + 0] = v.x, acc[i][q * 4 + 1] = v.y, acc[i][q * 4 + 2] = v.z,
+                       acc[i][q * 4 + 3] = v.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[i][q * 4 + e] = accumulate && r < M && c + e < N ? src[e] : 0.0f;
+      }
+    }
+  }
+
+  float a[2][8], b[2][8];
+  auto load_frag = [&](int f, int buf, int kk) {
+    const float* const as = As + (buf * BK + kk) * kLdA + ty * 4;
+    const float* const bs = Bs + (buf * BK + kk) * kTileN + tx * 4;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float4 va = *reinterpret_cast<const float4*>(as + q * 64);
+      const float4 vb = *reinterpret_cast<const float4*>(bs + q * 64);
+      a[f][q * 4 + 0] = va.x, a[f][q * 4 + 1] = va.y, a[f][q * 4 + 2] = va.z,
+                   a[f][q * 4 + 3] = va.w;
+      b[f][q * 4 + 0] = vb.x, b[f][q * 4 + 1] = vb.y, b[f][q * 4 + 2] = vb.z,
+                   b[f][q * 4 + 3] = vb.w;
+    }
+  };
+  auto fma_frag = [&](int f) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[f][i], b[f][j], acc[i][j]);
+    }
+  };
+
+  // Whole slices run pipelined; a partial last one (only real k, as in the
+  // tiled kernel) after them. Commit group g holds slice g (empty past the
+  // last), so waiting for all but kStages-2 groups means the next slice landed.
+  const int full = K / BK, tail = K % BK, slices = full + (tail > 0);
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < slices) {
+#pragma unroll
+      for (int part = 0; part < kParts; ++part) copy_part(st, st, part);
+    }
+    CpAsyncCommit();
+  }
+  CpAsyncWait<kStages - 2>();
+  __syncthreads();
+  if (full > 0) load_frag(0, 0, 0);
+  for (int s = 0; s < full; ++s) {
+    // The refill goes to slice s-1's stage, which everyone left at the last barrier.
+    const int buf = s % kStages, next = s + kStages - 1;
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+#pragma unroll
+      for (int part = 0; part < kParts; ++part) {
+        if (next < slices && part * BK / kParts == kk) copy_part(next % kStages, next, part);
+      }
+      if (kk == BK - 1) {
+        CpAsyncCommit();
+        if (s + 1 < slices) {
+          CpAsyncWait<kStages - 2>();
+          __syncthreads();
+        }
+      }
+      if (kk + 1 < BK) {
+        load_frag((kk + 1) % 2, buf, kk + 1);
+      } else if (s + 1 < full) {
+        load_frag(0, (s + 1) % kStages, 0);
+      }
+      fma_frag(kk % 2);
+    }
+  }
+  for (int kk = 0; kk < tail; ++kk) {
+    load_frag(0, full % kStages, kk);
+    fma_frag(0);
+  }
+
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
+    if (r >= M) continue;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int c = n0 + tx * 4 + q * 64;
+      float* const dst = C + static_cast<size_t>(r) * ldc + c;
+      if (c_whole) {
+        *reinterpret_cast<float4*>(dst) =
+            make_float4(acc[i][q * 4 + 0], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (c + e < N) dst[e] = acc[i][q * 4 + e];
+        }
+      }
+    }
+  }
+}
+
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
   return M >= 0 && N >= 0 && K >= 0 && lda >= K && ldb >= N && ldc >= N;
 }
@@ -412,6 +601,7 @@ constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
 // The large-product tile (not yet measured against the 128x128 one: see gemm_bench).
+// The cp.async-pipelined 128x128 kernel (LaunchGemmPiped) is not yet measured either.
 constexpr int kWideM = 128;
 constexpr int kWideN = 256;
 constexpr int kWideBK = 16;
@@ -467,6 +657,35 @@ template cudaError_t LaunchGemmTiledWide<256, 128, 8>(int, int, int, const float
 template cudaError_t LaunchGemmTiledWide<256, 128, 16>(int, int, int, const float*, int,
                                                        const float*, int, float*, int, bool,
                                                        cudaStream_t);
+
+template <int BK, int kStages>
+cudaError_t LaunchGemmPiped(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
+  constexpr int kBytes = PipedSharedBytes<BK, kStages>();
+  auto* kernel = ldb % 4 == 0 && Aligned16(B) ? &GemmPipedKernel<BK, kStages, true>
+                                              : &GemmPipedKernel<BK, kStages, false>;
+  if (kBytes > 48 * 1024) {  // the opt-in is per device, so set it on each launch
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    if (e != cudaSuccess) return e;
+  }
+  const bool c_vector = ldc % 4 == 0 && Aligned16(C);
+  kernel<<<grid, kTiledThreads, kBytes, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+                                                  c_vector);
+  return cudaGetLastError();
+}
+template cudaError_t LaunchGemmPiped<8, 6>(int, int, int, const float*, int, const float*, int,
+                                           float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmPiped<16, 3>(int, int, int, const float*, int, const float*, int,
+                                            float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmPiped<16, 4>(int, int, int, const float*, int, const float*, int,
+                                            float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmPiped<32, 3>(int, int, int, const float*, int, const float*, int,
+                                            float*, int, bool, cudaStream_t);
 
 template <int kRows, int kWarps, int kChunk, int kStages>
 cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
