@@ -20,10 +20,13 @@ namespace {
 constexpr int kChannelThreads = 256;
 constexpr int kChannelChunk = 2048;
 
+// Thread 0 reads 16 values of each input as four float4 while it folds the
+// previous 16, so each step waits on the fold's own latency only.
 template <int NIn, typename Fold>
 __device__ void FoldChannel(int B, int C, int P, int c, const float* a, const float* b,
                             Fold&& fold) {
-  __shared__ float buf[2][NIn][kChannelChunk];
+  static_assert(kChannelChunk % 16 == 0, "chunks hold whole groups of 16");
+  __shared__ __align__(16) float buf[2][NIn][kChannelChunk];
   const int total = B * P;
   auto stage = [&](int slot, int first) {
     for (int i = static_cast<int>(threadIdx.x) - 32; i < kChannelChunk; i += kChannelThreads - 32) {
@@ -34,6 +37,19 @@ __device__ void FoldChannel(int B, int C, int P, int c, const float* a, const fl
       if constexpr (NIn == 2) buf[slot][1][i] = b[at];
     }
   };
+  auto fold4 = [&](const float4& u, const float4& v) {
+    if constexpr (NIn == 2) {
+      fold(u.x, v.x);
+      fold(u.y, v.y);
+      fold(u.z, v.z);
+      fold(u.w, v.w);
+    } else {
+      fold(u.x);
+      fold(u.y);
+      fold(u.z);
+      fold(u.w);
+    }
+  };
   if (threadIdx.x >= 32) stage(0, 0);
   __syncthreads();
   int slot = 0;
@@ -41,8 +57,25 @@ __device__ void FoldChannel(int B, int C, int P, int c, const float* a, const fl
     if (threadIdx.x >= 32 && first + kChannelChunk < total) stage(slot ^ 1, first + kChannelChunk);
     if (threadIdx.x == 0) {
       const int n = total - first < kChannelChunk ? total - first : kChannelChunk;
-#pragma unroll 16
-      for (int i = 0; i < n; ++i) {
+      const float4* a4 = reinterpret_cast<const float4*>(buf[slot][0]);
+      const float4* b4 = reinterpret_cast<const float4*>(buf[slot][NIn - 1]);
+      const int groups = n / 16;
+      float4 ra[4], rb[4];
+      if (groups > 0) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) ra[j] = a4[j], rb[j] = b4[j];
+      }
+      for (int g = 0; g < groups; ++g) {
+        float4 na[4], nb[4];
+        const int next = g + 1 < groups ? g + 1 : g;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) na[j] = a4[next * 4 + j], nb[j] = b4[next * 4 + j];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) fold4(ra[j], rb[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) ra[j] = na[j], rb[j] = nb[j];
+      }
+      for (int i = groups * 16; i < n; ++i) {
         if constexpr (NIn == 2) {
           fold(buf[slot][0][i], buf[slot][1][i]);
         } else {
