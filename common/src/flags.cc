@@ -21,6 +21,31 @@ Status ParseInt64(const std::string& name, const std::string& text, int64_t* out
   return absl::OkStatus();
 }
 
+Status ParseInt64InRange(const std::string& name, const std::string& text, int64_t min, int64_t max,
+                         int64_t* out) {
+  if (!ParseInt64(name, text, out).ok() || *out < min || *out > max) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be an integer in [", min,
+                                                   ", ", max, "], got \"", text, "\""));
+  }
+  return absl::OkStatus();
+}
+
+Status ParseDouble(const std::string& name, const std::string& text, double* out) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    return absl::InvalidArgumentError("--" + name + ": expected a number, got \"" + text + "\"");
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+std::string DefaultText(double v) {
+  std::ostringstream d;
+  d << v;
+  return d.str();
+}
+
 }  // namespace
 
 void FlagSet::Add(Flag f) { flags_.push_back(std::move(f)); }
@@ -46,12 +71,16 @@ void FlagSet::Int(const std::string& name, int* out, const std::string& help) {
 void FlagSet::Int(const std::string& name, int* out, const std::string& help, int min, int max) {
   Add({name, help, std::to_string(*out), false, [name, out, min, max](const std::string& v) {
          int64_t x = 0;
-         if (!ParseInt64(name, v, &x).ok() || x < min || x > max) {
-           return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be an integer in [",
-                                                          min, ", ", max, "], got \"", v, "\""));
-         }
-         *out = static_cast<int>(x);
-         return absl::OkStatus();
+         Status s = ParseInt64InRange(name, v, min, max, &x);
+         if (s.ok()) *out = static_cast<int>(x);
+         return s;
+       }});
+}
+
+void FlagSet::Int(const std::string& name, int64_t* out, const std::string& help, int64_t min,
+                  int64_t max) {
+  Add({name, help, std::to_string(*out), false, [name, out, min, max](const std::string& v) {
+         return ParseInt64InRange(name, v, min, max, out);
        }});
 }
 
@@ -70,14 +99,22 @@ void FlagSet::StringList(const std::string& name, std::vector<std::string>* out,
 }
 
 void FlagSet::Double(const std::string& name, double* out, const std::string& help) {
-  std::ostringstream d;
-  d << *out;
-  Add({name, help, d.str(), false, [name, out](const std::string& v) {
-         char* end = nullptr;
-         const double x = std::strtod(v.c_str(), &end);
-         if (v.empty() || *end != '\0') {
-           return absl::InvalidArgumentError("--" + name + ": expected a number, got \"" + v +
-                                             "\"");
+  Add({name, help, DefaultText(*out), false,
+       [name, out](const std::string& v) { return ParseDouble(name, v, out); }});
+}
+
+void FlagSet::Double(const std::string& name, double* out, const std::string& help, double min,
+                     double max, bool min_exclusive) {
+  Add({name, help, DefaultText(*out), false,
+       [name, out, min, max, min_exclusive](const std::string& v) {
+         double x = 0;
+         const bool parsed = ParseDouble(name, v, &x).ok();
+         // Written so that NaN fails both bounds.
+         const bool above_min = min_exclusive ? x > min : x >= min;
+         if (!parsed || !above_min || !(x <= max)) {
+           return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a number in ",
+                                                          min_exclusive ? "(" : "[", min, ", ", max,
+                                                          "], got \"", v, "\""));
          }
          *out = x;
          return absl::OkStatus();
@@ -89,6 +126,26 @@ void FlagSet::String(const std::string& name, std::string* out, const std::strin
          if (v.empty()) return absl::InvalidArgumentError("--" + name + ": must not be empty");
          *out = v;
          return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Choice(const std::string& name, std::string* out, const std::string& help,
+                     std::vector<std::string> choices) {
+  std::string listed, wanted;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    listed += (i == 0 ? "" : " | ") + choices[i];
+    wanted += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  Add({name, absl::StrCat(help, " (", listed, ")"), *out, false,
+       [name, out, choices = std::move(choices), wanted](const std::string& v) {
+         for (const std::string& c : choices) {
+           if (v == c) {
+             *out = v;
+             return absl::OkStatus();
+           }
+         }
+         return absl::InvalidArgumentError("--" + name + ": want " + wanted + ", got \"" + v +
+                                           "\"");
        }});
 }
 

@@ -11,6 +11,16 @@ StatusOr<std::vector<std::string>> ParseArgs(FlagSet& f, std::vector<std::string
   return f.Parse(static_cast<int>(argv.size()), argv.data());
 }
 
+// Each case's args fail with a message containing its text.
+template <size_t N>
+void ExpectErrors(FlagSet& f, const std::pair<std::vector<std::string>, std::string> (&cases)[N]) {
+  for (const auto& [args, want] : cases) {
+    auto r = ParseArgs(f, args);
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(std::string(r.status().message()).find(want), std::string::npos) << r.status();
+  }
+}
+
 TEST(FlagSet, ParsesEveryKind) {
   int n = 1, bounded = 5;
   double x = 0;
@@ -55,14 +65,38 @@ TEST(FlagSet, ErrorsNameTheFlag) {
       {{"--s="}, "--s: must not be empty"},
       {{"--n"}, "--n: missing value"},
   };
-  for (const auto& [args, want] : cases) {
-    auto r = ParseArgs(f, args);
-    ASSERT_FALSE(r.ok()) << want;
-    EXPECT_NE(std::string(r.status().message()).find(want), std::string::npos) << r.status();
-  }
+  ExpectErrors(f, cases);
   auto help = ParseArgs(f, {"--help"});
   EXPECT_TRUE(help.ok() && f.help_requested());
   EXPECT_NE(f.Help().find("--bounded VALUE"), std::string::npos);
+}
+
+TEST(FlagSet, RangesAndChoices) {
+  int64_t big = 1;
+  double closed = 1, open = 15;
+  std::string mode = "auto";
+  FlagSet f("prog");
+  f.Int("big", &big, "", 0, 1000000000000000);
+  f.Double("closed", &closed, "", 0.5, 2);
+  f.Double("open", &open, "", 0, 60, /*min_exclusive=*/true);
+  f.Choice("mode", &mode, "how", {"auto", "cpu", "cuda"});
+  auto ok = ParseArgs(f, {"--big=1000000000000000", "--closed", "0.5", "--open=60", "--mode=cpu"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(big, 1000000000000000);
+  EXPECT_EQ(closed, 0.5);
+  EXPECT_EQ(open, 60);
+  EXPECT_EQ(mode, "cpu");
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--big=-1"}, "--big: must be an integer in [0, 1000000000000000], got \"-1\""},
+      {{"--closed=2.5"}, "--closed: must be a number in [0.5, 2], got \"2.5\""},
+      {{"--closed=nan"}, "--closed: must be a number in [0.5, 2]"},
+      {{"--open=0"}, "--open: must be a number in (0, 60], got \"0\""},
+      {{"--open=x"}, "--open: must be a number in (0, 60]"},
+      {{"--mode=tpu"}, "--mode: want auto, cpu or cuda, got \"tpu\""},
+  };
+  ExpectErrors(f, cases);
+  EXPECT_NE(f.Help().find("how (auto | cpu | cuda) (default: auto)"), std::string::npos)
+      << f.Help();
 }
 
 }  // namespace

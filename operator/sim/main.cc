@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
+#include "easyscale/common/flags.h"
 #include "easyscale/common/log.h"
 #include "generator.h"
 #include "report.h"
@@ -22,91 +22,61 @@
 namespace easyscale::sim {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: easyscale-sim [--trace FILE] [--generate --gpus N --jobs M --days D --seed K\n"
-    "                      [--load L] [--out FILE] [--no-simulate]]\n"
-    "                     [--policies easyscale,homogeneous,static] [--json OUT] [--svg OUT]\n"
-    "                     [--tick S] [--rescale-pause S] [--preempt-latency S]\n"
-    "Without --trace or --generate the bundled default trace is used.\n";
-
 struct Flags {
   std::string trace = EASYSCALE_SIM_DEFAULT_TRACE;
-  bool generate = false, simulate = true;
+  bool generate = false, noSimulate = false, help = false;
   GeneratorOptions gen;
+  int64_t seed = static_cast<int64_t>(
+      GeneratorOptions().seed);  // FlagSet parses int64_t; gen.seed is unsigned
   std::string out, json, svg;
-  std::vector<Policy> policies = {Policy::kEasyScale, Policy::kHomogeneous, Policy::kStatic};
+  std::string policyList = "easyscale,homogeneous,static";
+  std::vector<Policy> policies;  // parsed from policyList
   SimOptions sim;
 };
 
-Status ParseNumber(const std::string& flag, const std::string& text, double lo, double hi,
-                   double* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " must be a number in [", lo, ", ", hi, "], got '", text, "'"));
-  }
-  *out = v;
-  return absl::OkStatus();
+// The flag set over `f`; --help and ParseFlags() share it so the help text
+// always lists exactly the flags that parse.
+FlagSet MakeFlagSet(Flags& f) {
+  FlagSet s(
+      "easyscale-sim [flags]\n\n"
+      "Replays a cluster trace under several scheduling policies. Without --trace or\n"
+      "--generate the bundled default trace is used.");
+  s.String("trace", &f.trace, "trace file to replay");
+  s.Bool("generate", &f.generate, "generate a trace instead of reading one");
+  s.Int("gpus", &f.gen.gpus, "generated cluster's GPUs", 1, 1000000);
+  s.Int("jobs", &f.gen.jobs, "generated training jobs", 0, 1000000);
+  s.Double("days", &f.gen.days, "generated trace's length in days", 0.01, 365);
+  s.Int("seed", &f.seed, "generator seed", 0, 1000000000000000);
+  s.Double("load", &f.gen.load, "offered training GPU-time / idle GPU-time", 0.01, 100);
+  s.String("out", &f.out, "write the generated trace here (with --generate)");
+  s.Bool("no-simulate", &f.noSimulate, "stop after reading or generating the trace");
+  s.String("policies", &f.policyList, "comma-separated policies to replay");
+  s.String("json", &f.json, "write the results as JSON here");
+  s.String("svg", &f.svg, "write the utilisation plot here");
+  s.Double("tick", &f.sim.tick, "re-schedule at most this often, in seconds", 1, 86400);
+  s.Double("rescale-pause", &f.sim.rescalePause,
+           "a (re)configured job makes no progress this long, in seconds", 0, 86400);
+  s.Double("preempt-latency", &f.sim.preemptLatency,
+           "a preempted worker frees its GPU after this many seconds", 0, 3600);
+  return s;
+}
+
+std::string Usage() {
+  Flags defaults;
+  return MakeFlagSet(defaults).Help();
 }
 
 StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto number = [&](double lo, double hi, double* out) -> Status {
-      ES_ASSIGN_OR_RETURN(std::string v, value());
-      return ParseNumber(a, v, lo, hi, out);
-    };
-    double n = 0.0;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (a == "--trace") {
-      ES_ASSIGN_OR_RETURN(f.trace, value());
-    } else if (a == "--generate") {
-      f.generate = true;
-    } else if (a == "--no-simulate") {
-      f.simulate = false;
-    } else if (a == "--gpus") {
-      ES_RETURN_IF_ERROR(number(1, 1000000, &n));
-      f.gen.gpus = static_cast<int>(n);
-    } else if (a == "--jobs") {
-      ES_RETURN_IF_ERROR(number(0, 1000000, &n));
-      f.gen.jobs = static_cast<int>(n);
-    } else if (a == "--days") {
-      ES_RETURN_IF_ERROR(number(0.01, 365, &f.gen.days));
-    } else if (a == "--seed") {
-      ES_RETURN_IF_ERROR(number(0, 1e15, &n));
-      f.gen.seed = static_cast<uint64_t>(n);
-    } else if (a == "--load") {
-      ES_RETURN_IF_ERROR(number(0.01, 100, &f.gen.load));
-    } else if (a == "--out") {
-      ES_ASSIGN_OR_RETURN(f.out, value());
-    } else if (a == "--json") {
-      ES_ASSIGN_OR_RETURN(f.json, value());
-    } else if (a == "--svg") {
-      ES_ASSIGN_OR_RETURN(f.svg, value());
-    } else if (a == "--tick") {
-      ES_RETURN_IF_ERROR(number(1, 86400, &f.sim.tick));
-    } else if (a == "--rescale-pause") {
-      ES_RETURN_IF_ERROR(number(0, 86400, &f.sim.rescalePause));
-    } else if (a == "--preempt-latency") {
-      ES_RETURN_IF_ERROR(number(0, 3600, &f.sim.preemptLatency));
-    } else if (a == "--policies") {
-      ES_ASSIGN_OR_RETURN(std::string list, value());
-      f.policies.clear();
-      for (const std::string& name : std::vector<std::string>(absl::StrSplit(list, ','))) {
-        ES_ASSIGN_OR_RETURN(Policy p, ParsePolicy(name));
-        f.policies.push_back(p);
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", a, "'\n", kUsage));
-    }
+  FlagSet s = MakeFlagSet(f);
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> rest, s.Parse(argc, argv));
+  f.help = s.help_requested();
+  if (f.help) return f;
+  if (!rest.empty()) return absl::InvalidArgumentError("unexpected argument '" + rest[0] + "'");
+  f.gen.seed = static_cast<uint64_t>(f.seed);
+  for (const std::string& name : std::vector<std::string>(absl::StrSplit(f.policyList, ','))) {
+    ES_ASSIGN_OR_RETURN(Policy p, ParsePolicy(name));
+    f.policies.push_back(p);
   }
   if (f.generate) ES_RETURN_IF_ERROR(ValidateGeneratorOptions(f.gen));
   if (!f.generate && !f.out.empty()) return absl::InvalidArgumentError("--out needs --generate");
@@ -118,6 +88,10 @@ int Main(int argc, char** argv) {
   if (!flags.ok()) {
     std::cerr << "easyscale-sim: " << flags.status().message() << "\n";
     return 2;
+  }
+  if (flags->help) {
+    std::cout << Usage();
+    return 0;
   }
   Trace trace;
   if (flags->generate) {
@@ -137,7 +111,7 @@ int Main(int argc, char** argv) {
     }
     trace = std::move(*t);
   }
-  if (!flags->simulate) return 0;
+  if (flags->noSimulate) return 0;
 
   // Policies are independent replays of the same trace: one thread each.
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,7 +1,7 @@
 // File: operator/src/operator_flags.h
 //
-// Command-line flags of easyscale-operator. Each accepts --name=value or
-// --name value; errors are one line naming the flag.
+// Command-line flags of easyscale-operator, parsed by the common FlagSet:
+// --name=value or --name value; errors are one line naming the flag.
 #pragma once
 
 #include <string>
@@ -34,7 +34,8 @@ struct OperatorFlags {
   bool help = false;
 };
 
-extern const char* kOperatorUsage;
+// The --help text; it lists exactly the flags that parse.
+std::string OperatorUsage();
 
 StatusOr<OperatorFlags> ParseOperatorFlags(const std::vector<std::string>& args);
 

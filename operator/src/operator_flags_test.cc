@@ -23,12 +23,30 @@ TEST(OperatorFlags, ErrorsNameTheFlag) {
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.status().message().find(needle), std::string::npos) << f.status();
   };
-  expect({"--bogus"}, "unknown flag \"--bogus\"");
-  expect({"--kubeconfig"}, "--kubeconfig: needs a value");
+  expect({"--bogus"}, "unknown flag --bogus");
+  expect({"--kubeconfig"}, "--kubeconfig: missing value");
+  expect({"--kubeconfig="}, "--kubeconfig: must not be empty");
   expect({"--lease-duration=-1"}, "--lease-duration");
   expect({"--worker-backend=tpu"}, "--worker-backend");
   expect({"--leader-elect=maybe"}, "--leader-elect");
   expect({"--lease-duration=5", "--renew-deadline=6"}, "--renew-deadline");
+  expect({"--resync=86401"}, "--resync: must be a number in (0, 86400]");
+  expect({"stray"}, "unexpected argument \"stray\"");
+}
+
+TEST(OperatorFlags, HelpListsEveryFlag) {
+  const std::string help = OperatorUsage();
+  for (const char* name :
+       {"kubeconfig", "namespace", "leader-elect", "lease-name", "lease-namespace", "identity",
+        "lease-duration", "renew-deadline", "retry-period", "metrics-addr", "health-addr",
+        "control-addr", "control-url", "worker-backend", "worker-command", "drain-timeout",
+        "resync", "log-level"}) {
+    const std::string flag = std::string("\n  --") + name;
+    EXPECT_TRUE(help.find(flag + " VALUE\n") != std::string::npos ||
+                help.find(flag + "\n") != std::string::npos)
+        << name;
+  }
+  EXPECT_TRUE(ParseOperatorFlags({"--help"})->help);
 }
 
 }  // namespace

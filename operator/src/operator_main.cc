@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::printf("%s", easyscale::op::kOperatorUsage);
+    std::printf("%s", easyscale::op::OperatorUsage().c_str());
     return 0;
   }
   return easyscale::op::Run(*flags);

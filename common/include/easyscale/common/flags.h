@@ -24,9 +24,18 @@ class FlagSet {
   void Int(const std::string& name, int* out, const std::string& help);
   // An integer that must lie in [min, max].
   void Int(const std::string& name, int* out, const std::string& help, int min, int max);
+  void Int(const std::string& name, int64_t* out, const std::string& help, int64_t min,
+           int64_t max);
   void Double(const std::string& name, double* out, const std::string& help);
+  // A number in [min, max], or in (min, max] with min_exclusive (durations
+  // that must be positive).
+  void Double(const std::string& name, double* out, const std::string& help, double min, double max,
+              bool min_exclusive = false);
   // A value given explicitly must not be empty.
   void String(const std::string& name, std::string* out, const std::string& help);
+  // One of `choices`; the help text lists them.
+  void Choice(const std::string& name, std::string* out, const std::string& help,
+              std::vector<std::string> choices);
   // A flag without a value (also accepts --name=true|false|on|off, or
   // --name on|off as a separate word).
   void Bool(const std::string& name, bool* out, const std::string& help);
