@@ -156,21 +156,8 @@ int main(int argc, char** argv) {
   }
   CheckCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
-  const Variant big_variants[] = {{"BK=8  1 block/SM rows ", &ec::LaunchGemmTiled<8, 1, false>},
-                                  {"BK=8  2 block/SM warps", &ec::LaunchGemmTiled<8, 2, true>},
-                                  {"BK=16 1 block/SM warps", &ec::LaunchGemmTiled<16, 1, true>},
-                                  {"BK=16 2 block/SM rows ", &ec::LaunchGemmTiled<16, 2, false>},
-                                  {"BK=16 2 block/SM warps", &ec::LaunchGemmTiled<16, 2, true>},
+  const Variant big_variants[] = {{"BK=16 2 block/SM rows ", &ec::LaunchGemmTiled<16, 2, false>},
                                   {"GemmTiled (default)", &ec::GemmTiled},
-                                  {"piped BK=8  6 stages", &ec::LaunchGemmPiped<8, 6>},
-                                  {"piped BK=16 3 stages", &ec::LaunchGemmPiped<16, 3>},
-                                  {"piped BK=16 4 stages", &ec::LaunchGemmPiped<16, 4>},
-                                  {"piped BK=32 3 stages", &ec::LaunchGemmPiped<32, 3>},
-                                  {"wide 128x256 BK=8", &ec::LaunchGemmTiledWide<128, 256, 8>},
-                                  {"wide 128x256 BK=16", &ec::LaunchGemmTiledWide<128, 256, 16>},
-                                  {"wide 256x128 BK=8", &ec::LaunchGemmTiledWide<256, 128, 8>},
-                                  {"wide 256x128 BK=16", &ec::LaunchGemmTiledWide<256, 128, 16>},
-                                  {"GemmTiledWide (default)", &ec::GemmTiledWide},
                                   {"Gemm (dispatch)", &ec::Gemm}};
   std::printf("\n%-26s %10s %10s %10s %7s %s\n", square.name.c_str(), "ours ms", "GFLOP/s",
               "cuBLAS", "ratio", "bits (differ of 512 sampled)");
@@ -182,16 +169,10 @@ int main(int argc, char** argv) {
                 Gflops(square, theirs), theirs / ours, bad);
   }
 
-  // Column order of the CNN tables; the chain variants are kRows,kWarps,kChunk,kStages.
+  // Column order of the CNN tables.
   const Variant small_variants[] = {{"per-out", &ec::GemmPerOutput},
-                                    {"staged", &ec::GemmStaged},
                                     {"chain", &ec::GemmChain},
-                                    {"c8,1,32", &ec::LaunchGemmChain<8, 1, 32, 16>},
-                                    {"c8,2,64", &ec::LaunchGemmChain<8, 2, 64, 6>},
-                                    {"c8,4,64", &ec::LaunchGemmChain<8, 4, 64, 4>},
-                                    {"c4,1,64", &ec::LaunchGemmChain<4, 1, 64, 8>},
                                     {"tiled", &ec::GemmTiled},
-                                    {"wide", &ec::GemmTiledWide},
                                     {"Gemm", &ec::Gemm}};
   constexpr int kSmall = sizeof small_variants / sizeof small_variants[0];
   for (int b : {16, 64, 128}) {

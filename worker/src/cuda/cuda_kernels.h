@@ -25,20 +25,15 @@ namespace easyscale::cuda {
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream = nullptr);
 // The GEMM kernels, exposed for tests and benchmarks: 128x128 register tiles
-// (large products), 8x32 output tiles staged through shared memory (few
-// outputs, long K), one thread per output (few outputs, short K).
+// (large products), one output per thread fed float4s along k through a
+// cp.async ring (few outputs, long K), one thread per output (few outputs,
+// short K).
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
-cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
-cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
-// 128x256 register tiles, 8x16 per thread (the largest products).
-cudaError_t GemmTiledWide(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
-// One output per thread fed float4s along k through a cp.async ring (few outputs, long K).
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
                       cudaStream_t stream = nullptr);

@@ -10,10 +10,9 @@
 namespace easyscale::cuda {
 namespace {
 
-// The tiled kernel: a kTM x kTN block tile (128x128, or 128x256 / 256x128 for
-// large products), 256 threads with a (kTM/16)x(kTN/16) register tile each (as
-// 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads are
-// 16-byte vectors without bank conflicts), and a BK-deep k slice
+// The tiled kernel: a 128x128 block tile, 256 threads with an 8x8 register tile
+// each (as 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads
+// are 16-byte vectors without bank conflicts), and a BK-deep k slice
 // double-buffered in shared memory: the next slice is read from global memory
 // into registers while the current one is multiplied. A is stored k-major
 // (transposed) in shared memory so a thread reads its A values as float4s.
@@ -22,27 +21,27 @@ constexpr int kTileN = 128;
 constexpr int kTiledThreads = 256;
 constexpr int kPadA = 4;  // keeps float4 alignment, shifts banks between k rows
 
-template <int kTM, int kTN, int BK>
+template <int BK>
 constexpr int TiledSharedBytes() {
-  return 2 * BK * (kTM + kPadA + kTN) * static_cast<int>(sizeof(float));
+  return 2 * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
 }
 
-template <int kTM, int kTN, int BK, int kMinBlocks, bool kWarpTiled>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(int M, int N, int K, const float* __restrict__ A, int lda,
                     const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
                     bool accumulate, bool vector_ok) {
-  static_assert(kTM % 64 == 0 && kTN % 64 == 0, "the register tile is 4x4 sub-tiles 64 apart");
-  static_assert((kTM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
-  static_assert((kTN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
-  constexpr int kAVec = kTM * BK / 4 / kTiledThreads;
-  constexpr int kBVec = kTN * BK / 4 / kTiledThreads;
-  constexpr int kRM = kTM / 16, kRN = kTN / 16;  // the thread's register tile
-  constexpr int kLdA = kTM + kPadA;
-  // Dynamic, so the 128x256 tiles may take more than 48 KB at BK=16.
+  static_assert(kTileM % 64 == 0 && kTileN % 64 == 0,
+                "the register tile is 4x4 sub-tiles 64 apart");
+  static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
+  static_assert((kTileN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
+  constexpr int kAVec = kTileM * BK / 4 / kTiledThreads;
+  constexpr int kBVec = kTileN * BK / 4 / kTiledThreads;
+  constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
+  constexpr int kLdA = kTileM + kPadA;
   extern __shared__ __align__(16) float tiled_smem[];
   float* const As = tiled_smem;                  // [2][BK][kLdA]
-  float* const Bs = tiled_smem + 2 * BK * kLdA;  // [2][BK][kTN]
+  float* const Bs = tiled_smem + 2 * BK * kLdA;  // [2][BK][kTileN]
 
   const int tid = threadIdx.x;
   // The 16x16 thread grid: row-major, or with each warp on an 8x4 patch of it
@@ -50,11 +49,11 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   const int warp = tid / 32, lane = tid % 32;
   const int tx = kWarpTiled ? (warp % 2) * 8 + lane % 8 : tid % 16;
   const int ty = kWarpTiled ? (warp / 2) * 4 + lane / 8 : tid / 16;
-  const int m0 = blockIdx.y * kTM, n0 = blockIdx.x * kTN;
+  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
   float4 ra[kAVec], rb[kBVec];
 
   auto load_slice = [&](int k0) {
-    const bool full = vector_ok && m0 + kTM <= M && n0 + kTN <= N && k0 + BK <= K;
+    const bool full = vector_ok && m0 + kTileM <= M && n0 + kTileN <= N && k0 + BK <= K;
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
@@ -72,7 +71,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = k0 + idx / (kTN / 4), n = n0 + (idx % (kTN / 4)) * 4;
+      const int k = k0 + idx / (kTileN / 4), n = n0 + (idx % (kTileN / 4)) * 4;
       const float* src = B + static_cast<size_t>(k) * ldb + n;
       if (full) {
         rb[v] = *reinterpret_cast<const float4*>(src);
@@ -85,7 +84,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   };
   auto store_slice = [&](int buf) {
     float* const as = As + buf * BK * kLdA;
-    float* const bs = Bs + buf * BK * kTN;
+    float* const bs = Bs + buf * BK * kTileN;
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
@@ -98,8 +97,8 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = idx / (kTN / 4), n = (idx % (kTN / 4)) * 4;
-      *reinterpret_cast<float4*>(&bs[k * kTN + n]) = rb[v];
+      const int k = idx / (kTileN / 4), n = (idx % (kTileN / 4)) * 4;
+      *reinterpret_cast<float4*>(&bs[k * kTileN + n]) = rb[v];
     }
   };
 
@@ -118,7 +117,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 
   auto multiply_k = [&](int buf, int kk) {
     const float* const as = As + (buf * BK + kk) * kLdA;
-    const float* const bs = Bs + (buf * BK + kk) * kTN;
+    const float* const bs = Bs + (buf * BK + kk) * kTileN;
     float a[kRM], b[kRN];
 #pragma unroll
     for (int q = 0; q < kRM / 4; ++q) {
@@ -188,71 +187,6 @@ __global__ void GemmPerOutputKernel(int M, int N, int K, const float* __restrict
     for (int k = 0; k < K; ++k) acc = __fmaf_rn(a[k], b[static_cast<size_t>(k) * ldb], acc);
     *c = acc;
   }
-}
-
-// For few outputs and a long K (the weight gradients: 8 x 25 outputs over
-// K = batch * 576): each output's chain is inherently serial (about 4 cycles a
-// k), so the kernel only has to keep it fed. A block owns a kStagedM x 32
-// output tile, one thread each; all threads copy the next kStagedK-deep chunk
-// of A and B from global memory (coalesced) into registers while the chain runs
-// over the current chunk in shared memory.
-constexpr int kStagedN = 32;
-
-template <int kStagedM, int kStagedK>
-__global__ void __launch_bounds__(kStagedM* kStagedN)
-    GemmStagedKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                     const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                     bool accumulate) {
-  constexpr int kStagedThreads = kStagedM * kStagedN;
-  constexpr int kALoads = kStagedM * kStagedK / kStagedThreads;
-  constexpr int kBLoads = kStagedK * kStagedN / kStagedThreads;
-  __shared__ float As[kStagedK][kStagedM];
-  __shared__ float Bs[kStagedK][kStagedN];
-  const int tid = threadIdx.x, tx = tid % kStagedN, ty = tid / kStagedN;
-  const int m0 = blockIdx.y * kStagedM, n0 = blockIdx.x * kStagedN;
-  float ra[kALoads], rb[kBLoads];
-  auto load_chunk = [&](int k0) {
-#pragma unroll
-    for (int v = 0; v < kALoads; ++v) {
-      const int e = tid + v * kStagedThreads, m = m0 + e / kStagedK, k = k0 + e % kStagedK;
-      ra[v] = m < M && k < K ? A[static_cast<size_t>(m) * lda + k] : 0.0f;
-    }
-#pragma unroll
-    for (int v = 0; v < kBLoads; ++v) {
-      const int e = tid + v * kStagedThreads, k = k0 + e / kStagedN, n = n0 + e % kStagedN;
-      rb[v] = k < K && n < N ? B[static_cast<size_t>(k) * ldb + n] : 0.0f;
-    }
-  };
-  auto store_chunk = [&] {
-#pragma unroll
-    for (int v = 0; v < kALoads; ++v) {
-      const int e = tid + v * kStagedThreads;
-      As[e % kStagedK][e / kStagedK] = ra[v];
-    }
-#pragma unroll
-    for (int v = 0; v < kBLoads; ++v) {
-      const int e = tid + v * kStagedThreads;
-      Bs[e / kStagedN][e % kStagedN] = rb[v];
-    }
-  };
-  const int m = m0 + ty, n = n0 + tx;
-  const bool mine = m < M && n < N;
-  float acc = accumulate && mine ? C[static_cast<size_t>(m) * ldc + n] : 0.0f;
-  if (K > 0) load_chunk(0);
-  for (int k0 = 0; k0 < K; k0 += kStagedK) {
-    store_chunk();
-    __syncthreads();
-    if (k0 + kStagedK < K) load_chunk(k0 + kStagedK);  // in flight during the chain below
-    const int valid = min(kStagedK, K - k0);           // real k only, as in the tiled kernel
-    if (valid == kStagedK) {
-#pragma unroll 16
-      for (int kk = 0; kk < kStagedK; ++kk) acc = __fmaf_rn(As[kk][ty], Bs[kk][tx], acc);
-    } else {
-      for (int kk = 0; kk < valid; ++kk) acc = __fmaf_rn(As[kk][ty], Bs[kk][tx], acc);
-    }
-    __syncthreads();  // before the next store overwrites the chunk
-  }
-  if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
 }
 
 // sm_80+ asynchronous copies global -> shared. A source size below the copy
@@ -379,232 +313,21 @@ __global__ void __launch_bounds__(32 * kWarps)
   if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
 }
 
-// The pipelined 128x128 kernel: the tiled kernel's block tile, thread layout
-// (warp-tiled) and 8x8 register tile, but the A and B slices reach shared
-// memory by cp.async through a kStages-deep ring, so no registers hold slices
-// in flight and several slices are in flight at once. A is transposed on the
-// way (4-byte copies; a warp copies 4 rows x 8 k, one 32-byte sector a row,
-// into 32 distinct banks), B is copied as 16-byte vectors (kBVector) or
-// scalars. The fragments for step k+1 are read from shared memory during the
-// fmas of step k, across slices too, so the one barrier per slice sits before
-// the slice's last step, whose fragments are already in registers.
-template <int BK, int kStages>
-constexpr int PipedSharedBytes() {
-  return kStages * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
-}
-
-template <int BK, int kStages, bool kBVector>
-__global__ void __launch_bounds__(kTiledThreads, 2)
-    GemmPipedKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                    const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                    bool accumulate, bool c_vector) {
-  static_assert(BK % 8 == 0 && kStages >= 2, "piped tile shape");
-  constexpr int kLdA = kTileM + kPadA;  // = 4 mod 32: the copies' 4 rows x 8 k hit 32 banks
-  extern __shared__ __align__(16) float piped_smem[];
-  float* const As = piped_smem;                        // [kStages][BK][kLdA]
-  float* const Bs = piped_smem + kStages * BK * kLdA;  // [kStages][BK][kTileN]
-
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
-  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
-
-  // This thread's copies of slice `slice` into stage buf: A rows a_row + 32j at
-  // k a_k + 8j', B rows b_k + 8j at n b_n. Inside the matrices (the whole
-  // block tile, a whole slice) without bounds checks, which would cost issue
-  // slots the fmas need; elsewhere copies past M, N or K have source size 0:
-  // their address is not read, and they zero-fill.
-  const int a_row = warp * 4 + lane / 8, a_k = lane % 8;
-  const int b_k = warp, b_n = lane * 4;
-  const bool whole = m0 + kTileM <= M && n0 + kTileN <= N;
-  // Part p < 4 of a slice's copies is A's rows a_row + 32p, part 4 is B (spread
-  // over the slice's steps, so few addresses are live at once).
-  constexpr int kParts = 5;
-  auto copy_part = [&](int buf, int slice, int part) {
-    const int k0 = slice * BK;
-    auto copies = [&](bool checked) {
-      if (part < 4) {
-        const int row = a_row + part * 32;
-        const float* const src = A + static_cast<size_t>(m0 + row) * lda + k0 + a_k;
-        float* const dst = As + (buf * BK + a_k) * kLdA + row;
-#pragma unroll
-        for (int kk = 0; kk < BK; kk += 8) {
-          const bool ok = !checked || (m0 + row < M && k0 + a_k + kk < K);
-          CpAsync4(dst + kk * kLdA, src + kk, ok);
-        }
-        return;
-      }
-      const int n = n0 + b_n;
-#pragma unroll
-      for (int kk = b_k; kk < BK; kk += 8) {
-        const int k = k0 + kk;
-        const float* const src = B + static_cast<size_t>(k) * ldb + n;
-        float* const dst = Bs + (buf * BK + kk) * kTileN + b_n;
-        if (kBVector) {
-          const int bytes = !checked ? 16 : k < K ? 4 * max(0, min(4, N - n)) : 0;
-          CpAsync16(dst, src, bytes);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const bool ok = !checked || (k < K && n + e < N);
-            CpAsync4(dst + e, src + e, ok);
-          }
-        }
-      }
-    };
-    if (whole && k0 + BK <= K) {
-      copies(false);
-    } else {
-      copies(true);
-    }
-  };
-
-  // Row i of the register tile is global row m0 + ty*4 + i%4 + (i/4)*64, and
-  // likewise for columns with tx; float4s of C where the tile is whole.
-  const bool c_whole = c_vector && whole;
-  float acc[8][8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int c = n0 + tx * 4 + q * 64;
-      const float* const src = C + static_cast<size_t>(r) * ldc + c;
-      if (accumulate && c_whole) {
-        const float4 v = *reinterpret_cast<const float4*>(src);
-        acc[i][q * 4 + 0] = v.x, acc[i][q * 4 + 1] = v.y, acc[i][q * 4 + 2] = v.z,
-                       acc[i][q * 4 + 3] = v.w;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          acc[i][q * 4 + e] = accumulate && r < M && c + e < N ? src[e] : 0.0f;
-      }
-    }
-  }
-
-  float a[2][8], b[2][8];
-  auto load_frag = [&](int f, int buf, int kk) {
-    const float* const as = As + (buf * BK + kk) * kLdA + ty * 4;
-    const float* const bs = Bs + (buf * BK + kk) * kTileN + tx * 4;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const float4 va = *reinterpret_cast<const float4*>(as + q * 64);
-      const float4 vb = *reinterpret_cast<const float4*>(bs + q * 64);
-      a[f][q * 4 + 0] = va.x, a[f][q * 4 + 1] = va.y, a[f][q * 4 + 2] = va.z,
-                   a[f][q * 4 + 3] = va.w;
-      b[f][q * 4 + 0] = vb.x, b[f][q * 4 + 1] = vb.y, b[f][q * 4 + 2] = vb.z,
-                   b[f][q * 4 + 3] = vb.w;
-    }
-  };
-  auto fma_frag = [&](int f) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[f][i], b[f][j], acc[i][j]);
-    }
-  };
-
-  // Whole slices run pipelined; a partial last one (only real k, as in the
-  // tiled kernel) after them. Commit group g holds slice g (empty past the
-  // last), so waiting for all but kStages-2 groups means the next slice landed.
-  const int full = K / BK, tail = K % BK, slices = full + (tail > 0);
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < slices) {
-#pragma unroll
-      for (int part = 0; part < kParts; ++part) copy_part(st, st, part);
-    }
-    CpAsyncCommit();
-  }
-  CpAsyncWait<kStages - 2>();
-  __syncthreads();
-  if (full > 0) load_frag(0, 0, 0);
-  for (int s = 0; s < full; ++s) {
-    // The refill goes to slice s-1's stage, which everyone left at the last barrier.
-    const int buf = s % kStages, next = s + kStages - 1;
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-#pragma unroll
-      for (int part = 0; part < kParts; ++part) {
-        if (next < slices && part * BK / kParts == kk) copy_part(next % kStages, next, part);
-      }
-      if (kk == BK - 1) {
-        CpAsyncCommit();
-        if (s + 1 < slices) {
-          CpAsyncWait<kStages - 2>();
-          __syncthreads();
-        }
-      }
-      if (kk + 1 < BK) {
-        load_frag((kk + 1) % 2, buf, kk + 1);
-      } else if (s + 1 < full) {
-        load_frag(0, (s + 1) % kStages, 0);
-      }
-      fma_frag(kk % 2);
-    }
-  }
-  for (int kk = 0; kk < tail; ++kk) {
-    load_frag(0, full % kStages, kk);
-    fma_frag(0);
-  }
-
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
-    if (r >= M) continue;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int c = n0 + tx * 4 + q * 64;
-      float* const dst = C + static_cast<size_t>(r) * ldc + c;
-      if (c_whole) {
-        *reinterpret_cast<float4*>(dst) =
-            make_float4(acc[i][q * 4 + 0], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (c + e < N) dst[e] = acc[i][q * 4 + e];
-        }
-      }
-    }
-  }
-}
-
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
   return M >= 0 && N >= 0 && K >= 0 && lda >= K && ldb >= N && ldc >= N;
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <int kTM, int kTN, int BK, int kMinBlocks, bool kWarpTiled>
-cudaError_t LaunchTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                        float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  const dim3 grid((N + kTN - 1) / kTN, (M + kTM - 1) / kTM);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  constexpr int kBytes = TiledSharedBytes<kTM, kTN, BK>();
-  auto* kernel = &GemmTiledKernel<kTM, kTN, BK, kMinBlocks, kWarpTiled>;
-  if (kBytes > 48 * 1024) {  // the opt-in is per device, so set it on each launch
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    if (e != cudaSuccess) return e;
-  }
-  kernel<<<grid, kTiledThreads, kBytes, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
-                                                  vector_ok);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 // The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
+// Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.889): BK=8 (~0.80), 1 block
+// per SM (0.80), cp.async-pipelined 128x128 slices (0.67-0.87), 128x256 and 256x128 tiles
+// (0.81-0.84, 0.67-0.78); at long K, an 8x32 tile staged through shared memory lost to the chain.
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
-// The large-product tile (not yet measured against the 128x128 one: see gemm_bench).
-// The cp.async-pipelined 128x128 kernel (LaunchGemmPiped) is not yet measured either.
-constexpr int kWideM = 128;
-constexpr int kWideN = 256;
-constexpr int kWideBK = 16;
 // The chain kernel's warp patch, warps per block, chunk depth and ring depth.
 constexpr int kChainRows = 8;
 constexpr int kChainWarps = 2;  // <8,2,64,6>: fastest chain at batch 16, 64 and 128 on the H200
@@ -613,79 +336,26 @@ constexpr int kChainStages = 6;
 // Gemm's dispatch thresholds, from the same benchmark's model shapes.
 constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kChainMinK = 512;
-// The staged kernel's rows per block and chunk depth (2 x 128 measured no faster).
-constexpr int kStagedRows = 8;
-constexpr int kStagedChunk = 256;
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  return LaunchTiled<kTileM, kTileN, BK, kMinBlocks, kWarpTiled>(M, N, K, A, lda, B, ldb, C, ldc,
-                                                                 accumulate, stream);
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
+  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
+  constexpr int kBytes = TiledSharedBytes<BK>();
+  static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
+  GemmTiledKernel<BK, kMinBlocks, kWarpTiled><<<grid, kTiledThreads, kBytes, stream>>>(
+      M, N, K, A, lda, B, ldb, C, ldc, accumulate, vector_ok);
+  return cudaGetLastError();
 }
-template cudaError_t LaunchGemmTiled<8, 1, false>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<8, 1, true>(int, int, int, const float*, int, const float*,
-                                                 int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<8, 2, false>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<8, 2, true>(int, int, int, const float*, int, const float*,
-                                                 int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 1, false>(int, int, int, const float*, int, const float*,
-                                                   int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 1, true>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
+// The default and, for gemm_bench, the row-major thread layout.
 template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, int, const float*,
                                                    int, float*, int, bool, cudaStream_t);
 template cudaError_t LaunchGemmTiled<16, 2, true>(int, int, int, const float*, int, const float*,
                                                   int, float*, int, bool, cudaStream_t);
-
-template <int kTM, int kTN, int BK>
-cudaError_t LaunchGemmTiledWide(int M, int N, int K, const float* A, int lda, const float* B,
-                                int ldb, float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  return LaunchTiled<kTM, kTN, BK, 1, true>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
-}
-template cudaError_t LaunchGemmTiledWide<128, 256, 8>(int, int, int, const float*, int,
-                                                      const float*, int, float*, int, bool,
-                                                      cudaStream_t);
-template cudaError_t LaunchGemmTiledWide<128, 256, 16>(int, int, int, const float*, int,
-                                                       const float*, int, float*, int, bool,
-                                                       cudaStream_t);
-template cudaError_t LaunchGemmTiledWide<256, 128, 8>(int, int, int, const float*, int,
-                                                      const float*, int, float*, int, bool,
-                                                      cudaStream_t);
-template cudaError_t LaunchGemmTiledWide<256, 128, 16>(int, int, int, const float*, int,
-                                                       const float*, int, float*, int, bool,
-                                                       cudaStream_t);
-
-template <int BK, int kStages>
-cudaError_t LaunchGemmPiped(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                            float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  constexpr int kBytes = PipedSharedBytes<BK, kStages>();
-  auto* kernel = ldb % 4 == 0 && Aligned16(B) ? &GemmPipedKernel<BK, kStages, true>
-                                              : &GemmPipedKernel<BK, kStages, false>;
-  if (kBytes > 48 * 1024) {  // the opt-in is per device, so set it on each launch
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    if (e != cudaSuccess) return e;
-  }
-  const bool c_vector = ldc % 4 == 0 && Aligned16(C);
-  kernel<<<grid, kTiledThreads, kBytes, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
-                                                  c_vector);
-  return cudaGetLastError();
-}
-template cudaError_t LaunchGemmPiped<8, 6>(int, int, int, const float*, int, const float*, int,
-                                           float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmPiped<16, 3>(int, int, int, const float*, int, const float*, int,
-                                            float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmPiped<16, 4>(int, int, int, const float*, int, const float*, int,
-                                            float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmPiped<32, 3>(int, int, int, const float*, int, const float*, int,
-                                            float*, int, bool, cudaStream_t);
 
 template <int kRows, int kWarps, int kChunk, int kStages>
 cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -704,27 +374,11 @@ cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const 
   }
   return cudaGetLastError();
 }
-template cudaError_t LaunchGemmChain<8, 1, 64, 8>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmChain<8, 1, 32, 16>(int, int, int, const float*, int, const float*,
-                                                   int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmChain<8, 2, 64, 6>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmChain<8, 4, 64, 4>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmChain<4, 1, 64, 8>(int, int, int, const float*, int, const float*,
-                                                  int, float*, int, bool, cudaStream_t);
 
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
   return LaunchGemmTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>(M, N, K, A, lda, B, ldb, C,
                                                                      ldc, accumulate, stream);
-}
-
-cudaError_t GemmTiledWide(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  return LaunchGemmTiledWide<kWideM, kWideN, kWideBK>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
-                                                      stream);
 }
 
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -743,29 +397,10 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
   return cudaGetLastError();
 }
 
-template <int kRows, int kChunk>
-cudaError_t LaunchGemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  const dim3 grid((N + kStagedN - 1) / kStagedN, (M + kRows - 1) / kRows);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  GemmStagedKernel<kRows, kChunk>
-      <<<grid, kRows * kStagedN, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  return cudaGetLastError();
-}
-
-cudaError_t GemmStaged(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  return LaunchGemmStaged<kStagedRows, kStagedChunk>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
-                                                     stream);
-}
-
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
-  // The 128x128 tiled kernel when its tiles are mostly real and fill the chip
-  // (the 128x256 tiles measured slower at 4096^3: 0.84 against 0.88 of
-  // cuBLAS); else the chain kernel for long chains, one thread per output for short.
+  // The 128x128 tiled kernel when its tiles are mostly real and fill the chip;
+  // else the chain kernel for long chains, one thread per output for short.
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
