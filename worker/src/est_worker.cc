@@ -23,11 +23,11 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend) {
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend, int device) {
   if (backend == "cpu") return std::unique_ptr<KernelBackend>();
   if (backend == "cuda") {
 #if defined(EASYSCALE_WITH_CUDA)
-    return cuda::MakeResidentKernelBackend();
+    return cuda::MakeResidentKernelBackend(device);
 #else
     return absl::FailedPreconditionError("backend \"cuda\": this build has no CUDA backend");
 #endif
@@ -48,7 +48,7 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   ES_ASSIGN_OR_RETURN(
       auto model,
       BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
-  ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend));
+  ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend, config.device));
   auto w = std::unique_ptr<EstWorker>(
       new EstWorker(config, data, comm, std::move(model), std::move(kernels)));
   if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {

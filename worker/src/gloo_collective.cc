@@ -100,4 +100,11 @@ StatusOr<std::unique_ptr<Collective>> ConnectCollective(const Rendezvous& rv, in
   }
 }
 
+#if !defined(EASYSCALE_WITH_NCCL)
+StatusOr<std::unique_ptr<Collective>> UseDeviceCollective(std::unique_ptr<Collective> host, bool,
+                                                          int) {
+  return host;
+}
+#endif
+
 }  // namespace easyscale

@@ -41,7 +41,8 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
                                       const WorkerProcessOptions& options) {
   CollectiveOptions copts;
   copts.bind_host = options.bind_host;
-  ES_ASSIGN_OR_RETURN(auto comm, ConnectCollective(a.rendezvous, a.rank, a.worldSize, copts));
+  ES_ASSIGN_OR_RETURN(auto host, ConnectCollective(a.rendezvous, a.rank, a.worldSize, copts));
+  ES_ASSIGN_OR_RETURN(auto comm, UseDeviceCollective(std::move(host), a.backend == "cuda", a.rank));
   WorkerConfig config;
   config.args = a.training;
   config.total_ests = a.totalEsts;
@@ -50,6 +51,7 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
   config.drop_field = options.drop_field;
   config.test_fault_step = options.fault_step;
   config.backend = a.backend;
+  config.device = a.rank;
   ES_ASSIGN_OR_RETURN(auto worker, EstWorker::Create(config, data, *comm));
   ES_ASSIGN_OR_RETURN(int64_t step, worker->Restore());
   if (options.on_restored) options.on_restored(step);

@@ -85,6 +85,16 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
+// Makes GPU `ordinal` modulo the device count current for this thread (a pod
+// sees only its own GPU; local workers spread over the machine's) and returns it.
+inline int SelectDevice(int ordinal) {
+  int n = 0;
+  ThrowIfError(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  const int device = n > 0 ? (ordinal % n + n) % n : 0;
+  ThrowIfError(cudaSetDevice(device), "cudaSetDevice");
+  return device;
+}
+
 // How many CUDA devices are usable; 0 (and why in *reason) when none or no driver.
 inline int UsableDeviceCount(std::string* reason) {
   int n = 0;

@@ -14,7 +14,10 @@ void Check(cudaError_t err, const char* what) { ThrowIfError(err, what); }
 
 class ResidentBackend : public KernelBackend {
  public:
-  ResidentBackend() { Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); }
+  explicit ResidentBackend(int device) {
+    SelectDevice(device);
+    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  }
   ~ResidentBackend() override { cudaStreamDestroy(stream_); }
   ResidentBackend(const ResidentBackend&) = delete;
   ResidentBackend& operator=(const ResidentBackend&) = delete;
@@ -157,12 +160,12 @@ class ResidentBackend : public KernelBackend {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<KernelBackend>> MakeResidentKernelBackend() {
+StatusOr<std::unique_ptr<KernelBackend>> MakeResidentKernelBackend(int device) {
   std::string why;
   if (UsableDeviceCount(&why) == 0)
     return absl::FailedPreconditionError("backend \"cuda\": no usable GPU: " + why);
   try {
-    return std::unique_ptr<KernelBackend>(new ResidentBackend());
+    return std::unique_ptr<KernelBackend>(new ResidentBackend(device));
   } catch (const CudaError& e) {
     return absl::FailedPreconditionError(std::string("backend \"cuda\": ") + e.what());
   }

@@ -15,7 +15,8 @@
 
 namespace easyscale::cuda {
 
-// Fails (FailedPrecondition, with the reason) when no CUDA device is usable.
-StatusOr<std::unique_ptr<KernelBackend>> MakeResidentKernelBackend();
+// On GPU `device` modulo the device count. Fails (FailedPrecondition, with the
+// reason) when no CUDA device is usable.
+StatusOr<std::unique_ptr<KernelBackend>> MakeResidentKernelBackend(int device);
 
 }  // namespace easyscale::cuda

@@ -39,4 +39,12 @@ std::unique_ptr<Collective> MakeSingleProcessCollective();
 StatusOr<std::unique_ptr<Collective>> ConnectCollective(const Rendezvous& rendezvous, int rank,
                                                         int size, const CollectiveOptions& opts);
 
+// The collective for the step's sums, agreed by all ranks over `host`: NCCL
+// (one rank per GPU) when every rank runs the cuda backend on a GPU no other
+// rank uses and the build has NCCL; else `host` itself (a CPU worker in the
+// job, or ranks sharing a GPU, stage through host memory). Sums are exact, so
+// both give the same bits. `device` is this rank's GPU ordinal when on_gpu.
+StatusOr<std::unique_ptr<Collective>> UseDeviceCollective(std::unique_ptr<Collective> host,
+                                                          bool on_gpu, int device);
+
 }  // namespace easyscale

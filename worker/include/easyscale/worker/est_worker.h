@@ -33,13 +33,15 @@ struct WorkerConfig {
   std::string checkpoint_dir;
   EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
   std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
+  int device = 0;                         // cuda: GPU ordinal, modulo the device count
   int64_t test_fault_step = -1;           // test-only: the backend fails during this step
 };
 
 // The kernels of a backend name: null for "cpu" (LayerContext's default);
-// "cuda" when built with EASYSCALE_WITH_CUDA and a GPU is usable. The error
-// names the backend and why it is unavailable.
-StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend);
+// "cuda" (on GPU `device` modulo the count) when built with EASYSCALE_WITH_CUDA
+// and a GPU is usable. The error names the backend and why it is unavailable.
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend,
+                                                           int device = 0);
 
 struct StepStats {
   int64_t step = 0;   // steps completed after this one

@@ -2,8 +2,8 @@
 //
 // One segment of a job inside this process: a thread per physical worker,
 // Gloo over loopback, each worker restoring the newest checkpoint in `dir`,
-// training to `stop_at` and checkpointing with its peers. Tests and the
-// backend digest driver use it to try placements without starting processes.
+// training to `stop_at` and checkpointing with its peers. Tests use it to try
+// placements and backends without starting processes.
 //   ES_RETURN_IF_ERROR(RunSegmentInThreads(args, data, 8, {{{0, 1, 2, 3}}, {{4, 5, 6, 7}, "cuda"}},
 //                                          args.steps, dir, "gen-0"));
 #pragma once
