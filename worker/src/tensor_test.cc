@@ -1,0 +1,82 @@
+// Tensor mirrors (a copy is a host copy; moves carry the device memory) and the
+// backend-side step operations every backend implements, on the CPU backend.
+#include "easyscale/worker/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "easyscale/worker/fixed_point.h"
+#include "easyscale/worker/layers.h"
+
+namespace easyscale {
+namespace {
+
+int released = 0;
+void CountRelease(void*) { ++released; }
+
+TEST(DeviceMirror, CopiesStartWithoutOneMovesCarryIt) {
+  released = 0;
+  static char memory[16];
+  {
+    Tensor a({2, 2});
+    a.mirror.Adopt(memory, sizeof memory, &CountRelease);
+    Tensor copy = a;
+    EXPECT_EQ(copy.mirror.get(), nullptr);
+    EXPECT_EQ(copy.data, a.data);
+    Tensor moved = std::move(a);
+    EXPECT_EQ(moved.mirror.get(), memory);
+    EXPECT_EQ(a.mirror.get(), nullptr);
+    copy = moved;  // assignment keeps no stale device copy either
+    EXPECT_EQ(copy.mirror.get(), nullptr);
+    EXPECT_EQ(released, 0);
+  }
+  EXPECT_EQ(released, 1);  // freed once, by the tensor that held it last
+}
+
+TEST(CpuBackend, AccumulatesSegmentsEndToEndAndFlagsNonFinite) {
+  KernelBackend& k = CpuKernelBackend();
+  const std::vector<float> g0 = {0.5f, -1.25f}, g1 = {3.0f};
+  const float bad[] = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<int64_t> acc(3, 0);
+  std::vector<int32_t> flags(2, 0);
+  const float* segs[] = {g0.data(), g1.data()};
+  const size_t sizes[] = {2, 1};
+  k.AccumulateFixedPoint(segs, sizes, 8, acc.data(), flags.data());
+  k.AccumulateFixedPoint(segs, sizes, 8, acc.data(), flags.data());
+  for (size_t i = 0; i < 3; ++i) {
+    const float v = i < 2 ? g0[i] : g1[0];
+    int64_t one;
+    ASSERT_TRUE(ToFixedPoint(v, 8, &one));
+    EXPECT_EQ(acc[i], 2 * one) << i;
+  }
+  EXPECT_EQ(flags, (std::vector<int32_t>{0, 0}));
+  const float* bad_segs[] = {g0.data(), bad};
+  const size_t bad_sizes[] = {2, 2};
+  std::vector<int64_t> acc2(4, 0);
+  k.AccumulateFixedPoint(bad_segs, bad_sizes, 8, acc2.data(), flags.data());
+  EXPECT_EQ(flags, (std::vector<int32_t>{0, 1}));
+}
+
+TEST(CpuBackend, LossGoesToItsOutputAndCopyZeroWork) {
+  KernelBackend& k = CpuKernelBackend();
+  const float logits[] = {1.0f, 2.0f, 0.5f, 0.5f};
+  const int32_t labels[] = {1, 0};
+  float dlogits[4], loss = -1.0f;
+  k.SoftmaxCrossEntropy(2, 2, logits, labels, dlogits, &loss);
+  EXPECT_GT(loss, 0.0f);
+  EXPECT_TRUE(std::isfinite(loss));
+  float dst[4];
+  k.Copy(sizeof logits, logits, dst);
+  EXPECT_EQ(std::vector<float>(dst, dst + 4), std::vector<float>(logits, logits + 4));
+  k.Zero(sizeof dst, dst);
+  EXPECT_EQ(std::vector<float>(dst, dst + 4), std::vector<float>(4, 0.0f));
+  Tensor t({3});
+  EXPECT_EQ(k.At(t), t.ptr());  // the CPU computes on the host elements themselves
+  EXPECT_THROW(k.InjectFault(), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace easyscale
