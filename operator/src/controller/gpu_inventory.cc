@@ -63,23 +63,20 @@ NodeInventory ReadNodeInventory(const json& node) {
   }
   const json annotations = node["metadata"].value("annotations", json::object());
   if (annotations.contains(kGpusAnnotation) && annotations[kGpusAnnotation].is_string()) {
-    const json devices =
-        json::parse(annotations[kGpusAnnotation].get<std::string>(), nullptr, false);
-    bool valid = devices.is_array();
-    NodeInventory fromDevices;
-    for (const json& d : valid ? devices : json::array()) {
-      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) {
-        valid = false;
-        break;
+    const StatusOr<std::vector<NodeGpu>> gpus =
+        ParseNodeGpus(annotations[kGpusAnnotation].get<std::string>());
+    if (gpus.ok()) {
+      NodeInventory fromDevices;
+      for (const NodeGpu& g : *gpus) {
+        if (!IsKnownGpuType(g.device.type) || !g.device.healthy) continue;
+        ++fromDevices.healthy[g.device.type];
+        if (g.held_by) ++fromDevices.heldByInference[g.device.type];
       }
-      const std::string type = d["type"].get<std::string>();
-      if (!IsKnownGpuType(type) || !d.value("healthy", true)) continue;
-      ++fromDevices.healthy[type];
-      if (d.contains("heldBy") && d["heldBy"].is_string()) ++fromDevices.heldByInference[type];
+      return fromDevices;
     }
-    if (valid) return fromDevices;
     LogWarn("inventory", "ignoring a malformed GPU annotation; using the labels",
-            {{"node", node["metadata"].value("name", "")}});
+            {{"node", node["metadata"].value("name", "")},
+             {"error", std::string(gpus.status().message())}});
   }
   const std::string type = Label(node, kGpuTypeLabel);
   int count = 0;

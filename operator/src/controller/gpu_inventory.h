@@ -14,13 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "easyscale/common/node_inventory.h"
 #include "easyscale/operator/scheduler.h"
 
 namespace easyscale::op {
 
-inline constexpr const char* kGpusAnnotation = "easyscale.io/gpus";
-inline constexpr const char* kGpuTypeLabel = "easyscale.io/gpu-type";
-inline constexpr const char* kGpuCountLabel = "easyscale.io/gpu-count";
 inline constexpr const char* kRoleLabel = "easyscale.io/role";
 inline constexpr const char* kJobLabel = "easyscale.io/job";
 inline constexpr const char* kGenerationLabel = "easyscale.io/generation";
