@@ -205,6 +205,7 @@ void EstWorker::ComputeHostedEsts() {
     k.Upload(labels_);
     LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
                     &k};
+    k.BeginRepeatable(static_cast<uint64_t>(id));  // the same calls every step: one graph
     const Tensor& logits = model_->Forward(batch_, lc);
     dlogits_.Resize(logits.shape);
     k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(labels_), k.At(dlogits_),
@@ -215,6 +216,7 @@ void EstWorker::ComputeHostedEsts() {
     segments.push_back(k.At(loss_));
     k.AccumulateFixedPoint(segments, sizes, terms, k.At(accum_),
                            k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+    k.EndRepeatable();
     ++hosted;
   }
   k.Download(accum_);

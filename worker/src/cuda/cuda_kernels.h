@@ -79,6 +79,10 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
 
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
                     const float* x, float* y, float* mask, cudaStream_t stream = nullptr);
+// Dropout with the first counter read from device memory when the kernel runs.
+cudaError_t DropoutCounterAt(size_t n, float p, uint32_t key0, uint32_t key1,
+                             const uint64_t* counter_base, const float* x, float* y, float* mask,
+                             cudaStream_t stream = nullptr);
 cudaError_t Mul(size_t n, const float* a, const float* b, float* out,
                 cudaStream_t stream = nullptr);
 

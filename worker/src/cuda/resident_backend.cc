@@ -1,8 +1,15 @@
 #include "resident_backend.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cuda_kernels.h"
 #include "device_buffer.h"
@@ -11,6 +18,93 @@ namespace easyscale::cuda {
 namespace {
 
 void Check(cudaError_t err, const char* what) { ThrowIfError(err, what); }
+
+// The calls of one repeatable segment (KernelBackend::BeginRepeatable): this
+// step's calls are recorded, and when they equal the previous step's call for
+// call (names and every argument: shapes, scalars, device addresses) the
+// segment's CUDA graph is replayed; otherwise the calls are captured into a new
+// graph. Values that change every step (dropout counters) are read by the graph
+// from pinned host slots, written while recording.
+class RepeatableSegment {
+ public:
+  RepeatableSegment() = default;
+  RepeatableSegment(const RepeatableSegment&) = delete;
+  RepeatableSegment& operator=(const RepeatableSegment&) = delete;
+  ~RepeatableSegment() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    for (uint64_t* p : counters_) cudaFreeHost(p);
+    for (uint64_t* p : device_counters_) cudaFree(p);
+  }
+
+  void BeginStep() {
+    words_.clear();
+    launches_.clear();
+    next_counter_ = 0;
+  }
+  void Record(const char* what, std::vector<uint64_t> words,
+              std::function<cudaError_t(cudaStream_t)> launch) {
+    words_.push_back(reinterpret_cast<uintptr_t>(what));
+    words_.push_back(words.size());
+    words_.insert(words_.end(), words.begin(), words.end());
+    launches_.push_back({what, std::move(launch)});
+  }
+  // A pinned slot holding `value` for this step's next dropout call.
+  const uint64_t* Counter(uint64_t value) {
+    if (next_counter_ == counters_.size()) {
+      void* p = nullptr;
+      Check(cudaMallocHost(&p, sizeof(uint64_t)), "cudaMallocHost");
+      counters_.push_back(static_cast<uint64_t*>(p));
+      void* d = nullptr;
+      Check(cudaMalloc(&d, sizeof(uint64_t)), "cudaMalloc");
+      device_counters_.push_back(static_cast<uint64_t*>(d));
+    }
+    *counters_[next_counter_] = value;
+    return counters_[next_counter_++];
+  }
+  const uint64_t* DeviceCounter(const uint64_t* host) const {
+    for (size_t i = 0; i < counters_.size(); ++i) {
+      if (counters_[i] == host) return device_counters_[i];
+    }
+    throw std::logic_error("unknown counter slot");
+  }
+
+  void Launch(cudaStream_t stream) {
+    if (exec_ == nullptr || words_ != graph_words_) Capture(stream);
+    Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
+  }
+
+ private:
+  void Capture(cudaStream_t stream) {
+    Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+    cudaError_t err = cudaSuccess;
+    const char* failed = "";
+    for (auto& [what, launch] : launches_) {
+      if ((err = launch(stream)) != cudaSuccess) {
+        failed = what;
+        break;
+      }
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (err != cudaSuccess) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      Check(err, failed);
+    }
+    Check(end, "end capture");
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    err = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    Check(err, "cudaGraphInstantiate");
+    graph_words_ = words_;
+  }
+
+  std::vector<uint64_t> words_, graph_words_;
+  std::vector<std::pair<const char*, std::function<cudaError_t(cudaStream_t)>>> launches_;
+  std::vector<uint64_t*> counters_, device_counters_;
+  size_t next_counter_ = 0;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 class ResidentBackend : public KernelBackend {
  public:
@@ -23,109 +117,185 @@ class ResidentBackend : public KernelBackend {
   ResidentBackend& operator=(const ResidentBackend&) = delete;
 
   std::string Name() const override { return "cuda"; }
-  void Wait() override { Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void Wait() override {
+    if (recording_) throw std::logic_error("Wait inside a repeatable segment");
+    Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
   void InjectFault() override { Check(InjectIllegalAddress(stream_), "fault injection"); }
   void Copy(size_t bytes, const void* src, void* dst) override {
-    if (bytes > 0 && src != dst)
-      Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device copy");
+    if (bytes == 0 || src == dst) return;
+    Run("Copy", {Word(bytes), Word(src), Word(dst)}, [=](cudaStream_t st) {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
+    });
   }
   void Zero(size_t bytes, void* dst) override {
-    if (bytes > 0) Check(cudaMemsetAsync(dst, 0, bytes, stream_), "device memset");
+    if (bytes == 0) return;
+    Run("Zero", {Word(bytes), Word(dst)},
+        [=](cudaStream_t st) { return cudaMemsetAsync(dst, 0, bytes, st); });
+  }
+
+  void BeginRepeatable(uint64_t key) override {
+    // A segment still open here was cut short by a failed step: its calls are dropped.
+    recording_ = true;
+    key_ = key;
+    Segment().BeginStep();
+  }
+  void EndRepeatable() override {
+    if (!recording_) throw std::logic_error("EndRepeatable without BeginRepeatable");
+    recording_ = false;
+    Segment().Launch(stream_);
   }
 
   void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
             int ldc, bool accumulate) override {
-    Check(cuda::Gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream_), "Gemm");
+    Run("Gemm",
+        {Word(M), Word(N), Word(K), Word(A), Word(lda), Word(B), Word(ldb), Word(C), Word(ldc),
+         Word(accumulate)},
+        [=](cudaStream_t st) {
+          return cuda::Gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, st);
+        });
   }
   void Transpose(int rows, int cols, const float* src, float* dst) override {
-    Check(cuda::Transpose(rows, cols, src, dst, stream_), "Transpose");
+    Run("Transpose", {Word(rows), Word(cols), Word(src), Word(dst)},
+        [=](cudaStream_t st) { return cuda::Transpose(rows, cols, src, dst, st); });
   }
   void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols) override {
-    Check(cuda::Im2Col(B, C, H, W, KH, KW, x, cols, stream_), "Im2Col");
+    Run("Im2Col", {Word(B), Word(C), Word(H), Word(W), Word(KH), Word(KW), Word(x), Word(cols)},
+        [=](cudaStream_t st) { return cuda::Im2Col(B, C, H, W, KH, KW, x, cols, st); });
   }
   void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx) override {
-    Check(cuda::Col2Im(B, C, H, W, KH, KW, cols, dx, stream_), "Col2Im");
+    Run("Col2Im", {Word(B), Word(C), Word(H), Word(W), Word(KH), Word(KW), Word(cols), Word(dx)},
+        [=](cudaStream_t st) { return cuda::Col2Im(B, C, H, W, KH, KW, cols, dx, st); });
   }
   void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias,
                           float* y) override {
-    Check(cuda::ChannelMajorToNchw(B, C, P, x, bias, y, stream_), "ChannelMajorToNchw");
+    Run("ChannelMajorToNchw", {Word(B), Word(C), Word(P), Word(x), Word(bias), Word(y)},
+        [=](cudaStream_t st) { return cuda::ChannelMajorToNchw(B, C, P, x, bias, y, st); });
   }
   void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) override {
-    Check(cuda::NchwToChannelMajor(B, C, P, x, y, stream_), "NchwToChannelMajor");
+    Run("NchwToChannelMajor", {Word(B), Word(C), Word(P), Word(x), Word(y)},
+        [=](cudaStream_t st) { return cuda::NchwToChannelMajor(B, C, P, x, y, st); });
   }
   void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) override {
-    Check(cuda::ChannelSum(B, C, P, dy, bias_grad, stream_), "ChannelSum");
+    Run("ChannelSum", {Word(B), Word(C), Word(P), Word(dy), Word(bias_grad)},
+        [=](cudaStream_t st) { return cuda::ChannelSum(B, C, P, dy, bias_grad, st); });
   }
   void AddRowBias(int rows, int cols, const float* bias, float* out) override {
-    Check(cuda::AddRowBias(rows, cols, bias, out, stream_), "AddRowBias");
+    Run("AddRowBias", {Word(rows), Word(cols), Word(bias), Word(out)},
+        [=](cudaStream_t st) { return cuda::AddRowBias(rows, cols, bias, out, st); });
   }
   void ColumnSum(int rows, int cols, const float* dy, float* grad) override {
-    Check(cuda::ColumnSum(rows, cols, dy, grad, stream_), "ColumnSum");
+    Run("ColumnSum", {Word(rows), Word(cols), Word(dy), Word(grad)},
+        [=](cudaStream_t st) { return cuda::ColumnSum(rows, cols, dy, grad, st); });
   }
   void Relu(size_t n, const float* x, float* y) override {
-    Check(cuda::Relu(n, x, y, stream_), "Relu");
+    Run("Relu", {Word(n), Word(x), Word(y)},
+        [=](cudaStream_t st) { return cuda::Relu(n, x, y, st); });
   }
   void ReluBackward(size_t n, const float* y, const float* dy, float* dx) override {
-    Check(cuda::ReluBackward(n, y, dy, dx, stream_), "ReluBackward");
+    Run("ReluBackward", {Word(n), Word(y), Word(dy), Word(dx)},
+        [=](cudaStream_t st) { return cuda::ReluBackward(n, y, dy, dx, st); });
   }
   void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax) override {
-    Check(cuda::MaxPool2(B, C, H, W, x, y, argmax, stream_), "MaxPool2");
+    Run("MaxPool2", {Word(B), Word(C), Word(H), Word(W), Word(x), Word(y), Word(argmax)},
+        [=](cudaStream_t st) { return cuda::MaxPool2(B, C, H, W, x, y, argmax, st); });
   }
   void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
                         float* dx) override {
-    Check(cuda::MaxPool2Backward(B, C, H, W, dy, argmax, dx, stream_), "MaxPool2Backward");
+    Run("MaxPool2Backward", {Word(B), Word(C), Word(H), Word(W), Word(dy), Word(argmax), Word(dx)},
+        [=](cudaStream_t st) { return cuda::MaxPool2Backward(B, C, H, W, dy, argmax, dx, st); });
   }
   void AvgPool2(int B, int C, int H, int W, const float* x, float* y) override {
-    Check(cuda::AvgPool2(B, C, H, W, x, y, stream_), "AvgPool2");
+    Run("AvgPool2", {Word(B), Word(C), Word(H), Word(W), Word(x), Word(y)},
+        [=](cudaStream_t st) { return cuda::AvgPool2(B, C, H, W, x, y, st); });
   }
   void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx) override {
-    Check(cuda::AvgPool2Backward(B, C, H, W, dy, dx, stream_), "AvgPool2Backward");
+    Run("AvgPool2Backward", {Word(B), Word(C), Word(H), Word(W), Word(dy), Word(dx)},
+        [=](cudaStream_t st) { return cuda::AvgPool2Backward(B, C, H, W, dy, dx, st); });
   }
   void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, const float* beta,
                       float eps, float momentum, float* running_mean, float* running_var, float* y,
                       float* save_mean, float* save_invstd) override {
-    Check(cuda::BatchNormTrain(B, C, P, x, gamma, beta, eps, momentum, running_mean, running_var, y,
-                               save_mean, save_invstd, stream_),
-          "BatchNormTrain");
+    Run("BatchNormTrain",
+        {Word(B), Word(C), Word(P), Word(x), Word(gamma), Word(beta), Word(eps), Word(momentum),
+         Word(running_mean), Word(running_var), Word(y), Word(save_mean), Word(save_invstd)},
+        [=](cudaStream_t st) {
+          return cuda::BatchNormTrain(B, C, P, x, gamma, beta, eps, momentum, running_mean,
+                                      running_var, y, save_mean, save_invstd, st);
+        });
   }
   void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, const float* beta,
                      float eps, const float* running_mean, const float* running_var,
                      float* y) override {
-    Check(cuda::BatchNormEval(B, C, P, x, gamma, beta, eps, running_mean, running_var, y, stream_),
-          "BatchNormEval");
+    Run("BatchNormEval",
+        {Word(B), Word(C), Word(P), Word(x), Word(gamma), Word(beta), Word(eps), Word(running_mean),
+         Word(running_var), Word(y)},
+        [=](cudaStream_t st) {
+          return cuda::BatchNormEval(B, C, P, x, gamma, beta, eps, running_mean, running_var, y,
+                                     st);
+        });
   }
   void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                          float* dbeta) override {
-    Check(cuda::BatchNormBackward(B, C, P, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                                  stream_),
-          "BatchNormBackward");
+    Run("BatchNormBackward",
+        {Word(B), Word(C), Word(P), Word(x), Word(dy), Word(gamma), Word(save_mean),
+         Word(save_invstd), Word(dx), Word(dgamma), Word(dbeta)},
+        [=](cudaStream_t st) {
+          return cuda::BatchNormBackward(B, C, P, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                                         dbeta, st);
+        });
   }
   void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
                const float* x, float* y, float* mask) override {
-    Check(cuda::Dropout(n, p, key0, key1, counter_base, x, y, mask, stream_), "Dropout");
+    if (!recording_) {
+      Check(cuda::Dropout(n, p, key0, key1, counter_base, x, y, mask, stream_), "Dropout");
+      return;
+    }
+    // The counter moves every step: a replayed graph copies it from pinned
+    // host memory (written now) to the device before the kernel reads it.
+    const uint64_t* host = Segment().Counter(counter_base);
+    const uint64_t* dev = Segment().DeviceCounter(host);
+    Run("Dropout",
+        {Word(n), Word(p), Word(key0), Word(key1), Word(host), Word(x), Word(y), Word(mask)},
+        [=](cudaStream_t st) {
+          cudaError_t err = cudaMemcpyAsync(const_cast<uint64_t*>(dev), host, sizeof *host,
+                                            cudaMemcpyHostToDevice, st);
+          if (err != cudaSuccess) return err;
+          return cuda::DropoutCounterAt(n, p, key0, key1, dev, x, y, mask, st);
+        });
   }
   void Mul(size_t n, const float* a, const float* b, float* out) override {
-    Check(cuda::Mul(n, a, b, out, stream_), "Mul");
+    Run("Mul", {Word(n), Word(a), Word(b), Word(out)},
+        [=](cudaStream_t st) { return cuda::Mul(n, a, b, out, st); });
   }
   void SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
                            float* dlogits, float* loss) override {
-    Check(cuda::SoftmaxCrossEntropy(rows, classes, logits, labels, dlogits, loss, stream_),
-          "SoftmaxCrossEntropy");
+    Run("SoftmaxCrossEntropy",
+        {Word(rows), Word(classes), Word(logits), Word(labels), Word(dlogits), Word(loss)},
+        [=](cudaStream_t st) {
+          return cuda::SoftmaxCrossEntropy(rows, classes, logits, labels, dlogits, loss, st);
+        });
   }
   void AccumulateFixedPoint(std::span<const float* const> segments, std::span<const size_t> sizes,
                             int64_t max_terms, int64_t* acc, int32_t* nonfinite) override {
     for (size_t first = 0; first < segments.size(); first += kMaxFixedPointSegments) {
       const size_t count = std::min<size_t>(kMaxFixedPointSegments, segments.size() - first);
-      Check(cuda::AccumulateFixedPoint(static_cast<int>(count), segments.data() + first,
-                                       sizes.data() + first, max_terms, acc, nonfinite + first,
-                                       stream_),
-            "AccumulateFixedPoint");
+      std::vector<const float*> seg(segments.begin() + first, segments.begin() + first + count);
+      std::vector<size_t> size(sizes.begin() + first, sizes.begin() + first + count);
+      std::vector<uint64_t> words = {Word(max_terms), Word(acc), Word(nonfinite + first)};
+      for (size_t i = 0; i < count; ++i) words.push_back(Word(seg[i])), words.push_back(size[i]);
+      int32_t* flags = nonfinite + first;
+      Run("AccumulateFixedPoint", std::move(words), [=](cudaStream_t st) {
+        return cuda::AccumulateFixedPoint(static_cast<int>(count), seg.data(), size.data(),
+                                          max_terms, acc, flags, st);
+      });
       for (size_t s = first; s < first + count; ++s) acc += sizes[s];
     }
   }
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
-    Check(cuda::Argmax(rows, classes, logits, out, stream_), "Argmax");
+    Run("Argmax", {Word(rows), Word(classes), Word(logits), Word(out)},
+        [=](cudaStream_t st) { return cuda::Argmax(rows, classes, logits, out, st); });
   }
 
  protected:
@@ -141,6 +311,7 @@ class ResidentBackend : public KernelBackend {
     return mirror.get();
   }
   void CopyToDevice(const void* host, size_t bytes, DeviceMirror& mirror) override {
+    if (recording_) throw std::logic_error("upload inside a repeatable segment");
     void* dev = AddressOf(const_cast<void*>(host), bytes, mirror);
     if (bytes > 0)
       Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
@@ -155,7 +326,32 @@ class ResidentBackend : public KernelBackend {
   }
 
  private:
+  template <typename T>
+  static uint64_t Word(T v) {
+    if constexpr (std::is_pointer_v<T>) {
+      return reinterpret_cast<uintptr_t>(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return std::bit_cast<uint32_t>(static_cast<float>(v));
+    } else {
+      return static_cast<uint64_t>(v);
+    }
+  }
+  // Outside a repeatable segment: launches now. Inside: records the call (its
+  // name and every argument) for the segment's graph.
+  void Run(const char* what, std::vector<uint64_t> words,
+           std::function<cudaError_t(cudaStream_t)> launch) {
+    if (!recording_) {
+      Check(launch(stream_), what);
+      return;
+    }
+    Segment().Record(what, std::move(words), std::move(launch));
+  }
+  RepeatableSegment& Segment() { return segments_[key_]; }
+
   cudaStream_t stream_ = nullptr;
+  bool recording_ = false;
+  uint64_t key_ = 0;
+  std::map<uint64_t, RepeatableSegment> segments_;
 };
 
 }  // namespace

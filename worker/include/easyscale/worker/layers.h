@@ -61,6 +61,12 @@ class KernelBackend {
   // kernel writes to an illegal address; the CPU's throws at once).
   virtual void InjectFault() = 0;
 
+  // The calls between these repeat every step for `key` with the same shapes
+  // and addresses (only Dropout's counter changes): a device backend may replay
+  // them as one recorded graph. No upload, download or wait in between.
+  virtual void BeginRepeatable(uint64_t key) { (void)key; }
+  virtual void EndRepeatable() {}
+
   virtual void Copy(size_t bytes, const void* src, void* dst) = 0;
   virtual void Zero(size_t bytes, void* dst) = 0;
   virtual void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
