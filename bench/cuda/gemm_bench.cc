@@ -156,14 +156,8 @@ int main(int argc, char** argv) {
   }
   CheckCublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
-  // Swizzle w: blocks walk groups of w tile rows column by column (1: row by row, the
-  // default's kernel again, so the two rows' spread is the run's noise).
-  const Variant big_variants[] = {{"BK=16 2 block/SM rows ", &ec::LaunchGemmTiled<16, 2, false, 1>},
+  const Variant big_variants[] = {{"BK=16 2 block/SM rows ", &ec::LaunchGemmTiled<16, 2, false>},
                                   {"GemmTiled (default)", &ec::GemmTiled},
-                                  {"GemmTiled swizzle 1", &ec::LaunchGemmTiled<16, 2, true, 1>},
-                                  {"GemmTiled swizzle 4", &ec::LaunchGemmTiled<16, 2, true, 4>},
-                                  {"GemmTiled swizzle 8", &ec::LaunchGemmTiled<16, 2, true, 8>},
-                                  {"GemmTiled swizzle 16", &ec::LaunchGemmTiled<16, 2, true, 16>},
                                   {"Gemm (dispatch)", &ec::Gemm}};
   std::printf("\n%-26s %10s %10s %10s %7s %s\n", square.name.c_str(), "ours ms", "GFLOP/s",
               "cuBLAS", "ratio", "bits (differ of 512 sampled)");

@@ -16,9 +16,6 @@ namespace {
 // double-buffered in shared memory: the next slice is read from global memory
 // into registers while the current one is multiplied. A is stored k-major
 // (transposed) in shared memory so a thread reads its A values as float4s.
-// kSwizzle > 1: a 1-D grid whose blocks walk groups of kSwizzle tile rows
-// column by column, so the blocks resident at once share fewer A rows and B
-// columns in L2 (the order of tiles only; each output's chain is the same).
 constexpr int kTileM = 128;
 constexpr int kTileN = 128;
 constexpr int kTiledThreads = 256;
@@ -29,7 +26,7 @@ constexpr int TiledSharedBytes() {
   return 2 * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
 }
 
-template <int BK, int kMinBlocks, bool kWarpTiled, int kSwizzle>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(int M, int N, int K, const float* __restrict__ A, int lda,
                     const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
@@ -52,16 +49,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   const int warp = tid / 32, lane = tid % 32;
   const int tx = kWarpTiled ? (warp % 2) * 8 + lane % 8 : tid % 16;
   const int ty = kWarpTiled ? (warp / 2) * 4 + lane / 8 : tid / 16;
-  int tile_m = blockIdx.y, tile_n = blockIdx.x;
-  if constexpr (kSwizzle > 1) {
-    const int tiles_m = (M + kTileM - 1) / kTileM, tiles_n = (N + kTileN - 1) / kTileN;
-    const int group = blockIdx.x / (kSwizzle * tiles_n), first = group * kSwizzle;
-    const int rows = min(kSwizzle, tiles_m - first);  // the last group may be short
-    const int local = blockIdx.x - group * kSwizzle * tiles_n;
-    tile_m = first + local % rows;
-    tile_n = local / rows;
-  }
-  const int m0 = tile_m * kTileM, n0 = tile_n * kTileN;
+  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
   float4 ra[kAVec], rb[kBVec];
 
   auto load_slice = [&](int k0) {
@@ -333,14 +321,14 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-// The slice depth, occupancy, thread layout and swizzle picked by bench/cuda/gemm_bench on the
-// H200. Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.889): BK=8 (~0.80),
-// 1 block per SM (0.80), cp.async-pipelined 128x128 slices (0.67-0.87), 128x256 and 256x128
-// tiles (0.81-0.84, 0.67-0.78); at long K, an 8x32 tile staged in shared memory lost to the chain.
+// The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
+// Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.889): BK=8 (~0.80), 1 block
+// per SM (0.80), cp.async-pipelined 128x128 slices (0.67-0.87), 128x256 and 256x128 tiles
+// (0.81-0.84, 0.67-0.78), thread-block swizzles of 4-16 tile rows (0.85); at long K, an 8x32
+// tile staged through shared memory lost to the chain.
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
-constexpr int kTiledSwizzle = 1;  // 4, 8 and 16 not yet measured against none
 // The chain kernel's warp patch, warps per block, chunk depth and ring depth.
 constexpr int kChainRows = 8;
 constexpr int kChainWarps = 2;  // <8,2,64,6>: fastest chain at batch 16, 64 and 128 on the H200
@@ -350,40 +338,25 @@ constexpr int kChainStages = 6;
 constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kChainMinK = 512;
 
-template <int BK, int kMinBlocks, bool kWarpTiled, int kSwizzle>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  static_assert(kSwizzle >= 1 && kSwizzle <= 64, "kSwizzle * tiles_n must fit an int");
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
   if (M == 0 || N == 0) return cudaSuccess;
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
-  if (kSwizzle > 1) {
-    const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
-    if (tiles > INT32_MAX) return cudaErrorInvalidValue;
-    grid = dim3(static_cast<unsigned>(tiles));
-  } else if (grid.y > 65535) {
-    return cudaErrorInvalidValue;
-  }
+  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
   constexpr int kBytes = TiledSharedBytes<BK>();
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-  GemmTiledKernel<BK, kMinBlocks, kWarpTiled, kSwizzle><<<grid, kTiledThreads, kBytes, stream>>>(
+  GemmTiledKernel<BK, kMinBlocks, kWarpTiled><<<grid, kTiledThreads, kBytes, stream>>>(
       M, N, K, A, lda, B, ldb, C, ldc, accumulate, vector_ok);
   return cudaGetLastError();
 }
-// The default and, for gemm_bench, the row-major thread layout and the swizzles.
-template cudaError_t LaunchGemmTiled<16, 2, false, 1>(int, int, int, const float*, int,
-                                                      const float*, int, float*, int, bool,
-                                                      cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 2, true, 1>(int, int, int, const float*, int, const float*,
-                                                     int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 2, true, 4>(int, int, int, const float*, int, const float*,
-                                                     int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 2, true, 8>(int, int, int, const float*, int, const float*,
-                                                     int, float*, int, bool, cudaStream_t);
-template cudaError_t LaunchGemmTiled<16, 2, true, 16>(int, int, int, const float*, int,
-                                                      const float*, int, float*, int, bool,
-                                                      cudaStream_t);
+// The default and, for gemm_bench, the row-major thread layout.
+template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiled<16, 2, true>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
 
 template <int kRows, int kWarps, int kChunk, int kStages>
 cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -405,8 +378,8 @@ cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const 
 
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  return LaunchGemmTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTiledSwizzle>(
-      M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  return LaunchGemmTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>(M, N, K, A, lda, B, ldb, C,
+                                                                     ldc, accumulate, stream);
 }
 
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,

@@ -1,17 +1,16 @@
 // File: worker/src/cuda/gemm_variants.h
 //
 // The 128x128 tiled GEMM kernel's compiled variants (slice depth BK, blocks
-// per SM, warp-tiled thread layout, swizzle: tile rows per group of the block
-// order, 1 for none), for the benchmark that picks the default and for the
-// bit-equality tests: <16, 2, true, 1> (GemmTiled's), the row-major layout
-// <16, 2, false, 1>, and the swizzles <16, 2, true, 4 / 8 / 16>.
+// per SM, warp-tiled thread layout), for the benchmark that picks the default
+// and for the bit-equality tests: <16, 2, true> (GemmTiled's) and the
+// row-major layout <16, 2, false>.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 namespace easyscale::cuda {
 
-template <int BK, int kMinBlocks, bool kWarpTiled, int kSwizzle>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream);
 
