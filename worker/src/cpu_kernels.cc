@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale::cpu {
@@ -205,17 +206,14 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
         sq = Fma(d, d, sq);
       }
     }
-    const float var = sq / count;
-    const float invstd = 1.0f / std::sqrt(var + eps);
     save_mean[c] = mean;
-    save_invstd[c] = invstd;
-    const float unbiased = count > 1.0f ? sq / (count - 1.0f) : var;
-    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
-    const float scale = gamma[c] * invstd;
+    formulas::BatchNormFinish(mean, sq, count, eps, momentum, &save_invstd[c], &running_mean[c],
+                              &running_var[c]);
+    const float scale = gamma[c] * save_invstd[c];
     for (int b = 0; b < B; ++b) {
       const size_t off = (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) y[off + p] = Fma(x[off + p] - mean, scale, beta[c]);
+      for (int p = 0; p < P; ++p)
+        y[off + p] = formulas::BatchNormOutput(x[off + p], mean, scale, beta[c]);
     }
   }
 }
@@ -223,10 +221,11 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
 void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, const float* beta,
                    float eps, const float* running_mean, const float* running_var, float* y) {
   for (int c = 0; c < C; ++c) {
-    const float scale = gamma[c] * (1.0f / std::sqrt(running_var[c] + eps));
+    const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
     for (int b = 0; b < B; ++b) {
       const size_t off = (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) y[off + p] = Fma(x[off + p] - running_mean[c], scale, beta[c]);
+      for (int p = 0; p < P; ++p)
+        y[off + p] = formulas::BatchNormOutput(x[off + p], running_mean[c], scale, beta[c]);
     }
   }
 }
@@ -252,10 +251,8 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
     for (int b = 0; b < B; ++b) {
       const size_t off = (static_cast<size_t>(b) * C + c) * P;
       for (int p = 0; p < P; ++p) {
-        const float xhat = (x[off + p] - mean) * invstd;
-        // dx = gamma*invstd/count * (count*dy - sum_dy - xhat*sum_dy_xhat)
-        const float inner = Fma(-xhat, sum_dy_xhat, count * dy[off + p] - sum_dy);
-        dx[off + p] = k * inner;
+        dx[off + p] = formulas::BatchNormInputGrad(x[off + p], dy[off + p], mean, invstd, k, count,
+                                                   sum_dy, sum_dy_xhat);
       }
     }
   }
@@ -267,7 +264,7 @@ void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_b
   uint32_t bits[4];
   for (size_t i = 0; i < n; ++i) {
     if (i % 4 == 0) Philox4x32({key0, key1}, counter_base + i / 4, 0, bits);
-    const float m = UniformFromBits(bits[i % 4]) >= p ? scale : 0.0f;
+    const float m = formulas::DropoutMask(bits[i % 4], p, scale);
     mask[i] = m;
     y[i] = x[i] * m;
   }
@@ -282,22 +279,9 @@ float SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int3
   float total = 0.0f;
   const float inv_rows = 1.0f / static_cast<float>(rows);
   for (int r = 0; r < rows; ++r) {
-    const float* z = logits + static_cast<size_t>(r) * classes;
-    float* dz = dlogits + static_cast<size_t>(r) * classes;
-    float m = z[0];
-    for (int c = 1; c < classes; ++c) m = z[c] > m ? z[c] : m;
-    float sum = 0.0f;
-    for (int c = 0; c < classes; ++c) {
-      dz[c] = detmath::Exp(z[c] - m);
-      sum += dz[c];
-    }
-    const float inv_sum = 1.0f / sum;
-    // -log softmax[label] = log(sum) - (z[label] - m)
-    total += detmath::Log(sum) - (z[labels[r]] - m);
-    for (int c = 0; c < classes; ++c) {
-      const float prob = dz[c] * inv_sum;
-      dz[c] = (prob - (c == labels[r] ? 1.0f : 0.0f)) * inv_rows;
-    }
+    total += formulas::SoftmaxCrossEntropyRow(classes, logits + static_cast<size_t>(r) * classes,
+                                              labels[r], inv_rows,
+                                              dlogits + static_cast<size_t>(r) * classes);
   }
   return total * inv_rows;
 }

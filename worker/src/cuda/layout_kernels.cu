@@ -1,6 +1,7 @@
 // Data movement and element-wise kernels: one thread per output, each output
 // computed exactly as the CPU loop computes it (cpu_kernels.cc).
 #include "cuda_kernels.h"
+#include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
 #include "launch.cuh"
 
@@ -146,7 +147,7 @@ cudaError_t LaunchDropout(size_t n, float p, uint32_t key0, uint32_t key1, Count
     for (int lane = 0; lane < 4; ++lane) {
       const size_t i = 4 * g + lane;
       if (i >= n) break;
-      const float m = UniformFromBits(bits[lane]) >= p ? scale : 0.0f;
+      const float m = formulas::DropoutMask(bits[lane], p, scale);
       mask[i] = m;
       y[i] = x[i] * m;
     }

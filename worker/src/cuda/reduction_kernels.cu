@@ -6,6 +6,7 @@
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
 #include "launch.cuh"
 
 namespace easyscale::cuda {
@@ -118,12 +119,9 @@ __global__ void __launch_bounds__(kChannelThreads)
     sq = Fma(d, d, sq);
   });
   if (threadIdx.x != 0) return;
-  const float var = sq / count;
   save_mean[c] = mean;
-  save_invstd[c] = 1.0f / sqrtf(var + eps);
-  const float unbiased = count > 1.0f ? sq / (count - 1.0f) : var;
-  running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-  running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+  formulas::BatchNormFinish(mean, sq, count, eps, momentum, &save_invstd[c], &running_mean[c],
+                            &running_var[c]);
 }
 
 __global__ void __launch_bounds__(kChannelThreads)
@@ -172,8 +170,7 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
     const size_t c = i / P % C;
-    const float scale = gamma[c] * save_invstd[c];
-    y[i] = Fma(x[i] - save_mean[c], scale, beta[c]);
+    y[i] = formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
   });
 }
 
@@ -182,8 +179,8 @@ cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamm
                           const float* running_var, float* y, cudaStream_t stream) {
   return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
     const size_t c = i / P % C;
-    const float scale = gamma[c] * (1.0f / sqrtf(running_var[c] + eps));
-    y[i] = Fma(x[i] - running_mean[c], scale, beta[c]);
+    const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
+    y[i] = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
   });
 }
 
@@ -200,10 +197,8 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
     const size_t c = i / P % C;
     const float invstd = save_invstd[c];
-    const float xhat = (x[i] - save_mean[c]) * invstd;
-    const float k = gamma[c] * invstd / count;
-    const float inner = Fma(-xhat, dgamma[c], count * dy[i] - dbeta[c]);
-    dx[i] = k * inner;
+    dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
+                                         gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);
   });
 }
 
@@ -218,22 +213,9 @@ __global__ void SoftmaxCrossEntropyKernel(int rows, int classes, const float* lo
   __shared__ float row_loss[kMaxSoftmaxRows];
   const float inv_rows = 1.0f / static_cast<float>(rows);
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const float* z = logits + static_cast<size_t>(r) * classes;
-    float* dz = dlogits + static_cast<size_t>(r) * classes;
-    float m = z[0];
-    for (int c = 1; c < classes; ++c) m = z[c] > m ? z[c] : m;
-    float sum = 0.0f;
-    for (int c = 0; c < classes; ++c) {
-      dz[c] = detmath::Exp(z[c] - m);
-      sum += dz[c];
-    }
-    const float inv_sum = 1.0f / sum;
-    const int label = labels[r];
-    row_loss[r] = detmath::Log(sum) - (z[label] - m);
-    for (int c = 0; c < classes; ++c) {
-      const float prob = dz[c] * inv_sum;
-      dz[c] = (prob - (c == label ? 1.0f : 0.0f)) * inv_rows;
-    }
+    row_loss[r] = formulas::SoftmaxCrossEntropyRow(
+        classes, logits + static_cast<size_t>(r) * classes, labels[r], inv_rows,
+        dlogits + static_cast<size_t>(r) * classes);
   }
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -1,0 +1,69 @@
+// File: easyscale/worker/kernel_formulas.h
+//
+// The per-element and per-channel formulas the CPU kernels (cpu_kernels.cc) and
+// their CUDA twins (worker/src/cuda/) share: one definition, compiled for both,
+// so both devices run the same operations in the same order. The reductions'
+// loops (and their fixed order) stay with each kernel.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/philox.h"
+
+namespace easyscale::formulas {
+
+// y = (x - mean) * scale + beta, with scale = gamma / std.
+ES_HD float BatchNormOutput(float x, float mean, float scale, float beta) {
+  return detmath::Fma(x - mean, scale, beta);
+}
+
+ES_HD float InvStd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+
+// A channel's statistics from its mean and sum of squared deviations over
+// `count` values: the saved 1/std and the running statistics' update (the
+// unbiased variance, as PyTorch's).
+ES_HD void BatchNormFinish(float mean, float sum_sq, float count, float eps, float momentum,
+                           float* save_invstd, float* running_mean, float* running_var) {
+  const float var = sum_sq / count;
+  *save_invstd = InvStd(var, eps);
+  const float unbiased = count > 1.0f ? sum_sq / (count - 1.0f) : var;
+  *running_mean = (1.0f - momentum) * *running_mean + momentum * mean;
+  *running_var = (1.0f - momentum) * *running_var + momentum * unbiased;
+}
+
+// dx = gamma*invstd/count * (count*dy - sum_dy - xhat*sum_dy_xhat); `k` is
+// gamma * invstd / count.
+ES_HD float BatchNormInputGrad(float x, float dy, float mean, float invstd, float k, float count,
+                               float sum_dy, float sum_dy_xhat) {
+  const float xhat = (x - mean) * invstd;
+  return k * detmath::Fma(-xhat, sum_dy_xhat, count * dy - sum_dy);
+}
+
+// The kept element's scale (1 / (1 - p)) or 0, from one Philox word.
+ES_HD float DropoutMask(uint32_t bits, float p, float scale) {
+  return UniformFromBits(bits) >= p ? scale : 0.0f;
+}
+
+// One row of softmax cross-entropy: writes dz = (softmax - onehot) / rows and
+// returns -log softmax[label] = log(sum) - (z[label] - max).
+ES_HD float SoftmaxCrossEntropyRow(int classes, const float* z, int label, float inv_rows,
+                                   float* dz) {
+  float m = z[0];
+  for (int c = 1; c < classes; ++c) m = z[c] > m ? z[c] : m;
+  float sum = 0.0f;
+  for (int c = 0; c < classes; ++c) {
+    dz[c] = detmath::Exp(z[c] - m);
+    sum += dz[c];
+  }
+  const float inv_sum = 1.0f / sum;
+  const float loss = detmath::Log(sum) - (z[label] - m);
+  for (int c = 0; c < classes; ++c) {
+    const float prob = dz[c] * inv_sum;
+    dz[c] = (prob - (c == label ? 1.0f : 0.0f)) * inv_rows;
+  }
+  return loss;
+}
+
+}  // namespace easyscale::formulas
