@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "cuda_kernels.h"
-#include "gemm_variants.h"
 
 namespace easyscale::cuda {
 namespace {
@@ -17,17 +16,17 @@ namespace {
 // double-buffered in shared memory: the next slice is read from global memory
 // into registers while the current one is multiplied. A is stored k-major
 // (transposed) in shared memory so a thread reads its A values as float4s.
-// Opt (gemm_variants.h) holds the finer knobs gemm_bench compares.
 constexpr int kTileM = 128;
 constexpr int kTileN = 128;
 constexpr int kTiledThreads = 256;
+constexpr int kPadA = 4;  // keeps float4 alignment, shifts banks between k rows
 
-template <int BK, typename Opt>
+template <int BK>
 constexpr int TiledSharedBytes() {
-  return 2 * BK * (kTileM + Opt::kPadA + kTileN) * static_cast<int>(sizeof(float));
+  return 2 * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
 }
 
-template <int BK, int kMinBlocks, bool kWarpTiled, typename Opt>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(int M, int N, int K, const float* __restrict__ A, int lda,
                     const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
@@ -36,51 +35,32 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
                 "the register tile is 4x4 sub-tiles 64 apart");
   static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
   static_assert((kTileN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
-  static_assert(Opt::kPadA % 4 == 0, "As rows must stay 16-byte aligned");
-  static_assert(Opt::kStoreFrom < BK, "the stores must start inside the k loop");
-  static_assert(!Opt::kTallLanes || kWarpTiled, "lane shapes are a warp-tiled layout");
   constexpr int kAVec = kTileM * BK / 4 / kTiledThreads;
   constexpr int kBVec = kTileN * BK / 4 / kTiledThreads;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
-  constexpr int kLdA = kTileM + Opt::kPadA;
+  constexpr int kLdA = kTileM + kPadA;
   extern __shared__ __align__(16) float tiled_smem[];
   float* const As = tiled_smem;                  // [2][BK][kLdA]
   float* const Bs = tiled_smem + 2 * BK * kLdA;  // [2][BK][kTileN]
 
   const int tid = threadIdx.x;
-  // The 16x16 thread grid: row-major, or with each warp on an 8x4 (or, tall,
-  // 4x8) patch of it (fewer distinct shared-memory vectors per warp read).
+  // The 16x16 thread grid: row-major, or with each warp on an 8x4 patch of it
+  // (fewer distinct shared-memory vectors per warp read).
   const int warp = tid / 32, lane = tid % 32;
-  int tx = tid % 16, ty = tid / 16;
-  if (kWarpTiled && Opt::kTallLanes) {
-    tx = (warp % 4) * 4 + lane % 4, ty = (warp / 4) * 8 + lane / 4;
-  } else if (kWarpTiled) {
-    tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
-  }
+  const int tx = kWarpTiled ? (warp % 2) * 8 + lane % 8 : tid % 16;
+  const int ty = kWarpTiled ? (warp / 2) * 4 + lane / 8 : tid / 16;
   const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
   float4 ra[kAVec], rb[kBVec];
 
-  // The tile row and first k of A's float4 number idx of a slice.
-  auto a_row = [](int idx) {
-    return Opt::kASwizzle ? idx / (4 * BK) * 16 + idx % 16 : idx / (BK / 4);
-  };
-  auto a_k = [](int idx) { return Opt::kASwizzle ? idx / 16 % (BK / 4) * 4 : idx % (BK / 4) * 4; };
-  auto load4 = [](const float* src) {
-    if constexpr (Opt::kLdg) {
-      return __ldg(reinterpret_cast<const float4*>(src));
-    } else {
-      return *reinterpret_cast<const float4*>(src);
-    }
-  };
   auto load_slice = [&](int k0) {
     const bool full = vector_ok && m0 + kTileM <= M && n0 + kTileN <= N && k0 + BK <= K;
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int r = m0 + a_row(idx), k = k0 + a_k(idx);
+      const int r = m0 + idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4;
       const float* src = A + static_cast<size_t>(r) * lda + k;
       if (full) {
-        ra[v] = load4(src);
+        ra[v] = *reinterpret_cast<const float4*>(src);
       } else {
         const bool row_ok = r < M;
         ra[v] =
@@ -94,7 +74,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
       const int k = k0 + idx / (kTileN / 4), n = n0 + (idx % (kTileN / 4)) * 4;
       const float* src = B + static_cast<size_t>(k) * ldb + n;
       if (full) {
-        rb[v] = load4(src);
+        rb[v] = *reinterpret_cast<const float4*>(src);
       } else {
         const bool k_ok = k < K;
         rb[v] = make_float4(k_ok && n < N ? src[0] : 0.0f, k_ok && n + 1 < N ? src[1] : 0.0f,
@@ -102,26 +82,24 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
       }
     }
   };
-  // Stores register vector t (A's first, then B's) into shared buffer buf.
-  auto store_vector = [&](int t, int buf) {
-    if (t < kAVec) {
-      float* const as = As + buf * BK * kLdA;
-      const int idx = tid + t * kTiledThreads;
-      const int r = a_row(idx), k = a_k(idx);
-      as[(k + 0) * kLdA + r] = ra[t].x;
-      as[(k + 1) * kLdA + r] = ra[t].y;
-      as[(k + 2) * kLdA + r] = ra[t].z;
-      as[(k + 3) * kLdA + r] = ra[t].w;
-    } else {
-      float* const bs = Bs + buf * BK * kTileN;
-      const int idx = tid + (t - kAVec) * kTiledThreads;
-      const int k = idx / (kTileN / 4), n = (idx % (kTileN / 4)) * 4;
-      *reinterpret_cast<float4*>(&bs[k * kTileN + n]) = rb[t - kAVec];
-    }
-  };
   auto store_slice = [&](int buf) {
+    float* const as = As + buf * BK * kLdA;
+    float* const bs = Bs + buf * BK * kTileN;
 #pragma unroll
-    for (int t = 0; t < kAVec + kBVec; ++t) store_vector(t, buf);
+    for (int v = 0; v < kAVec; ++v) {
+      const int idx = tid + v * kTiledThreads;
+      const int r = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
+      as[(k + 0) * kLdA + r] = ra[v].x;
+      as[(k + 1) * kLdA + r] = ra[v].y;
+      as[(k + 2) * kLdA + r] = ra[v].z;
+      as[(k + 3) * kLdA + r] = ra[v].w;
+    }
+#pragma unroll
+    for (int v = 0; v < kBVec; ++v) {
+      const int idx = tid + v * kTiledThreads;
+      const int k = idx / (kTileN / 4), n = (idx % (kTileN / 4)) * 4;
+      *reinterpret_cast<float4*>(&bs[k * kTileN + n]) = rb[v];
+    }
   };
 
   // Row i of the register tile is global row m0 + ty*4 + i%4 + (i/4)*64, and
@@ -137,9 +115,10 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     }
   }
 
-  auto load_fragments = [&](int buf, int kk, float(&a)[kRM], float(&b)[kRN]) {
+  auto multiply_k = [&](int buf, int kk) {
     const float* const as = As + (buf * BK + kk) * kLdA;
     const float* const bs = Bs + (buf * BK + kk) * kTileN;
+    float a[kRM], b[kRN];
 #pragma unroll
     for (int q = 0; q < kRM / 4; ++q) {
       const float4 v = *reinterpret_cast<const float4*>(&as[q * 64 + ty * 4]);
@@ -150,18 +129,11 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
       const float4 v = *reinterpret_cast<const float4*>(&bs[q * 64 + tx * 4]);
       b[q * 4 + 0] = v.x, b[q * 4 + 1] = v.y, b[q * 4 + 2] = v.z, b[q * 4 + 3] = v.w;
     }
-  };
-  auto fma_fragments = [&](const float(&a)[kRM], const float(&b)[kRN]) {
 #pragma unroll
     for (int i = 0; i < kRM; ++i) {
 #pragma unroll
       for (int j = 0; j < kRN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
     }
-  };
-  auto multiply_k = [&](int buf, int kk) {
-    float a[kRM], b[kRN];
-    load_fragments(buf, kk, a, b);
-    fma_fragments(a, b);
   };
 
   const int slices = (K + BK - 1) / BK;
@@ -172,44 +144,17 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   }
   for (int s = 0; s < slices; ++s) {
     const int buf = s & 1;
-    const bool more = s + 1 < slices;
-    if (more) load_slice((s + 1) * BK);
+    if (s + 1 < slices) load_slice((s + 1) * BK);
     const int valid = K - s * BK;
     if (valid >= BK) {
-      // Stores interleaved with the fmas go to the other buffer, whose readers
-      // passed the last barrier; vector t at step kStoreFrom + t * rest / count.
-      constexpr int kVectors = kAVec + kBVec;
-      auto store_at = [&](int kk) {
-        if constexpr (Opt::kStoreFrom >= 0) {
 #pragma unroll
-          for (int t = 0; t < kVectors; ++t) {
-            if (kk == Opt::kStoreFrom + t * (BK - Opt::kStoreFrom) / kVectors && more)
-              store_vector(t, buf ^ 1);
-          }
-        }
-      };
-      if constexpr (Opt::kFragPrefetch) {
-        float a[2][kRM], b[2][kRN];
-        load_fragments(buf, 0, a[0], b[0]);
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-          if (kk + 1 < BK) load_fragments(buf, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
-          store_at(kk);
-          fma_fragments(a[kk % 2], b[kk % 2]);
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-          store_at(kk);
-          multiply_k(buf, kk);
-        }
-      }
+      for (int kk = 0; kk < BK; ++kk) multiply_k(buf, kk);
     } else {
       // The last, partial slice: only real k, so no fma with padding zeros
       // (which could turn a -0 into +0).
       for (int kk = 0; kk < valid; ++kk) multiply_k(buf, kk);
     }
-    if (Opt::kStoreFrom < 0 && more) store_slice(buf ^ 1);
+    if (s + 1 < slices) store_slice(buf ^ 1);
     __syncthreads();  // one barrier: the other buffer's readers finished last round
   }
 
@@ -379,8 +324,10 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
 // Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.889): BK=8 (~0.80), 1 block
 // per SM (0.80), cp.async-pipelined 128x128 slices (0.67-0.87), 128x256 and 256x128 tiles
-// (0.81-0.84, 0.67-0.78), thread-block swizzles of 4-16 tile rows (0.85); at long K, an 8x32
-// tile staged through shared memory lost to the chain.
+// (0.81-0.84, 0.67-0.78), thread-block swizzles of 4-16 tile rows (0.85), As padding 0 / 8
+// (0.82 / 0.888), bank-swizzled A stores (0.77), next-slice stores spread over the k loop
+// (0.87-0.88), fragment prefetch (0.886), __ldg loads (0.87), 4x8 lanes in 4x2 warps (0.88);
+// at long K, an 8x32 tile staged through shared memory lost to the chain.
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
@@ -393,7 +340,7 @@ constexpr int kChainStages = 6;
 constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kChainMinK = 512;
 
-template <int BK, int kMinBlocks, bool kWarpTiled, typename Opt>
+template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
@@ -401,31 +348,17 @@ cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const 
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
   if (grid.y > 65535) return cudaErrorInvalidValue;
-  constexpr int kBytes = TiledSharedBytes<BK, Opt>();
+  constexpr int kBytes = TiledSharedBytes<BK>();
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-  GemmTiledKernel<BK, kMinBlocks, kWarpTiled, Opt><<<grid, kTiledThreads, kBytes, stream>>>(
+  GemmTiledKernel<BK, kMinBlocks, kWarpTiled><<<grid, kTiledThreads, kBytes, stream>>>(
       M, N, K, A, lda, B, ldb, C, ldc, accumulate, vector_ok);
   return cudaGetLastError();
 }
-// The default, and for gemm_bench the row-major thread layout and the option sets.
-#define EASYSCALE_TILED_VARIANT(...)                 \
-  template cudaError_t LaunchGemmTiled<__VA_ARGS__>( \
-      int, int, int, const float*, int, const float*, int, float*, int, bool, cudaStream_t)
-EASYSCALE_TILED_VARIANT(16, 2, false, TiledOptions);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledOptions);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledPadA0);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledPadA8);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledASwizzle);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledStoresK4);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledStoresK8);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledFragPrefetch);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledLdg);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledTallLanes);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledSwizzlePrefetch);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledSwizzleStoresK4Prefetch);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledSwizzleLdg);
-EASYSCALE_TILED_VARIANT(16, 2, true, TiledStoresK8Ldg);
-#undef EASYSCALE_TILED_VARIANT
+// The default and, for gemm_bench, the row-major thread layout.
+template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiled<16, 2, true>(int, int, int, const float*, int, const float*,
+                                                  int, float*, int, bool, cudaStream_t);
 
 template <int kRows, int kWarps, int kChunk, int kStages>
 cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,

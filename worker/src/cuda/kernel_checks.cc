@@ -126,25 +126,11 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   const struct {
     const char* name;
     GemmFn fn;
-  } kernels[] = {
-      {"Gemm", &Gemm},
-      {"GemmTiled", &GemmTiled},
-      {"GemmPerOutput", &GemmPerOutput},
-      {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
-      {"GemmTiled<PadA0>", &LaunchGemmTiled<16, 2, true, TiledPadA0>},
-      {"GemmTiled<PadA8>", &LaunchGemmTiled<16, 2, true, TiledPadA8>},
-      {"GemmTiled<ASwizzle>", &LaunchGemmTiled<16, 2, true, TiledASwizzle>},
-      {"GemmTiled<StoresK4>", &LaunchGemmTiled<16, 2, true, TiledStoresK4>},
-      {"GemmTiled<StoresK8>", &LaunchGemmTiled<16, 2, true, TiledStoresK8>},
-      {"GemmTiled<FragPrefetch>", &LaunchGemmTiled<16, 2, true, TiledFragPrefetch>},
-      {"GemmTiled<Ldg>", &LaunchGemmTiled<16, 2, true, TiledLdg>},
-      {"GemmTiled<TallLanes>", &LaunchGemmTiled<16, 2, true, TiledTallLanes>},
-      {"GemmTiled<SwizzlePrefetch>", &LaunchGemmTiled<16, 2, true, TiledSwizzlePrefetch>},
-      {"GemmTiled<SwizzleStoresK4Prefetch>",
-       &LaunchGemmTiled<16, 2, true, TiledSwizzleStoresK4Prefetch>},
-      {"GemmTiled<SwizzleLdg>", &LaunchGemmTiled<16, 2, true, TiledSwizzleLdg>},
-      {"GemmTiled<StoresK8Ldg>", &LaunchGemmTiled<16, 2, true, TiledStoresK8Ldg>},
-      {"GemmChain", &GemmChain}};
+  } kernels[] = {{"Gemm", &Gemm},
+                 {"GemmTiled", &GemmTiled},
+                 {"GemmPerOutput", &GemmPerOutput},
+                 {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
+                 {"GemmChain", &GemmChain}};
   std::vector<KernelCheck> out;
   for (const auto& k : kernels) {
     for (const GemmShape& s : shapes) {
