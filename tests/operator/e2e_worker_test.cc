@@ -84,7 +84,8 @@ TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
   EXPECT_EQ(c.JobStatus("j")["digest"], reference);
   EXPECT_EQ(c.EventCount("j", "Scheduled"), 1);
   EXPECT_GE(c.EventCount("j", "ScaledOut"), 1);
-  EXPECT_EQ(c.EventCount("j", "Succeeded"), 1);
+  // The controller records the Event after it writes the status: wait for it.
+  EXPECT_TRUE(Eventually([&] { return c.EventCount("j", "Succeeded") == 1; }, 10s));
   EXPECT_GE(c.JobStatus("j")["preemptions"].get<int>(), 1);
 }
 
