@@ -225,13 +225,20 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
       std::vector<float> y(n), mask(n);
       cpu::Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, x.data(),
                    y.data(), mask.data());
-      DeviceBuffer<float> dx(x), dy(n), dmask(n);
+      DeviceBuffer<float> dx(x), dy(n), dmask(n), cy(n), cmask(n);
       ThrowIfError(Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, dx.get(),
                            dy.get(), dmask.get()),
+                   "launch");
+      // The replayed-graph form: the counter read from device memory.
+      DeviceBuffer<uint64_t> dbase(std::vector<uint64_t>{base});
+      ThrowIfError(DropoutCounterAt(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed),
+                                    dbase.get(), dx.get(), cy.get(), cmask.get()),
                    "launch");
       std::string d;
       Compare(&d, "y", y, dy);
       Compare(&d, "mask", mask, dmask);
+      Compare(&d, "y (counter in device memory)", y, cy);
+      Compare(&d, "mask (counter in device memory)", mask, cmask);
       return d;
     });
   }
