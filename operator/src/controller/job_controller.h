@@ -52,6 +52,9 @@ class JobController {
 
   Status Reconcile(const std::string& key);
   ControlBook& book() { return book_; }
+  // The controller's cached view of a Pod ("namespace/name"): what it schedules
+  // on, which may lag the API server (tests wait on it before acting).
+  std::optional<nlohmann::json> CachedPod(const std::string& key) const { return pods_.Get(key); }
   WorkQueue& queue() { return queue_; }
 
  private:

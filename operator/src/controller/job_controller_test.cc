@@ -125,6 +125,12 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   ASSERT_TRUE(
       client_->MergePatch(kPods, "default", "inf-1", {{"status", {{"phase", "Running"}}}}, true)
           .ok());
+  // Informers deliver independently: without this wait the job can be placed on
+  // n1 before the controller sees inf-1 holding it (then it is preempted at once).
+  ASSERT_TRUE(Eventually([&] {
+    const auto pod = controller_->CachedPod("default/inf-1");
+    return pod && (*pod)["status"].value("phase", "") == "Running";
+  }));
   ASSERT_TRUE(
       client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
 
