@@ -8,7 +8,6 @@
 #include "easyscale/common/log.h"
 #include "easyscale/common/sha256.h"
 #include "easyscale/worker/checkpoint.h"
-#include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/fixed_point.h"
 #if defined(EASYSCALE_WITH_CUDA)
 #include "resident_backend.h"

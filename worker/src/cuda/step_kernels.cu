@@ -1,6 +1,6 @@
 // Kernels of the training step that have no twin in cpu_kernels.h: the exact
-// aggregation's fixed-point accumulation (fixed_point.h: the same double
-// arithmetic, so the same integers) and the test-only fault.
+// aggregation's fixed-point accumulation (fixed_point.h's FixedPointTerm, so the
+// same integers) and the test-only fault.
 #include "cuda_kernels.h"
 #include "easyscale/worker/fixed_point.h"
 #include "launch.cuh"
@@ -20,17 +20,11 @@ __global__ void AccumulateFixedPointKernel(Segments s, double limit, int64_t* ac
   const int seg = blockIdx.y;
   const float* g = s.data[seg];
   int64_t* out = acc + s.offset[seg];
-  const double magic = 6755399441055744.0;  // 1.5 * 2^52, as fixed_point.h
-  const int64_t base = __double_as_longlong(magic);
   bool bad = false;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < s.size[seg];
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float v = g[i];
-    bad |= !(fabsf(v) <= 3.40282347e38f);
-    double scaled = static_cast<double>(v) * 4294967296.0;
-    scaled = scaled < -limit ? -limit : scaled;
-    scaled = scaled > limit ? limit : scaled;
-    out[i] += __double_as_longlong(scaled + magic) - base;
+    bad |= !(fabsf(g[i]) <= 3.40282347e38f);
+    out[i] += FixedPointTerm(g[i], limit);
   }
   if (bad) nonfinite[seg] = 1;  // every writer writes the same value
 }

@@ -26,41 +26,38 @@ ES_HD double FixedPointLimit(int64_t max_terms) {
   return by_terms < 2251799813685248.0 ? by_terms : 2251799813685248.0;
 }
 
-// v * 2^32 rounded to nearest, ties to even, saturated at the limit. Adding
+// v * 2^32 rounded to nearest, ties to even, saturated at +-limit. Adding
 // 1.5 * 2^52 puts the integer in the low mantissa bits (the FPU rounds there),
 // so the conversion is plain arithmetic that vectorises and runs the same on
-// every device. Returns false for NaN or infinity.
+// every device. NaN gives garbage: callers flag it separately.
+ES_HD int64_t FixedPointTerm(float v, double limit) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  double scaled = static_cast<double>(v) * 4294967296.0;
+  scaled = scaled < -limit ? -limit : scaled;
+  scaled = scaled > limit ? limit : scaled;
+  const double shifted = scaled + kMagic;
+  int64_t bits, base;
+  memcpy(&bits, &shifted, sizeof bits);
+  memcpy(&base, &kMagic, sizeof base);
+  return bits - base;
+}
+
+// FixedPointTerm with the limit of `max_terms`; false for NaN or infinity.
 ES_HD bool ToFixedPoint(float v, int64_t max_terms, int64_t* out) {
   if (!(v - v == 0.0f)) return false;
-  const double limit = FixedPointLimit(max_terms);
-  double scaled = static_cast<double>(v) * 4294967296.0;
-  scaled = scaled > limit ? limit : (scaled < -limit ? -limit : scaled);
-  const double shifted = scaled + 6755399441055744.0;  // 1.5 * 2^52
-  int64_t bits, base;
-  const double magic = 6755399441055744.0;
-  memcpy(&bits, &shifted, sizeof bits);
-  memcpy(&base, &magic, sizeof base);
-  *out = bits - base;
+  *out = FixedPointTerm(v, FixedPointLimit(max_terms));
   return true;
 }
 
-// acc[i] += ToFixedPoint(g[i]) for a whole gradient; false if any is not finite.
+// acc[i] += FixedPointTerm(g[i]) for a whole gradient; false if any is not finite.
 inline bool AccumulateFixedPoint(const float* g, size_t n, int64_t max_terms, int64_t* acc) {
   const double limit = FixedPointLimit(max_terms);
-  const double magic = 6755399441055744.0;
-  int64_t base;
-  memcpy(&base, &magic, sizeof base);
   // Two branch-free passes so each vectorises: the finiteness flag (NaN
-  // compares false, so it sets the flag), then the min/max clamp and rounding.
+  // compares false, so it sets the flag), then the terms.
   int bad = 0;
   for (size_t i = 0; i < n; ++i)
     bad |= static_cast<int>(!(__builtin_fabsf(g[i]) <= 3.40282347e38f));
-  for (size_t i = 0; i < n; ++i) {
-    double scaled = static_cast<double>(g[i]) * 4294967296.0;
-    scaled = scaled < -limit ? -limit : scaled;
-    scaled = scaled > limit ? limit : scaled;
-    acc[i] += __builtin_bit_cast(int64_t, scaled + magic) - base;
-  }
+  for (size_t i = 0; i < n; ++i) acc[i] += FixedPointTerm(g[i], limit);
   return bad == 0;
 }
 
