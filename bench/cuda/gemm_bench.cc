@@ -2,7 +2,7 @@
 // SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's own
 // GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and our/cuBLAS ratios from
 // CUDA-event medians, and checks sampled outputs of every variant bit for bit
-// against a CPU std::fma chain in the same k order.
+// against the CPU's formulas::GemmOutput (the same k order).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 
 #include "cuda_kernels.h"
 #include "device_buffer.h"
+#include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
 #include "gemm_variants.h"
 
@@ -105,7 +106,7 @@ double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps) {
 
 double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
 
-// Sampled outputs of one run of `ours` against the CPU's fma chain, bit for bit.
+// Sampled outputs of one run of `ours` against formulas::GemmOutput, bit for bit.
 int SampledMismatches(const Shape& s, Operands& o, Launch ours, int samples) {
   ThrowIfError(ours(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, nullptr),
                "our gemm");
@@ -114,10 +115,8 @@ int SampledMismatches(const Shape& s, Operands& o, Launch ours, int samples) {
   int bad = 0;
   for (int t = 0; t < samples; ++t) {
     const int i = static_cast<int>(r.NextBelow(s.M)), j = static_cast<int>(r.NextBelow(s.N));
-    float acc = 0.0f;
-    for (int k = 0; k < s.K; ++k)
-      acc = std::fma(o.a[static_cast<size_t>(i) * s.K + k], o.b[static_cast<size_t>(k) * s.N + j],
-                     acc);
+    const float acc = easyscale::formulas::GemmOutput(s.K, &o.a[static_cast<size_t>(i) * s.K], 1,
+                                                      &o.b[j], s.N, 0.0f);
     bad += std::memcmp(&acc, &c[static_cast<size_t>(i) * s.N + j], sizeof acc) != 0;
   }
   return bad;

@@ -14,19 +14,30 @@ using detmath::Fma;
 
 void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate) {
-  // Loop order i, k, j: every C[i,j] still sees k ascending, and the inner loop
-  // runs over contiguous j, which vectorises without changing any element's order.
+  // Loop order i, k, j: every C[i,j] still sees each k block ascending, and the
+  // inner loop runs over contiguous j, which vectorises without changing any
+  // element's order. Blocks after the first chain into `part`, then add.
   constexpr int kBlockN = 256;
+  float part[kBlockN];
+  // c[0..n) += the chain over k in [k0, k1) of a[k] * B[k, j0..j0+n).
+  auto chain = [&](const float* a, int k0, int k1, int j0, int n, float* __restrict c) {
+    for (int k = k0; k < k1; ++k) {
+      const float aik = a[k];
+      const float* __restrict b = B + static_cast<size_t>(k) * ldb + j0;
+      for (int j = 0; j < n; ++j) c[j] = Fma(aik, b[j], c[j]);
+    }
+  };
   for (int j0 = 0; j0 < N; j0 += kBlockN) {
-    const int jn = std::min(N, j0 + kBlockN);
+    const int n = std::min(N - j0, kBlockN);
     for (int i = 0; i < M; ++i) {
-      float* __restrict c = C + static_cast<size_t>(i) * ldc;
-      if (!accumulate) std::fill(c + j0, c + jn, 0.0f);
+      float* __restrict c = C + static_cast<size_t>(i) * ldc + j0;
+      if (!accumulate) std::fill(c, c + n, 0.0f);
       const float* a = A + static_cast<size_t>(i) * lda;
-      for (int k = 0; k < K; ++k) {
-        const float aik = a[k];
-        const float* __restrict b = B + static_cast<size_t>(k) * ldb;
-        for (int j = j0; j < jn; ++j) c[j] = Fma(aik, b[j], c[j]);
+      chain(a, 0, std::min(K, formulas::kGemmKBlock), j0, n, c);
+      for (int k0 = formulas::kGemmKBlock; k0 < K; k0 += formulas::kGemmKBlock) {
+        std::fill(part, part + n, 0.0f);
+        chain(a, k0, std::min(K, k0 + formulas::kGemmKBlock), j0, n, part);
+        for (int j = 0; j < n; ++j) c[j] += part[j];
       }
     }
   }

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale {
@@ -27,6 +29,27 @@ TEST(Gemm, EqualsScalarFmaChainInKOrder) {
       float acc = 0.0f;
       for (int k = 0; k < K; ++k) acc = std::fma(A[i * K + k], B[k * N + j], acc);
       ASSERT_EQ(C[i * N + j], acc) << i << "," << j;  // bit-exact, not approximately
+    }
+  }
+}
+
+TEST(Gemm, LongKSumsChainsOverKBlocksInBlockOrder) {
+  // Two full k blocks and a partial one, accumulating into C.
+  const int M = 3, N = 5, K = 2 * formulas::kGemmKBlock + 37;
+  auto A = Random(M * K, 5), B = Random(K * N, 6), C = Random(M * N, 7);
+  const std::vector<float> C0 = C;
+  cpu::Gemm(M, N, K, A.data(), K, B.data(), N, C.data(), N, true);
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      float sum = 0.0f;
+      for (int k0 = 0; k0 < K; k0 += formulas::kGemmKBlock) {
+        float chain = k0 == 0 ? C0[i * N + j] : 0.0f;
+        for (int k = k0; k < std::min(K, k0 + formulas::kGemmKBlock); ++k)
+          chain = std::fma(A[i * K + k], B[k * N + j], chain);
+        sum = k0 == 0 ? chain : sum + chain;
+      }
+      ASSERT_EQ(C[i * N + j], sum) << i << "," << j;
+      ASSERT_EQ(C[i * N + j], formulas::GemmOutput(K, &A[i * K], 1, &B[j], N, C0[i * N + j]));
     }
   }
 }

@@ -3,9 +3,10 @@
 // The CUDA kernels: one per CPU kernel of easyscale/worker/cpu_kernels.h, with
 // the same signature plus a stream, on device pointers. Each computes the same
 // operation sequence per output as its CPU twin (read the order there), so the
-// bits are equal; parallelism is only ever across outputs, never inside one
-// output's reduction. Built with -fmad=false, IEEE division and square root,
-// no flush-to-zero: the only fma is the explicit __fmaf_rn (detmath::Fma).
+// bits are equal; parallelism is across outputs, and inside one output only
+// where the order itself has independent parts (a GEMM's k blocks). Built with -fmad=false, IEEE
+// division and square root, no flush-to-zero: the only fma is the explicit __fmaf_rn
+// (detmath::Fma).
 //
 // Each function enqueues work on `stream` and returns the launch's error
 // (cudaSuccess or the first failure); errors of the kernel itself surface at the
@@ -19,15 +20,17 @@
 
 namespace easyscale::cuda {
 
-// C[i,j] = fma-chain over k ascending from 0 (or from C[i,j] when accumulate).
-// Picks one of the kernels below by shape; all run the same chain per output,
-// so the choice changes speed only.
+// C[i,j] = the sum over k in formulas::GemmOutput's order (fma chains over k
+// blocks, added in block order), from 0 (or from C[i,j] when accumulate).
+// Picks one of the kernels below by shape; all run the same order per output,
+// so the choice changes speed only. A product of several k blocks takes
+// M*N*blocks floats of stream-ordered scratch.
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream = nullptr);
 // The GEMM kernels, exposed for tests and benchmarks: 128x128 register tiles
 // (large products), one output per thread fed float4s along k through a
-// cp.async ring (few outputs, long K), one thread per output (few outputs,
-// short K).
+// cp.async ring (few outputs, long k blocks), one thread per output (few
+// outputs, short K).
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,

@@ -1,14 +1,47 @@
-// The deterministic fp32 GEMM. Every output C[i,j] is one register that runs
-// acc = __fmaf_rn(A[i,k], B[k,j], acc) for k = 0..K-1 ascending, from 0 or from
-// C[i,j]: the CPU's std::fma loop, so the bits match it on any GPU. No split-K,
-// no atomics, no tensor cores; speed comes from the tiling around that chain.
+// The deterministic fp32 GEMM, in the k order of formulas::GemmOutput: each k
+// block of an output is one register that runs acc = __fmaf_rn(A[i,k], B[k,j],
+// acc) over the block's k ascending, from 0 or from C[i,j] (the CPU's fma
+// loop), and a product with several k blocks runs each block as one z-slice of
+// the grid into partial sums that one more kernel adds in block order. No
+// atomics, no tensor cores; speed comes from the tiling around the chain.
 #include <algorithm>
 #include <cstdint>
 
 #include "cuda_kernels.h"
+#include "easyscale/worker/kernel_formulas.h"
 
 namespace easyscale::cuda {
 namespace {
+
+using formulas::kGemmKBlock;
+
+// A product as a kernel sees it: out[i,j] = the chain over k of A[i,k]*B[k,j]
+// from init[i,j] (from 0 without init).
+struct GemmArgs {
+  int M, N, K;
+  const float* A;
+  int lda;
+  const float* B;
+  int ldb;
+  const float* init;
+  int ldi;
+  float* out;
+  int ldo;
+};
+
+// This thread block's part of a k-blocked product: grid z-slice z runs k block z
+// into partial sums [blocks][M][N] (the caller points out at them); only block
+// 0 starts from init.
+__device__ __forceinline__ GemmArgs KBlockOf(GemmArgs g) {
+  if (gridDim.z == 1) return g;
+  const int z = static_cast<int>(blockIdx.z), k0 = z * kGemmKBlock;
+  g.A += k0;
+  g.B += static_cast<size_t>(k0) * g.ldb;
+  g.K = min(kGemmKBlock, g.K - k0);
+  if (z > 0) g.init = nullptr;
+  g.out += static_cast<size_t>(z) * g.M * g.N;
+  return g;
+}
 
 // The tiled kernel: a 128x128 block tile, 256 threads with an 8x8 register tile
 // each (as 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads
@@ -28,9 +61,7 @@ constexpr int TiledSharedBytes() {
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
-    GemmTiledKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                    const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                    bool accumulate, bool vector_ok) {
+    GemmTiledKernel(const GemmArgs args, bool vector_ok) {
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0,
                 "the register tile is 4x4 sub-tiles 64 apart");
   static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
@@ -39,6 +70,10 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   constexpr int kBVec = kTileN * BK / 4 / kTiledThreads;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
   constexpr int kLdA = kTileM + kPadA;
+  const GemmArgs g = KBlockOf(args);
+  const int M = g.M, N = g.N, K = g.K, lda = g.lda, ldb = g.ldb;
+  const float* __restrict__ const A = g.A;
+  const float* __restrict__ const B = g.B;
   extern __shared__ __align__(16) float tiled_smem[];
   float* const As = tiled_smem;                  // [2][BK][kLdA]
   float* const Bs = tiled_smem + 2 * BK * kLdA;  // [2][BK][kTileN]
@@ -111,7 +146,8 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
       const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
-      acc[i][j] = accumulate && r < M && c < N ? C[static_cast<size_t>(r) * ldc + c] : 0.0f;
+      acc[i][j] =
+          g.init != nullptr && r < M && c < N ? g.init[static_cast<size_t>(r) * g.ldi + c] : 0.0f;
     }
   }
 
@@ -165,7 +201,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
       const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
-      if (c < N) C[static_cast<size_t>(r) * ldc + c] = acc[i][j];
+      if (c < N) g.out[static_cast<size_t>(r) * g.ldo + c] = acc[i][j];
     }
   }
 }
@@ -173,19 +209,29 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 // One thread per output: for shapes too thin for a 128x128 tile (the model's
 // conv layers have 8 or 16 output channels). A[i,k] is a broadcast, B[k,j] a
 // coalesced row read.
-__global__ void GemmPerOutputKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                                    const float* __restrict__ B, int ldb, float* __restrict__ C,
-                                    int ldc, bool accumulate) {
+__global__ void GemmPerOutputKernel(const GemmArgs args) {
+  const GemmArgs g = KBlockOf(args);
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= N) return;
-  for (int i = blockIdx.y; i < M; i += gridDim.y) {
-    const float* a = A + static_cast<size_t>(i) * lda;
-    const float* b = B + j;
-    float* c = C + static_cast<size_t>(i) * ldc + j;
-    float acc = accumulate ? *c : 0.0f;
+  if (j >= g.N) return;
+  for (int i = blockIdx.y; i < g.M; i += gridDim.y) {
+    const float* __restrict__ a = g.A + static_cast<size_t>(i) * g.lda;
+    const float* __restrict__ b = g.B + j;
+    float acc = g.init != nullptr ? g.init[static_cast<size_t>(i) * g.ldi + j] : 0.0f;
 #pragma unroll 8
-    for (int k = 0; k < K; ++k) acc = __fmaf_rn(a[k], b[static_cast<size_t>(k) * ldb], acc);
-    *c = acc;
+    for (int k = 0; k < g.K; ++k) acc = __fmaf_rn(a[k], b[static_cast<size_t>(k) * g.ldb], acc);
+    g.out[static_cast<size_t>(i) * g.ldo + j] = acc;
+  }
+}
+
+// Adds the k blocks' partial sums [blocks][M][N] in block order into C.
+__global__ void GemmSumKBlocksKernel(int M, int N, int blocks, const float* __restrict__ parts,
+                                     float* __restrict__ C, int ldc) {
+  const size_t count = static_cast<size_t>(M) * N;
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float sum = parts[e];
+    for (int b = 1; b < blocks; ++b) sum = sum + parts[b * count + e];
+    C[e / N * ldc + e % N] = sum;
   }
 }
 
@@ -218,10 +264,7 @@ __device__ __forceinline__ void CpAsyncWait() {
 // Single-warp blocks spread the few outputs over many SMs. kAVector: 16-byte
 // copies of A (rows 16-byte aligned).
 template <int kRows, int kWarps, int kChunk, int kStages, bool kAVector>
-__global__ void __launch_bounds__(32 * kWarps)
-    GemmChainKernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                    const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                    bool accumulate) {
+__global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs args) {
   static_assert(32 % kRows == 0 && kChunk % 8 == 0 && kStages >= 2, "chain tile shape");
   constexpr int kCols = 32 / kRows;  // a warp's columns
   constexpr int kBlockN = kCols * kWarps;
@@ -234,6 +277,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   constexpr int kOps = kAOps + (kBItems + kThreads - 1) / kThreads;
   __shared__ __align__(16) float As[kStages][kRows][kStride];
   __shared__ __align__(16) float Bs[kStages][kBlockN][kStride];
+  const GemmArgs g = KBlockOf(args);
+  const int M = g.M, N = g.N, K = g.K, lda = g.lda, ldb = g.ldb;
+  const float* __restrict__ const A = g.A;
+  const float* __restrict__ const B = g.B;
 
   const int tid = threadIdx.x, lane = tid % 32;
   const int r = lane / kCols, c = (tid / 32) * kCols + lane % kCols;
@@ -267,7 +314,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 
   const int m = m0 + r, n = n0 + c;
   const bool mine = m < M && n < N;
-  float acc = accumulate && mine ? C[static_cast<size_t>(m) * ldc + n] : 0.0f;
+  float acc = g.init != nullptr && mine ? g.init[static_cast<size_t>(m) * g.ldi + n] : 0.0f;
   const int chunks = (K + kChunk - 1) / kChunk;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -310,7 +357,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     CpAsyncCommit();
   }
   CpAsyncWait<0>();  // no copy outlives the block
-  if (mine) C[static_cast<size_t>(m) * ldc + n] = acc;
+  if (mine) g.out[static_cast<size_t>(m) * g.ldo + n] = acc;
 }
 
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
@@ -318,6 +365,40 @@ bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int KBlocks(int K) { return K <= kGemmKBlock ? 1 : (K + kGemmKBlock - 1) / kGemmKBlock; }
+
+// Validates the shape and runs launch(args, z) for it, z the grid's depth: 1
+// when K fits one k block; else one z-slice per k block into partial sums
+// (stream-ordered scratch, so it is captured into a CUDA graph too), then their
+// sum in block order into C.
+template <typename Launch>
+cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+                    int ldc, bool accumulate, cudaStream_t stream, Launch launch) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0) return cudaSuccess;
+  const GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
+  const int blocks = KBlocks(K);
+  if (blocks == 1) return launch(g, 1);
+  if (blocks > 65535) return cudaErrorInvalidValue;
+  const size_t count = static_cast<size_t>(M) * N;
+  void* parts = nullptr;
+  cudaError_t err = cudaMallocAsync(&parts, blocks * count * sizeof(float), stream);
+  if (err != cudaSuccess) return err;
+  GemmArgs split = g;
+  split.out = static_cast<float*>(parts);
+  split.ldo = N;
+  err = launch(split, blocks);
+  if (err == cudaSuccess) {
+    constexpr int kThreads = 256;
+    const auto grid =
+        static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
+    GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, split.out, C, ldc);
+    err = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(parts, stream);
+  return err != cudaSuccess ? err : freed;
+}
 
 }  // namespace
 
@@ -343,16 +424,18 @@ constexpr int kChainMinK = 512;
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
+  // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  constexpr int kBytes = TiledSharedBytes<BK>();
-  static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-  GemmTiledKernel<BK, kMinBlocks, kWarpTiled><<<grid, kTiledThreads, kBytes, stream>>>(
-      M, N, K, A, lda, B, ldb, C, ldc, accumulate, vector_ok);
-  return cudaGetLastError();
+  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
+                 [&](const GemmArgs& g, int z) {
+                   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
+                   if (grid.y > 65535) return cudaErrorInvalidValue;
+                   constexpr int kBytes = TiledSharedBytes<BK>();
+                   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
+                   GemmTiledKernel<BK, kMinBlocks, kWarpTiled>
+                       <<<grid, kTiledThreads, kBytes, stream>>>(g, vector_ok);
+                   return cudaGetLastError();
+                 });
 }
 // The default and, for gemm_bench, the row-major thread layout.
 template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, int, const float*,
@@ -363,19 +446,21 @@ template cudaError_t LaunchGemmTiled<16, 2, true>(int, int, int, const float*, i
 template <int kRows, int kWarps, int kChunk, int kStages>
 cudaError_t LaunchGemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  constexpr int kBlockN = 32 / kRows * kWarps;
-  const dim3 grid((N + kBlockN - 1) / kBlockN, (M + kRows - 1) / kRows);
-  if (grid.y > 65535) return cudaErrorInvalidValue;
-  if (lda % 4 == 0 && Aligned16(A)) {
-    GemmChainKernel<kRows, kWarps, kChunk, kStages, true>
-        <<<grid, 32 * kWarps, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  } else {
-    GemmChainKernel<kRows, kWarps, kChunk, kStages, false>
-        <<<grid, 32 * kWarps, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  }
-  return cudaGetLastError();
+  const bool a_vector = lda % 4 == 0 && Aligned16(A);
+  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
+                 [&](const GemmArgs& g, int z) {
+                   constexpr int kBlockN = 32 / kRows * kWarps;
+                   const dim3 grid((N + kBlockN - 1) / kBlockN, (M + kRows - 1) / kRows, z);
+                   if (grid.y > 65535) return cudaErrorInvalidValue;
+                   if (a_vector) {
+                     GemmChainKernel<kRows, kWarps, kChunk, kStages, true>
+                         <<<grid, 32 * kWarps, 0, stream>>>(g);
+                   } else {
+                     GemmChainKernel<kRows, kWarps, kChunk, kStages, false>
+                         <<<grid, 32 * kWarps, 0, stream>>>(g);
+                   }
+                   return cudaGetLastError();
+                 });
 }
 
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -392,23 +477,26 @@ cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float*
 
 cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                           float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
-  if (M == 0 || N == 0) return cudaSuccess;
-  constexpr int kThreads = 128;
-  const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535));
-  GemmPerOutputKernel<<<grid, kThreads, 0, stream>>>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  return cudaGetLastError();
+  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
+                 [&](const GemmArgs& g, int z) {
+                   constexpr int kThreads = 128;
+                   const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535), z);
+                   GemmPerOutputKernel<<<grid, kThreads, 0, stream>>>(g);
+                   return cudaGetLastError();
+                 });
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
   // The 128x128 tiled kernel when its tiles are mostly real and fill the chip;
-  // else the chain kernel for long chains, one thread per output for short.
+  // else the chain kernel for long chains (a k block's), one thread per output
+  // for short.
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
-  if (K >= kChainMinK) return GemmChain(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  if (std::min(K, kGemmKBlock) >= kChainMinK)
+    return GemmChain(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   return GemmPerOutput(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 

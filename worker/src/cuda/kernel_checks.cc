@@ -120,6 +120,11 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   shapes.push_back({8, 25, 2050, 2, 0, 0});
   shapes.push_back({9, 27, 1000, 3, 1, 2});
   shapes.push_back({17, 33, 777, 0, 0, 0, true});
+  // Several k blocks (formulas::kGemmKBlock): a partial last block, accumulate
+  // (only block 0 starts from C), unaligned rows, exactly one full block.
+  shapes.push_back({8, 25, 2 * 4096 + 3, 2, 0, 0, true});
+  shapes.push_back({130, 140, 4097, 0, 0, 0, true});
+  shapes.push_back({16, 200, 4096});
   // Many tiles, partial at the edges.
   shapes.push_back({600, 700, 45, 0, 0, 0, true});
 

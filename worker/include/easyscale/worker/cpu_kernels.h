@@ -11,8 +11,10 @@
 
 namespace easyscale::cpu {
 
-// C[i,j] = fma-chain over k = 0..K-1 ascending of A[i,k]*B[k,j], starting from
-// 0 (or from C[i,j] when accumulate). Row-major with leading dimensions.
+// C[i,j] = the sum over k of A[i,k]*B[k,j] in formulas::GemmOutput's order
+// (kernel_formulas.h: fma chains over blocks of k, added in block order),
+// starting from 0 (or from C[i,j] when accumulate). Row-major with leading
+// dimensions.
 void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate);
 

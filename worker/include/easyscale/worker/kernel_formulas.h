@@ -7,12 +7,36 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale::formulas {
+
+// The GEMM's k order, on every device: k runs in blocks of kGemmKBlock; block b
+// is one fma chain over its k ascending, from 0 (block 0: from the initial
+// value), and the blocks' results are added in block order. One block for
+// K <= kGemmKBlock, so short products are a single chain; the blocks of a long
+// product (a weight gradient summed over a batch) can run in parallel. A
+// constant, never a function of the device, so the bits stay the same.
+inline constexpr int kGemmKBlock = 4096;
+
+// One output C[i,j] in that order: a points at A[i,0] and steps by a_step, b at
+// B[0,j] and steps by b_step. The specification the GEMM kernels are checked
+// against.
+ES_HD float GemmOutput(int K, const float* a, size_t a_step, const float* b, size_t b_step,
+                       float init) {
+  float sum = init;
+  for (int k0 = 0; k0 < K; k0 += kGemmKBlock) {
+    const int k1 = K - k0 < kGemmKBlock ? K : k0 + kGemmKBlock;
+    float chain = k0 == 0 ? init : 0.0f;
+    for (int k = k0; k < k1; ++k) chain = detmath::Fma(a[k * a_step], b[k * b_step], chain);
+    sum = k0 == 0 ? chain : sum + chain;
+  }
+  return sum;
+}
 
 // y = (x - mean) * scale + beta, with scale = gamma / std.
 ES_HD float BatchNormOutput(float x, float mean, float scale, float beta) {
