@@ -114,7 +114,9 @@ void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) {
     float s = 0.0f;
     for (int b = 0; b < B; ++b) {
       const float* row = dy + (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) s += row[p];
+      float part = 0.0f;
+      for (int p = 0; p < P; ++p) part += row[p];
+      s += part;
     }
     bias_grad[c] = s;
   }
@@ -206,16 +208,20 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
     float sum = 0.0f;
     for (int b = 0; b < B; ++b) {
       const float* row = x + (static_cast<size_t>(b) * C + c) * P;
-      for (int p = 0; p < P; ++p) sum += row[p];
+      float part = 0.0f;
+      for (int p = 0; p < P; ++p) part += row[p];
+      sum += part;
     }
     const float mean = sum / count;
     float sq = 0.0f;
     for (int b = 0; b < B; ++b) {
       const float* row = x + (static_cast<size_t>(b) * C + c) * P;
+      float part = 0.0f;
       for (int p = 0; p < P; ++p) {
         const float d = row[p] - mean;
-        sq = Fma(d, d, sq);
+        part = Fma(d, d, part);
       }
+      sq += part;
     }
     save_mean[c] = mean;
     formulas::BatchNormFinish(mean, sq, count, eps, momentum, &save_invstd[c], &running_mean[c],
@@ -250,11 +256,14 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
     float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
     for (int b = 0; b < B; ++b) {
       const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      float part_dy = 0.0f, part_dy_xhat = 0.0f;
       for (int p = 0; p < P; ++p) {
         const float xhat = (x[off + p] - mean) * invstd;
-        sum_dy += dy[off + p];
-        sum_dy_xhat = Fma(dy[off + p], xhat, sum_dy_xhat);
+        part_dy += dy[off + p];
+        part_dy_xhat = Fma(dy[off + p], xhat, part_dy_xhat);
       }
+      sum_dy += part_dy;
+      sum_dy_xhat += part_dy_xhat;
     }
     dgamma[c] = sum_dy_xhat;
     dbeta[c] = sum_dy;

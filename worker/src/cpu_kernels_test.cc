@@ -54,6 +54,22 @@ TEST(Gemm, LongKSumsChainsOverKBlocksInBlockOrder) {
   }
 }
 
+TEST(ChannelSum, SumsEachSampleThenTheSamplesInOrder) {
+  const int B = 5, C = 3, P = 37;
+  auto dy = Random(B * C * P, 8);
+  std::vector<float> got(C);
+  cpu::ChannelSum(B, C, P, dy.data(), got.data());
+  for (int c = 0; c < C; ++c) {
+    float sum = 0.0f;
+    for (int b = 0; b < B; ++b) {
+      float part = 0.0f;
+      for (int p = 0; p < P; ++p) part += dy[(b * C + c) * P + p];
+      sum += part;
+    }
+    ASSERT_EQ(got[c], sum) << c;
+  }
+}
+
 TEST(Im2Col, Col2ImIsItsAdjoint) {
   // <im2col(x), c> == <x, col2im(c)> for random x, c.
   const int B = 2, C = 3, H = 6, W = 5, K = 3;

@@ -418,8 +418,14 @@ constexpr int kChainWarps = 2;  // <8,2,64,6>: fastest chain at batch 16, 64 and
 constexpr int kChainChunk = 64;
 constexpr int kChainStages = 6;
 // Gemm's dispatch thresholds, from the same benchmark's model shapes.
+// The chain kernel beat one thread per output (19:12 UTC run) for every k block
+// of 512 or more, and from 32 on where the outputs number at most 32768 (the
+// fully connected layers, conv2 forward at batch 16); one thread per output won
+// for more outputs with a short K (conv1 and conv2 forward at batch 64 and up).
 constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kChainMinK = 512;
+constexpr int kChainShortMinK = 32;
+constexpr int64_t kChainShortMaxOutputs = 32768;
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -489,13 +495,15 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
   // The 128x128 tiled kernel when its tiles are mostly real and fill the chip;
-  // else the chain kernel for long chains (a k block's), one thread per output
-  // for short.
+  // else the chain kernel for long chains (a k block's) and for few outputs,
+  // one thread per output for the rest.
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
-  if (std::min(K, kGemmKBlock) >= kChainMinK)
+  const int block_k = std::min(K, kGemmKBlock);
+  if (block_k >= kChainMinK ||
+      (block_k >= kChainShortMinK && static_cast<int64_t>(M) * N <= kChainShortMaxOutputs))
     return GemmChain(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   return GemmPerOutput(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }

@@ -1,8 +1,10 @@
 // Kernels with a reduction per output (channel sums, batch norm statistics,
-// softmax cross-entropy, argmax). Each reduction runs in one thread in the CPU's
-// fixed order, (b, p) or rows ascending: a parallel tree would be faster but
-// would round differently. Parallelism is across channels, columns and rows.
+// softmax cross-entropy, argmax), each in the CPU's fixed order: a channel's
+// per-sample chains run in parallel, every other chain (the samples' results,
+// rows) in one thread; a parallel tree would be faster but would round
+// differently. Parallelism is across channels, samples, columns and rows.
 #include <climits>
+#include <cstdint>
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/detmath.h"
@@ -15,77 +17,52 @@ using detmath::Fma;
 
 namespace {
 
-// A channel's B*P values, (b, p) ascending, stream through shared memory:
-// warps 1.. stage the next chunk while thread 0 folds the current one in order,
-// so the serial chain waits on its own arithmetic, not on global memory.
-constexpr int kChannelThreads = 256;
-constexpr int kChannelChunk = 2048;
+// A channel's sums in the CPU's two-level order: thread t folds sample b's P
+// values (p ascending, from 0) for b = t, t + kChannelThreads, ...; thread 0
+// then adds the samples' results in b order. fold(a, b, part) takes one
+// element of each input (b unused with one input) into the sample's partials.
+// The sums end up in `total` on thread 0.
+constexpr int kChannelThreads = 128;
 
-// Thread 0 reads 16 values of each input as four float4 while it folds the
-// previous 16, so each step waits on the fold's own latency only.
-template <int NIn, typename Fold>
-__device__ void FoldChannel(int B, int C, int P, int c, const float* a, const float* b,
-                            Fold&& fold) {
-  static_assert(kChannelChunk % 16 == 0, "chunks hold whole groups of 16");
-  __shared__ __align__(16) float buf[2][NIn][kChannelChunk];
-  const int total = B * P;
-  auto stage = [&](int slot, int first) {
-    for (int i = static_cast<int>(threadIdx.x) - 32; i < kChannelChunk; i += kChannelThreads - 32) {
-      const int e = first + i;
-      if (e >= total) break;
-      const size_t at = (static_cast<size_t>(e / P) * C + c) * P + e % P;
-      buf[slot][0][i] = a[at];
-      if constexpr (NIn == 2) buf[slot][1][i] = b[at];
-    }
-  };
-  auto fold4 = [&](const float4& u, const float4& v) {
-    if constexpr (NIn == 2) {
-      fold(u.x, v.x);
-      fold(u.y, v.y);
-      fold(u.z, v.z);
-      fold(u.w, v.w);
-    } else {
-      fold(u.x);
-      fold(u.y);
-      fold(u.z);
-      fold(u.w);
-    }
-  };
-  if (threadIdx.x >= 32) stage(0, 0);
-  __syncthreads();
-  int slot = 0;
-  for (int first = 0; first < total; first += kChannelChunk) {
-    if (threadIdx.x >= 32 && first + kChannelChunk < total) stage(slot ^ 1, first + kChannelChunk);
-    if (threadIdx.x == 0) {
-      const int n = total - first < kChannelChunk ? total - first : kChannelChunk;
-      const float4* a4 = reinterpret_cast<const float4*>(buf[slot][0]);
-      const float4* b4 = reinterpret_cast<const float4*>(buf[slot][NIn - 1]);
-      const int groups = n / 16;
-      float4 ra[4], rb[4];
-      if (groups > 0) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) ra[j] = a4[j], rb[j] = b4[j];
-      }
-      for (int g = 0; g < groups; ++g) {
-        float4 na[4], nb[4];
-        const int next = g + 1 < groups ? g + 1 : g;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) na[j] = a4[next * 4 + j], nb[j] = b4[next * 4 + j];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) fold4(ra[j], rb[j]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) ra[j] = na[j], rb[j] = nb[j];
-      }
-      for (int i = groups * 16; i < n; ++i) {
-        if constexpr (NIn == 2) {
-          fold(buf[slot][0][i], buf[slot][1][i]);
-        } else {
-          fold(buf[slot][0][i]);
+template <int NSum, typename Fold>
+__device__ void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fold&& fold,
+                            float (&total)[NSum]) {
+  __shared__ float parts[NSum][kChannelThreads];
+  const bool vector = P % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                      (b == nullptr || reinterpret_cast<uintptr_t>(b) % 16 == 0);
+  for (int s = 0; s < NSum; ++s) total[s] = 0.0f;
+  for (int b0 = 0; b0 < B; b0 += kChannelThreads) {
+    const int sample = b0 + static_cast<int>(threadIdx.x);
+    float part[NSum];
+    for (int s = 0; s < NSum; ++s) part[s] = 0.0f;
+    if (sample < B) {
+      const size_t row = (static_cast<size_t>(sample) * C + c) * P;
+      const float* ra = a + row;
+      const float* rb = b != nullptr ? b + row : ra;
+      if (vector) {
+#pragma unroll 4
+        for (int q = 0; q < P / 4; ++q) {
+          const float4 u = reinterpret_cast<const float4*>(ra)[q];
+          const float4 v = reinterpret_cast<const float4*>(rb)[q];
+          fold(u.x, v.x, part);
+          fold(u.y, v.y, part);
+          fold(u.z, v.z, part);
+          fold(u.w, v.w, part);
         }
+      } else {
+#pragma unroll 4
+        for (int p = 0; p < P; ++p) fold(ra[p], rb[p], part);
+      }
+    }
+    for (int s = 0; s < NSum; ++s) parts[s][threadIdx.x] = part[s];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int n = min(kChannelThreads, B - b0);
+      for (int i = 0; i < n; ++i) {
+        for (int s = 0; s < NSum; ++s) total[s] += parts[s][i];
       }
     }
     __syncthreads();
-    slot ^= 1;
   }
 }
 
@@ -96,9 +73,10 @@ bool ChannelSizesOk(int B, int C, int P) {
 __global__ void __launch_bounds__(kChannelThreads)
     ChannelSumKernel(int B, int C, int P, const float* dy, float* bias_grad) {
   const int c = blockIdx.x;
-  float s = 0.0f;
-  FoldChannel<1>(B, C, P, c, dy, nullptr, [&](float v) { s += v; });
-  if (threadIdx.x == 0) bias_grad[c] = s;
+  float s[1];
+  ChannelSums<1>(
+      B, C, P, c, dy, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, s);
+  if (threadIdx.x == 0) bias_grad[c] = s[0];
 }
 
 __global__ void __launch_bounds__(kChannelThreads)
@@ -108,19 +86,22 @@ __global__ void __launch_bounds__(kChannelThreads)
   __shared__ float mean_shared;
   const int c = blockIdx.x;
   const float count = static_cast<float>(B) * static_cast<float>(P);
-  float sum = 0.0f;
-  FoldChannel<1>(B, C, P, c, x, nullptr, [&](float v) { sum += v; });
-  if (threadIdx.x == 0) mean_shared = sum / count;
+  float sum[1], sq[1];
+  ChannelSums<1>(
+      B, C, P, c, x, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, sum);
+  if (threadIdx.x == 0) mean_shared = sum[0] / count;
   __syncthreads();
   const float mean = mean_shared;
-  float sq = 0.0f;
-  FoldChannel<1>(B, C, P, c, x, nullptr, [&](float v) {
-    const float d = v - mean;
-    sq = Fma(d, d, sq);
-  });
+  ChannelSums<1>(
+      B, C, P, c, x, nullptr,
+      [mean](float v, float, float(&part)[1]) {
+        const float d = v - mean;
+        part[0] = Fma(d, d, part[0]);
+      },
+      sq);
   if (threadIdx.x != 0) return;
   save_mean[c] = mean;
-  formulas::BatchNormFinish(mean, sq, count, eps, momentum, &save_invstd[c], &running_mean[c],
+  formulas::BatchNormFinish(mean, sq[0], count, eps, momentum, &save_invstd[c], &running_mean[c],
                             &running_var[c]);
 }
 
@@ -130,15 +111,18 @@ __global__ void __launch_bounds__(kChannelThreads)
                                  float* dbeta) {
   const int c = blockIdx.x;
   const float mean = save_mean[c], invstd = save_invstd[c];
-  float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
-  FoldChannel<2>(B, C, P, c, x, dy, [&](float xv, float dyv) {
-    const float xhat = (xv - mean) * invstd;
-    sum_dy += dyv;
-    sum_dy_xhat = Fma(dyv, xhat, sum_dy_xhat);
-  });
+  float sums[2];  // sum of dy, sum of dy * xhat
+  ChannelSums<2>(
+      B, C, P, c, x, dy,
+      [mean, invstd](float xv, float dyv, float(&part)[2]) {
+        const float xhat = (xv - mean) * invstd;
+        part[0] += dyv;
+        part[1] = Fma(dyv, xhat, part[1]);
+      },
+      sums);
   if (threadIdx.x != 0) return;
-  dgamma[c] = sum_dy_xhat;
-  dbeta[c] = sum_dy;
+  dgamma[c] = sums[1];
+  dbeta[c] = sums[0];
 }
 
 }  // namespace

@@ -31,7 +31,10 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
 // y[b, c, p] = x[c, b*P + p] + bias[c] and back: channel-major GEMM output to NCHW.
 void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y);
 void NchwToChannelMajor(int B, int C, int P, const float* x, float* y);
-// bias_grad[c] = sum over (b, p) ascending of dy[b, c, p].
+// A channel sum over (b, p) runs in two levels, each ascending from 0: per
+// sample b a chain over p, then the samples' results in b order. The samples'
+// chains are independent (a GPU runs them in parallel); a chain is P long.
+// bias_grad[c] = the channel sum of dy[b, c, p].
 void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad);
 // out[b, o] = in[b, o] + bias[o].
 void AddRowBias(int rows, int cols, const float* bias, float* out);
@@ -52,7 +55,7 @@ void AvgPool2(int B, int C, int H, int W, const float* x, float* y);
 void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx);
 
 // Batch normalisation over (N, H, W) per channel. Training: mean and biased
-// variance of the batch, summed in (b, p) order; running statistics updated
+// variance of the batch, as channel sums (above); running statistics updated
 // with momentum and the unbiased variance. Saves mean and 1/sqrt(var + eps).
 void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, const float* beta,
                     float eps, float momentum, float* running_mean, float* running_var, float* y,
