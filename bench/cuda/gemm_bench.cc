@@ -1,6 +1,6 @@
 // gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
-// SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's own
-// GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and our/cuBLAS ratios from
+// SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's and
+// the MLP's own GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and our/cuBLAS ratios from
 // CUDA-event medians, and checks sampled outputs of every variant bit for bit
 // against the CPU's formulas::GemmOutput (the same k order).
 #include <cublas_v2.h>
@@ -174,37 +174,46 @@ int main(int argc, char** argv) {
                                     {"tiled", &ec::GemmTiled},
                                     {"Gemm", &ec::Gemm}};
   constexpr int kSmall = sizeof small_variants / sizeof small_variants[0];
-  for (int b : {16, 64, 128}) {
-    const int p1 = b * 576, p2 = b * 64;
-    const std::vector<Shape> shapes = {
-        {"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},   {"conv1 dcols", 25, p1, 8},
-        {"conv2 fwd", 16, p2, 200}, {"conv2 dW", 16, 200, p2}, {"conv2 dcols", 200, p2, 16},
-        {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},    {"fc1 dx", b, 256, 64},
-        {"fc2 fwd", b, 10, 64},     {"fc2 dW", 10, 64, b},     {"fc2 dx", b, 64, 10}};
-    std::printf("\nbatch %-4d %22s", b, "M x N x K, us:");
-    for (const auto& v : small_variants) std::printf(" %8s", v.name);
-    std::printf(" %8s %6s %s\n", "cuBLAS", "ratio", "bits");
-    std::vector<double> totals(kSmall, 0.0);
-    double cublas_total = 0;
-    for (const Shape& s : shapes) {
-      Operands o(s);
-      std::printf("%-11s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
-      int bad = 0;
-      double dispatch = 0;
-      for (int v = 0; v < kSmall; ++v) {
-        bad += SampledMismatches(s, o, small_variants[v].fn, 64);
-        const double ms = OursMs(s, o, small_variants[v].fn, 50);
-        totals[v] += ms;
-        dispatch = ms;  // the last column is Gemm
-        std::printf(" %8.1f", ms * 1e3);
+  for (const char* model : {"cnn", "mlp"}) {
+    for (int b : {16, 64, 128}) {
+      const int p1 = b * 576, p2 = b * 64;
+      const std::vector<Shape> shapes =
+          std::string(model) == "cnn"
+              ? std::vector<Shape>{{"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},
+                                   {"conv1 dcols", 25, p1, 8}, {"conv2 fwd", 16, p2, 200},
+                                   {"conv2 dW", 16, 200, p2},  {"conv2 dcols", 200, p2, 16},
+                                   {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},
+                                   {"fc1 dx", b, 256, 64},     {"fc2 fwd", b, 10, 64},
+                                   {"fc2 dW", 10, 64, b},      {"fc2 dx", b, 64, 10}}
+              // The MLP: 14x14 average-pooled digits, 196 -> 128 -> 10.
+              : std::vector<Shape>{{"fc1 fwd", b, 128, 196}, {"fc1 dW", 128, 196, b},
+                                   {"fc1 dx", b, 196, 128},  {"fc2 fwd", b, 10, 128},
+                                   {"fc2 dW", 10, 128, b},   {"fc2 dx", b, 128, 10}};
+      std::printf("\n%s batch %-4d %18s", model, b, "M x N x K, us:");
+      for (const auto& v : small_variants) std::printf(" %8s", v.name);
+      std::printf(" %8s %6s %s\n", "cuBLAS", "ratio", "bits");
+      std::vector<double> totals(kSmall, 0.0);
+      double cublas_total = 0;
+      for (const Shape& s : shapes) {
+        Operands o(s);
+        std::printf("%-11s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
+        int bad = 0;
+        double dispatch = 0;
+        for (int v = 0; v < kSmall; ++v) {
+          bad += SampledMismatches(s, o, small_variants[v].fn, 64);
+          const double ms = OursMs(s, o, small_variants[v].fn, 50);
+          totals[v] += ms;
+          dispatch = ms;  // the last column is Gemm
+          std::printf(" %8.1f", ms * 1e3);
+        }
+        const double theirs = CublasMs(h, s, o, 50);
+        cublas_total += theirs;
+        std::printf(" %8.1f %6.3f %d\n", theirs * 1e3, theirs / dispatch, bad);
       }
-      const double theirs = CublasMs(h, s, o, 50);
-      cublas_total += theirs;
-      std::printf(" %8.1f %6.3f %d\n", theirs * 1e3, theirs / dispatch, bad);
+      std::printf("%-33s", ("all " + std::to_string(shapes.size())).c_str());
+      for (double t : totals) std::printf(" %8.1f", t * 1e3);
+      std::printf(" %8.1f %6.3f\n", cublas_total * 1e3, cublas_total / totals.back());
     }
-    std::printf("%-33s", "all twelve");
-    for (double t : totals) std::printf(" %8.1f", t * 1e3);
-    std::printf(" %8.1f %6.3f\n", cublas_total * 1e3, cublas_total / totals.back());
   }
   cublasDestroy(h);
   return 0;
