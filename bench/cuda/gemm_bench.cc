@@ -1,8 +1,10 @@
 // gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
 // SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's and
-// the MLP's own GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and our/cuBLAS ratios from
-// CUDA-event medians, and checks sampled outputs of every variant bit for bit
-// against the CPU's formulas::GemmOutput (the same k order).
+// the MLP's own GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and
+// our/cuBLAS ratios from CUDA-event medians (at the model's shapes also with
+// both sides replayed from CUDA graphs, as the worker runs them), and checks
+// sampled outputs of every variant bit for bit against the CPU's
+// formulas::GemmOutput (the same k order).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -39,18 +41,40 @@ std::vector<float> Random(size_t n, uint64_t seed) {
   return v;
 }
 
-// Median milliseconds of one call, from `trials` event-timed batches.
-double MedianMs(const std::function<void()>& call, int reps, int trials = 7) {
-  for (int i = 0; i < 3; ++i) call();  // warm-up: module load, handles, clocks
-  ThrowIfError(cudaDeviceSynchronize(), "warm-up");
+// How a batch of calls is timed: launched one by one from the host, or
+// captured once into a CUDA graph and replayed (as the worker runs its step), so
+// only the GPU's time counts.
+enum class Timing { kLaunched, kGraphed };
+
+// Median milliseconds of one call, from `trials` event-timed batches of `reps`.
+double MedianMs(const std::function<void(cudaStream_t)>& call, int reps, Timing timing,
+                int trials = 7) {
+  cudaStream_t stream = nullptr;
+  ThrowIfError(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  for (int i = 0; i < 3; ++i) call(stream);  // warm-up: module load, handles, clocks
+  ThrowIfError(cudaStreamSynchronize(stream), "warm-up");
+  cudaGraphExec_t exec = nullptr;
+  if (timing == Timing::kGraphed) {
+    ThrowIfError(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = 0; i < reps; ++i) call(stream);
+    cudaGraph_t graph = nullptr;
+    ThrowIfError(cudaStreamEndCapture(stream, &graph), "end capture");
+    ThrowIfError(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    cudaGraphDestroy(graph);
+    ThrowIfError(cudaGraphLaunch(exec, stream), "graph warm-up");
+  }
   cudaEvent_t start, stop;
   ThrowIfError(cudaEventCreate(&start), "event");
   ThrowIfError(cudaEventCreate(&stop), "event");
   std::vector<double> ms;
   for (int t = 0; t < trials; ++t) {
-    ThrowIfError(cudaEventRecord(start), "record");
-    for (int i = 0; i < reps; ++i) call();
-    ThrowIfError(cudaEventRecord(stop), "record");
+    ThrowIfError(cudaEventRecord(start, stream), "record");
+    if (exec != nullptr) {
+      ThrowIfError(cudaGraphLaunch(exec, stream), "graph launch");
+    } else {
+      for (int i = 0; i < reps; ++i) call(stream);
+    }
+    ThrowIfError(cudaEventRecord(stop, stream), "record");
     ThrowIfError(cudaEventSynchronize(stop), "sync");
     float elapsed = 0;
     ThrowIfError(cudaEventElapsedTime(&elapsed, start, stop), "elapsed");
@@ -58,6 +82,8 @@ double MedianMs(const std::function<void()>& call, int reps, int trials = 7) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -90,18 +116,23 @@ struct Operands {
         C(static_cast<size_t>(s.M) * s.N) {}
 };
 
-double OursMs(const Shape& s, Operands& o, Launch fn, int reps) {
+double OursMs(const Shape& s, Operands& o, Launch fn, int reps, Timing timing = Timing::kLaunched) {
   return MedianMs(
-      [&] {
-        ThrowIfError(
-            fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, nullptr),
-            "our gemm");
+      [&](cudaStream_t st) {
+        ThrowIfError(fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, st),
+                     "our gemm");
       },
-      reps);
+      reps, timing);
 }
 
-double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps) {
-  return MedianMs([&] { CublasRowMajor(h, s.M, s.N, s.K, o.A.get(), o.B.get(), o.C.get()); }, reps);
+double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps,
+                Timing timing = Timing::kLaunched) {
+  return MedianMs(
+      [&](cudaStream_t st) {
+        CheckCublas(cublasSetStream(h, st), "cublasSetStream");
+        CublasRowMajor(h, s.M, s.N, s.K, o.A.get(), o.B.get(), o.C.get());
+      },
+      reps, timing);
 }
 
 double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
@@ -130,17 +161,33 @@ struct Variant {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int big = argc > 1 ? std::atoi(argv[1]) : 4096;
   std::string why;
   if (easyscale::cuda::UsableDeviceCount(&why) == 0) {
     std::fprintf(stderr, "gemm_bench: no GPU: %s\n", why.c_str());
     return 2;
   }
+  // `gemm_bench shape M N K`: three calls of the dispatch on one shape, for a profiler.
+  if (argc == 5 && std::string(argv[1]) == "shape") {
+    const Shape s{"shape", std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])};
+    if (s.M <= 0 || s.N <= 0 || s.K <= 0) {
+      std::fprintf(stderr, "gemm_bench: shape needs positive M N K\n");
+      return 2;
+    }
+    Operands o(s);
+    for (int i = 0; i < 3; ++i) OursMs(s, o, &easyscale::cuda::Gemm, 1);
+    return 0;
+  }
+  const int big = argc > 1 ? std::atoi(argv[1]) : 4096;
   cudaDeviceProp prop{};
   ThrowIfError(cudaGetDeviceProperties(&prop, 0), "properties");
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   cublasHandle_t h;
   CheckCublas(cublasCreate(&h), "cublasCreate");
+  // A workspace of its own, so cuBLAS allocates nothing while a graph is captured.
+  DeviceBuffer<float> cublas_workspace(8u << 20);
+  CheckCublas(
+      cublasSetWorkspace(h, cublas_workspace.get(), cublas_workspace.size() * sizeof(float)),
+      "cublasSetWorkspace");
 
   namespace ec = easyscale::cuda;
   const Shape square{std::to_string(big) + "^3", big, big, big};
@@ -191,9 +238,10 @@ int main(int argc, char** argv) {
                                    {"fc2 dW", 10, 128, b},   {"fc2 dx", b, 128, 10}};
       std::printf("\n%s batch %-4d %18s", model, b, "M x N x K, us:");
       for (const auto& v : small_variants) std::printf(" %8s", v.name);
-      std::printf(" %8s %6s %s\n", "cuBLAS", "ratio", "bits");
+      std::printf(" %8s %6s | %8s %8s %6s %s\n", "cuBLAS", "ratio", "Gemm g", "cuBLAS g", "ratio",
+                  "bits");
       std::vector<double> totals(kSmall, 0.0);
-      double cublas_total = 0;
+      double cublas_total = 0, graphed_total = 0, cublas_graphed_total = 0;
       for (const Shape& s : shapes) {
         Operands o(s);
         std::printf("%-11s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
@@ -208,11 +256,19 @@ int main(int argc, char** argv) {
         }
         const double theirs = CublasMs(h, s, o, 50);
         cublas_total += theirs;
-        std::printf(" %8.1f %6.3f %d\n", theirs * 1e3, theirs / dispatch, bad);
+        // The same two replayed from CUDA graphs: GPU time without launch costs.
+        const double graphed = OursMs(s, o, &ec::Gemm, 50, Timing::kGraphed);
+        const double theirs_graphed = CublasMs(h, s, o, 50, Timing::kGraphed);
+        graphed_total += graphed;
+        cublas_graphed_total += theirs_graphed;
+        std::printf(" %8.1f %6.3f | %8.1f %8.1f %6.3f %d\n", theirs * 1e3, theirs / dispatch,
+                    graphed * 1e3, theirs_graphed * 1e3, theirs_graphed / graphed, bad);
       }
       std::printf("%-33s", ("all " + std::to_string(shapes.size())).c_str());
       for (double t : totals) std::printf(" %8.1f", t * 1e3);
-      std::printf(" %8.1f %6.3f\n", cublas_total * 1e3, cublas_total / totals.back());
+      std::printf(" %8.1f %6.3f | %8.1f %8.1f %6.3f\n", cublas_total * 1e3,
+                  cublas_total / totals.back(), graphed_total * 1e3, cublas_graphed_total * 1e3,
+                  cublas_graphed_total / graphed_total);
     }
   }
   cublasDestroy(h);

@@ -6,6 +6,7 @@
 // atomics, no tensor cores; speed comes from the tiling around the chain.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
@@ -286,31 +287,59 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
   const int r = lane / kCols, c = (tid / 32) * kCols + lane % kCols;
   const int m0 = blockIdx.y * kRows, n0 = blockIdx.x * kBlockN;
 
-  // This thread's copy i of the chunk at k0 into buffer buf; not live: the
-  // chunk is past K (K > 0), and the copy only zero-fills a buffer nobody reads
-  // again (branch-free, so it interleaves with the fmas).
-  auto copy = [&](int i, int buf, int k0, bool live) {
+  // This thread's copies, their addresses for chunk 0 worked out once: copy i
+  // moves row_src[i] + k0 (A, along k) or + k0 * ldb (B, down k) into dst[i] of
+  // a buffer; row_src is null for a row or column past the matrix (zero fill).
+  const float* row_src[kOps];
+  float* dst[kOps];
+  int chunk_k[kOps];  // the copy's first k within a chunk
+  bool exists[kOps];  // the last copies of a thread may fall past the tile
+#pragma unroll
+  for (int i = 0; i < kOps; ++i) {
     if (i < kAOps) {
       const int e = tid + i * kThreads;
-      if (kAItems % kThreads != 0 && e >= kAItems) return;
-      if (kAVector) {
-        const int row = e / (kChunk / 4), kk = (e % (kChunk / 4)) * 4, m = m0 + row, k = k0 + kk;
-        const int bytes = live && m < M ? 4 * max(0, min(4, K - k)) : 0;
-        CpAsync16(&As[buf][row][kk], bytes > 0 ? A + static_cast<size_t>(m) * lda + k : A, bytes);
-      } else {
-        const int row = e / kChunk, kk = e % kChunk, m = m0 + row, k = k0 + kk;
-        const bool ok = live && m < M && k < K;
-        CpAsync4(&As[buf][row][kk], ok ? A + static_cast<size_t>(m) * lda + k : A, ok);
-      }
+      exists[i] = kAItems % kThreads == 0 || e < kAItems;
+      const int row = kAVector ? e / (kChunk / 4) : e / kChunk;
+      chunk_k[i] = kAVector ? (e % (kChunk / 4)) * 4 : e % kChunk;
+      const int mm = m0 + row;
+      row_src[i] = exists[i] && mm < M ? A + static_cast<size_t>(mm) * lda + chunk_k[i] : nullptr;
+      dst[i] = &As[0][exists[i] ? row : 0][chunk_k[i]];
     } else {
       // B row by row (coalesced in global memory), transposed into k-contiguous columns.
       const int e = tid + (i - kAOps) * kThreads;
-      if (kBItems % kThreads != 0 && e >= kBItems) return;
-      const int kk = e / kBlockN, col = e % kBlockN, n = n0 + col, k = k0 + kk;
-      const bool ok = live && n < N && k < K;
-      CpAsync4(&Bs[buf][col][kk], ok ? B + static_cast<size_t>(k) * ldb + n : B, ok);
+      exists[i] = kBItems % kThreads == 0 || e < kBItems;
+      chunk_k[i] = e / kBlockN;
+      const int col = e % kBlockN, nn = n0 + col;
+      row_src[i] = exists[i] && nn < N ? B + static_cast<size_t>(chunk_k[i]) * ldb + nn : nullptr;
+      dst[i] = &Bs[0][col][exists[i] ? chunk_k[i] : 0];
+    }
+  }
+  // Copy i of the chunk at k0 into buffer buf. kInside: the whole chunk lies
+  // inside K, so no k needs checking. Not live: the chunk is past K (K > 0),
+  // and the copy only zero-fills a buffer nobody reads again (branch-free, so
+  // it interleaves with the fmas).
+  auto copy = [&](auto inside, int i, int buf, int k0, bool live) {
+    constexpr bool kInside = decltype(inside)::value;
+    if (!exists[i]) return;
+    const int k = k0 + chunk_k[i];
+    const float* src = row_src[i];
+    if (i < kAOps) {
+      float* d = dst[i] + buf * (kRows * kStride);
+      if (kAVector) {
+        const int bytes = !live || src == nullptr ? 0 : kInside ? 16 : 4 * max(0, min(4, K - k));
+        CpAsync16(d, bytes > 0 ? src + k0 : A, bytes);
+      } else {
+        const bool ok = live && src != nullptr && (kInside || k < K);
+        CpAsync4(d, ok ? src + k0 : A, ok);
+      }
+    } else {
+      float* d = dst[i] + buf * (kBlockN * kStride);
+      const bool ok = live && src != nullptr && (kInside || k < K);
+      CpAsync4(d, ok ? src + static_cast<size_t>(k0) * ldb : B, ok);
     }
   };
+  const std::true_type kInsideK;
+  const std::false_type kMayPassK;
 
   const int m = m0 + r, n = n0 + c;
   const bool mine = m < M && n < N;
@@ -320,7 +349,7 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < chunks) {
 #pragma unroll
-      for (int i = 0; i < kOps; ++i) copy(i, s, s * kChunk, true);
+      for (int i = 0; i < kOps; ++i) copy(kMayPassK, i, s, s * kChunk, true);
     }
     CpAsyncCommit();  // empty groups too, so the wait count below stays exact
   }
@@ -336,20 +365,26 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
     const int buf = s % kStages, valid = min(kChunk, K - s * kChunk);
     const float* a = &As[buf][r][0];
     const float* b = &Bs[buf][c][0];
-    if (valid == kChunk) {
+    // A full chunk: its fmas, with the copies of chunk `next` spread among them.
+    auto full_chunk = [&](auto inside) {
 #pragma unroll
       for (int q = 0; q < kSteps; ++q) {
         const float4 av = *reinterpret_cast<const float4*>(a + 4 * q);
         const float4 bv = *reinterpret_cast<const float4*>(b + 4 * q);
 #pragma unroll
         for (int i = 0; i < kOps; ++i) {
-          if (i * kSteps / kOps == q) copy(i, next_buf, next * kChunk, next < chunks);
+          if (i * kSteps / kOps == q) copy(inside, i, next_buf, next * kChunk, next < chunks);
         }
         acc = __fmaf_rn(av.x, bv.x, acc);
         acc = __fmaf_rn(av.y, bv.y, acc);
         acc = __fmaf_rn(av.z, bv.z, acc);
         acc = __fmaf_rn(av.w, bv.w, acc);
       }
+    };
+    if (valid == kChunk && (next + 1) * kChunk <= K) {
+      full_chunk(kInsideK);
+    } else if (valid == kChunk) {
+      full_chunk(kMayPassK);
     } else {
       // The last chunk (so nothing left to copy): real k only.
       for (int kk = 0; kk < valid; ++kk) acc = __fmaf_rn(a[kk], b[kk], acc);
@@ -410,7 +445,8 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
 // (0.87-0.88), fragment prefetch (0.886), __ldg loads (0.87), 4x8 lanes in 4x2 warps (0.88);
 // at long K, an 8x32 tile staged through shared memory lost to the chain; for few rows, one thread
 // per column of 8 outputs (A broadcast) lost to one per output at K = 200 (52 against 12 us, conv2
-// forward at batch 64) and won by under 2 us at K <= 25.
+// forward at batch 64) and won by under 2 us at K <= 25; for the chain kernel, separate copy warps
+// (44 against 28 us, conv1 dW at batch 64).
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
