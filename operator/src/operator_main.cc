@@ -1,6 +1,5 @@
 // easyscale-operator: wires the client, informers, controller, leader election
 // and the health, metrics and control endpoints; exits 1 when leadership is lost.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include <httplib.h>
 #include <signal.h>
 #include <unistd.h>

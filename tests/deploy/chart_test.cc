@@ -99,7 +99,9 @@ void ExpectValidAndWired(std::vector<json> docs) {
       EXPECT_TRUE(has("ServiceAccount", ns, t["spec"]["serviceAccountName"]))
           << t["spec"]["serviceAccountName"];
       for (const auto& v : t["spec"].value("volumes", json::array())) {
-        if (v.contains("configMap")) EXPECT_TRUE(has("ConfigMap", ns, v["configMap"]["name"]));
+        if (v.contains("configMap")) {
+          EXPECT_TRUE(has("ConfigMap", ns, v["configMap"]["name"]));
+        }
       }
       pods.emplace_back(ns, t);
     }

@@ -1,5 +1,4 @@
 // Real worker processes, and protocol-speaking stand-ins.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "pod_runtimes.h"
 
 #include <httplib.h>

@@ -1,5 +1,4 @@
 // Starting and querying the simulated cluster.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "test_cluster.h"
 
 #include <httplib.h>

@@ -86,8 +86,9 @@ TEST_P(BackendFault, ClearErrorAndResumeFromLastCheckpoint) {
   const std::string failed =
       (backend == "cpu" ? "cpu" : "cuda") + std::string(" backend failed at step 37");
   EXPECT_NE(r.output.find(failed), std::string::npos) << r.output;
-  if (backend != "cpu")
+  if (backend != "cpu") {
     EXPECT_NE(r.output.find("cudaErrorIllegalAddress"), std::string::npos) << r.output;
+  }
   EXPECT_NE(r.output.find("restarting the segment from the last checkpoint"), std::string::npos);
   EXPECT_EQ(r.digest, Reference());
 }

@@ -1,5 +1,4 @@
 // Routes of the control endpoint.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "controller/control_server.h"
 
 #include <httplib.h>

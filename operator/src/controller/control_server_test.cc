@@ -1,6 +1,5 @@
 // The control endpoint over HTTP: parameter checks, 503 when not serving or
 // without a plan, 404 for pods in no generation, and report hand-off.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "controller/control_server.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,4 @@
 // Starts and stops an httplib server.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "controller/http_endpoint.h"
 
 #include <httplib.h>

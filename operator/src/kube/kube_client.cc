@@ -1,5 +1,4 @@
 // The REST verbs and the watch stream over cpp-httplib.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "easyscale/operator/kube_client.h"
 
 #include <httplib.h>

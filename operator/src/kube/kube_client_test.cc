@@ -2,7 +2,6 @@
 // status subresource, selectors, finalizers, garbage collection and watches.
 #include "easyscale/operator/kube_client.h"
 
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include <gtest/gtest.h>
 #include <httplib.h>
 

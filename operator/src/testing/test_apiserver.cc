@@ -1,6 +1,5 @@
 // The HTTP face of the test API server: routing, Status objects, watch
 // streams, authentication and fault injection.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
 #include "easyscale/operator/test_apiserver.h"
 
 #include <httplib.h>
