@@ -150,7 +150,7 @@ class Conv2d : public Layer {
     k.ChannelSum(B_, out_, OH * OW, k.At(dy), k.At(bias_.grad));
     dy_cm_.Resize({out_, cols});
     k.NchwToChannelMajor(B_, out_, OH * OW, k.At(dy), k.At(dy_cm_));
-    // dW[o, r] = sum over columns (b, p) ascending of dy[o, col] * cols[r, col].
+    // dW[o, r] = sum over columns (b, p) of dy[o, col] * cols[r, col], in the GEMM's k blocks.
     cols_t_.Resize({cols, ckk});
     k.Transpose(ckk, cols, k.At(cols_), k.At(cols_t_));
     k.Gemm(out_, ckk, cols, k.At(dy_cm_), cols, k.At(cols_t_), ckk, k.At(weight_.grad), ckk, false);
