@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 
 #include "easyscale/worker/fixed_point.h"
 #include "easyscale/worker/threaded_job.h"
+#include "testing/threaded_training.h"
 
 namespace easyscale {
 namespace {
@@ -46,34 +46,16 @@ TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
   EXPECT_FALSE(AccumulateFixedPoint(nan, 2, 8, acc));
 }
 
-class EstWorkerTest : public ::testing::Test {
+class EstWorkerTest : public testing::ThreadedTraining {
  protected:
-  void SetUp() override {
-    root_ = (std::filesystem::temp_directory_path() / ("es-worker-" + std::to_string(getpid())))
-                .string();
-    std::filesystem::remove_all(root_);
-    data_ = MakeSyntheticDataset(512, 1, 28, 28, 10, 3);
-    args_.model = "cnn";
-    args_.dataset = "synthetic";
-    args_.steps = 6;
-    args_.batchPerEst = 4;
-    args_.checkpointEvery = 0;
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  EstWorkerTest() : ThreadedTraining("es-worker-", 6) {}
 
-  // Trains `steps` with the ESTs spread as `placement`, workers as threads over Gloo.
+  // The ESTs spread as `placement`, all on the CPU.
   std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name) {
-    const std::string dir = root_ + "/" + name;
     std::vector<ThreadedWorker> workers;
     for (const auto& ests : placement) workers.push_back({ests});
-    auto digest = TrainInThreads(args_, data_, 4, {{0, workers}}, dir);
-    EXPECT_TRUE(digest.ok()) << digest.status();
-    return digest.ok() ? *digest : "";
+    return ThreadedTraining::Train(workers, name);
   }
-
-  std::string root_;
-  Dataset data_;
-  TrainingArgs args_;
 };
 
 TEST_F(EstWorkerTest, DigestIndependentOfPlacement) {

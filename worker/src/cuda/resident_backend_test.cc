@@ -4,9 +4,7 @@
 #include "resident_backend.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "easyscale/worker/collective.h"
 #include "easyscale/worker/est_worker.h"
 #include "easyscale/worker/threaded_job.h"
+#include "testing/threaded_training.h"
 
 namespace easyscale {
 namespace {
@@ -32,41 +31,24 @@ TEST(KernelBackendNames, UnknownAndUnavailableAreClearErrors) {
   }
 }
 
-class CudaBackendTest : public ::testing::Test {
+class CudaBackendTest : public testing::ThreadedTraining {
  protected:
+  CudaBackendTest() : ThreadedTraining("es-cuda-", 4) {}
   void SetUp() override {
     std::string why;
     if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
-    root_ =
-        (std::filesystem::temp_directory_path() / ("es-cuda-" + std::to_string(getpid()))).string();
-    std::filesystem::remove_all(root_);
-    data_ = MakeSyntheticDataset(512, 1, 28, 28, 10, 3);
-    args_.model = "cnn";
-    args_.dataset = "synthetic";
-    args_.steps = 4;
-    args_.batchPerEst = 4;
-    args_.checkpointEvery = 0;
-  }
-  void TearDown() override {
-    if (!root_.empty()) std::filesystem::remove_all(root_);
+    ThreadedTraining::SetUp();
   }
 
-  // Trains with one worker per backend (ESTs split in halves for two), as threads over Gloo.
+  // One worker per backend (the ESTs split in halves for two).
   std::string Train(const std::vector<std::string>& backends, const std::string& name) {
-    const std::string dir = root_ + "/" + name;
     const std::vector<std::vector<int>> placement =
         backends.size() == 1 ? std::vector<std::vector<int>>{{0, 1, 2, 3}}
                              : std::vector<std::vector<int>>{{0, 1}, {2, 3}};
     std::vector<ThreadedWorker> workers;
     for (size_t r = 0; r < backends.size(); ++r) workers.push_back({placement[r], backends[r]});
-    auto digest = TrainInThreads(args_, data_, 4, {{0, workers}}, dir);
-    EXPECT_TRUE(digest.ok()) << digest.status();
-    return digest.ok() ? *digest : "";
+    return ThreadedTraining::Train(workers, name);
   }
-
-  std::string root_;
-  Dataset data_;
-  TrainingArgs args_;
 };
 
 TEST_F(CudaBackendTest, DigestEqualsCpuOnOneWorkerAndMixed) {
