@@ -12,6 +12,28 @@ namespace easyscale::cpu {
 
 using detmath::Fma;
 
+namespace {
+
+// A channel's sums in the two-level order of cpu_kernels.h: per sample, a chain
+// of fold(a, b, part) over the positions from 0, then the samples' results in
+// sample order from 0 (the CUDA ChannelSums runs the same, a thread a sample).
+// b may be null (one input).
+template <int NSum, typename Fold>
+void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fold fold,
+                 float (&total)[NSum]) {
+  for (float& t : total) t = 0.0f;
+  for (int sample = 0; sample < B; ++sample) {
+    const size_t row = (static_cast<size_t>(sample) * C + c) * P;
+    const float* ra = a + row;
+    const float* rb = b != nullptr ? b + row : ra;
+    float part[NSum] = {};
+    for (int p = 0; p < P; ++p) fold(ra[p], rb[p], part);
+    for (int s = 0; s < NSum; ++s) total[s] += part[s];
+  }
+}
+
+}  // namespace
+
 void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate) {
   // Loop order i, k, j: every C[i,j] still sees each k block ascending, and the
@@ -111,14 +133,10 @@ void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) {
 
 void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) {
   for (int c = 0; c < C; ++c) {
-    float s = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = dy + (static_cast<size_t>(b) * C + c) * P;
-      float part = 0.0f;
-      for (int p = 0; p < P; ++p) part += row[p];
-      s += part;
-    }
-    bias_grad[c] = s;
+    float s[1];
+    ChannelSums(
+        B, C, P, c, dy, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, s);
+    bias_grad[c] = s[0];
   }
 }
 
@@ -205,26 +223,19 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
                     float* save_mean, float* save_invstd) {
   const float count = static_cast<float>(B) * static_cast<float>(P);
   for (int c = 0; c < C; ++c) {
-    float sum = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
-      float part = 0.0f;
-      for (int p = 0; p < P; ++p) part += row[p];
-      sum += part;
-    }
-    const float mean = sum / count;
-    float sq = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const float* row = x + (static_cast<size_t>(b) * C + c) * P;
-      float part = 0.0f;
-      for (int p = 0; p < P; ++p) {
-        const float d = row[p] - mean;
-        part = Fma(d, d, part);
-      }
-      sq += part;
-    }
+    float sum[1], sq[1];
+    ChannelSums(
+        B, C, P, c, x, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, sum);
+    const float mean = sum[0] / count;
+    ChannelSums(
+        B, C, P, c, x, nullptr,
+        [mean](float v, float, float(&part)[1]) {
+          const float d = v - mean;
+          part[0] = Fma(d, d, part[0]);
+        },
+        sq);
     save_mean[c] = mean;
-    formulas::BatchNormFinish(mean, sq, count, eps, momentum, &save_invstd[c], &running_mean[c],
+    formulas::BatchNormFinish(mean, sq[0], count, eps, momentum, &save_invstd[c], &running_mean[c],
                               &running_var[c]);
     const float scale = gamma[c] * save_invstd[c];
     for (int b = 0; b < B; ++b) {
@@ -253,18 +264,16 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
   const float count = static_cast<float>(B) * static_cast<float>(P);
   for (int c = 0; c < C; ++c) {
     const float mean = save_mean[c], invstd = save_invstd[c];
-    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
-    for (int b = 0; b < B; ++b) {
-      const size_t off = (static_cast<size_t>(b) * C + c) * P;
-      float part_dy = 0.0f, part_dy_xhat = 0.0f;
-      for (int p = 0; p < P; ++p) {
-        const float xhat = (x[off + p] - mean) * invstd;
-        part_dy += dy[off + p];
-        part_dy_xhat = Fma(dy[off + p], xhat, part_dy_xhat);
-      }
-      sum_dy += part_dy;
-      sum_dy_xhat += part_dy_xhat;
-    }
+    float sums[2];  // sum of dy, sum of dy * xhat
+    ChannelSums(
+        B, C, P, c, x, dy,
+        [mean, invstd](float xv, float dyv, float(&part)[2]) {
+          const float xhat = (xv - mean) * invstd;
+          part[0] += dyv;
+          part[1] = Fma(dyv, xhat, part[1]);
+        },
+        sums);
+    const float sum_dy = sums[0], sum_dy_xhat = sums[1];
     dgamma[c] = sum_dy_xhat;
     dbeta[c] = sum_dy;
     const float k = gamma[c] * invstd / count;
