@@ -230,8 +230,7 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
     ChannelSums(
         B, C, P, c, x, nullptr,
         [mean](float v, float, float(&part)[1]) {
-          const float d = v - mean;
-          part[0] = Fma(d, d, part[0]);
+          formulas::FoldSquaredDeviation(v, mean, &part[0]);
         },
         sq);
     save_mean[c] = mean;
@@ -268,9 +267,7 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
     ChannelSums(
         B, C, P, c, x, dy,
         [mean, invstd](float xv, float dyv, float(&part)[2]) {
-          const float xhat = (xv - mean) * invstd;
-          part[0] += dyv;
-          part[1] = Fma(dyv, xhat, part[1]);
+          formulas::FoldBatchNormGrads(xv, dyv, mean, invstd, &part[0], &part[1]);
         },
         sums);
     const float sum_dy = sums[0], sum_dy_xhat = sums[1];

@@ -7,13 +7,10 @@
 #include <cstdint>
 
 #include "cuda_kernels.h"
-#include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "launch.cuh"
 
 namespace easyscale::cuda {
-
-using detmath::Fma;
 
 namespace {
 
@@ -95,8 +92,7 @@ __global__ void __launch_bounds__(kChannelThreads)
   ChannelSums<1>(
       B, C, P, c, x, nullptr,
       [mean](float v, float, float(&part)[1]) {
-        const float d = v - mean;
-        part[0] = Fma(d, d, part[0]);
+        formulas::FoldSquaredDeviation(v, mean, &part[0]);
       },
       sq);
   if (threadIdx.x != 0) return;
@@ -115,9 +111,7 @@ __global__ void __launch_bounds__(kChannelThreads)
   ChannelSums<2>(
       B, C, P, c, x, dy,
       [mean, invstd](float xv, float dyv, float(&part)[2]) {
-        const float xhat = (xv - mean) * invstd;
-        part[0] += dyv;
-        part[1] = Fma(dyv, xhat, part[1]);
+        formulas::FoldBatchNormGrads(xv, dyv, mean, invstd, &part[0], &part[1]);
       },
       sums);
   if (threadIdx.x != 0) return;

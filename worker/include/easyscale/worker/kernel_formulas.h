@@ -38,6 +38,19 @@ ES_HD float GemmOutput(int K, const float* a, size_t a_step, const float* b, siz
   return sum;
 }
 
+// One element's step in BatchNorm's per-sample channel chains: the squared
+// deviation, and the backward pass's two sums (dy, and dy * xhat).
+ES_HD void FoldSquaredDeviation(float x, float mean, float* sum_sq) {
+  const float d = x - mean;
+  *sum_sq = detmath::Fma(d, d, *sum_sq);
+}
+ES_HD void FoldBatchNormGrads(float x, float dy, float mean, float invstd, float* sum_dy,
+                              float* sum_dy_xhat) {
+  const float xhat = (x - mean) * invstd;
+  *sum_dy += dy;
+  *sum_dy_xhat = detmath::Fma(dy, xhat, *sum_dy_xhat);
+}
+
 // y = (x - mean) * scale + beta, with scale = gamma / std.
 ES_HD float BatchNormOutput(float x, float mean, float scale, float beta) {
   return detmath::Fma(x - mean, scale, beta);
