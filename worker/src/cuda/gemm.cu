@@ -275,10 +275,18 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
   constexpr int kThreads = 32 * kWarps;
   constexpr int kStride = kChunk + 4;  // = 4 mod 8: rows 16 bytes apart in the banks
   constexpr int kSteps = kChunk / 4;   // float4 steps per chunk
-  constexpr int kAItems = kAVector ? kRows * kChunk / 4 : kRows * kChunk;
-  constexpr int kBItems = kChunk * kBlockN;
-  constexpr int kAOps = (kAItems + kThreads - 1) / kThreads;  // copies per thread and chunk
-  constexpr int kOps = kAOps + (kBItems + kThreads - 1) / kThreads;
+  // A thread's copies of a chunk: A's at one k offset, rows kARowStep apart (16
+  // bytes each with kAVector, else 4); B's in one column, k kBKStep apart (B is
+  // read row by row, coalesced, and stored k-contiguous per column). Fixed
+  // strides, so a copy costs an address add and the cp.async.
+  constexpr int kAWidth = kAVector ? 4 : 1;
+  constexpr int kAPerRow = kChunk / kAWidth;
+  static_assert(kThreads % kAPerRow == 0 && kRows % (kThreads / kAPerRow) == 0 &&
+                    kThreads % kBlockN == 0 && kChunk % (kThreads / kBlockN) == 0,
+                "copies must tile the chunk");
+  constexpr int kARowStep = kThreads / kAPerRow, kAOps = kRows / kARowStep;
+  constexpr int kBKStep = kThreads / kBlockN, kBOps = kChunk / kBKStep;
+  constexpr int kOps = kAOps + kBOps;
   __shared__ __align__(16) float As[kStages][kRows][kStride];
   __shared__ __align__(16) float Bs[kStages][kBlockN][kStride];
   const GemmArgs g = KBlockOf(args);
@@ -290,55 +298,39 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
   const int r = lane / kCols, c = (tid / 32) * kCols + lane % kCols;
   const int m0 = blockIdx.y * kRows, n0 = blockIdx.x * kBlockN;
 
-  // This thread's copies, their addresses for chunk 0 worked out once: copy i
-  // moves row_src[i] + k0 (A, along k) or + k0 * ldb (B, down k) into dst[i] of
-  // a buffer; row_src is null for a row or column past the matrix (zero fill).
-  const float* row_src[kOps];
-  float* dst[kOps];
-  int chunk_k[kOps];  // the copy's first k within a chunk
-  bool exists[kOps];  // the last copies of a thread may fall past the tile
+  // Rows and columns past the matrix copy nothing (zero fill) from a clamped,
+  // valid address.
+  const int a_row = tid / kAPerRow, a_k = (tid % kAPerRow) * kAWidth;
+  const int b_col = tid % kBlockN, b_k = tid / kBlockN;
+  const float* const a_src = A + static_cast<size_t>(min(m0 + a_row, M - 1)) * lda + a_k;
+  const float* const b_src = B + static_cast<size_t>(b_k) * ldb + min(n0 + b_col, N - 1);
+  const size_t a_step = static_cast<size_t>(kARowStep) * lda;
+  const size_t b_step = static_cast<size_t>(kBKStep) * ldb;
+  bool a_row_ok[kAOps];
 #pragma unroll
-  for (int i = 0; i < kOps; ++i) {
-    if (i < kAOps) {
-      const int e = tid + i * kThreads;
-      exists[i] = kAItems % kThreads == 0 || e < kAItems;
-      const int row = kAVector ? e / (kChunk / 4) : e / kChunk;
-      chunk_k[i] = kAVector ? (e % (kChunk / 4)) * 4 : e % kChunk;
-      const int mm = m0 + row;
-      row_src[i] = exists[i] && mm < M ? A + static_cast<size_t>(mm) * lda + chunk_k[i] : nullptr;
-      dst[i] = &As[0][exists[i] ? row : 0][chunk_k[i]];
-    } else {
-      // B row by row (coalesced in global memory), transposed into k-contiguous columns.
-      const int e = tid + (i - kAOps) * kThreads;
-      exists[i] = kBItems % kThreads == 0 || e < kBItems;
-      chunk_k[i] = e / kBlockN;
-      const int col = e % kBlockN, nn = n0 + col;
-      row_src[i] = exists[i] && nn < N ? B + static_cast<size_t>(chunk_k[i]) * ldb + nn : nullptr;
-      dst[i] = &Bs[0][col][exists[i] ? chunk_k[i] : 0];
-    }
-  }
+  for (int i = 0; i < kAOps; ++i) a_row_ok[i] = m0 + a_row + i * kARowStep < M;
+  const bool b_col_ok = n0 + b_col < N;
+
   // Copy i of the chunk at k0 into buffer buf. kInside: the whole chunk lies
-  // inside K, so no k needs checking. Not live: the chunk is past K (K > 0),
-  // and the copy only zero-fills a buffer nobody reads again (branch-free, so
-  // it interleaves with the fmas).
-  auto copy = [&](auto inside, int i, int buf, int k0, bool live) {
+  // inside K, so no k needs checking.
+  auto copy = [&](auto inside, int i, int buf, int k0) {
     constexpr bool kInside = decltype(inside)::value;
-    if (!exists[i]) return;
-    const int k = k0 + chunk_k[i];
-    const float* src = row_src[i];
     if (i < kAOps) {
-      float* d = dst[i] + buf * (kRows * kStride);
+      float* d = &As[buf][a_row + i * kARowStep][a_k];
+      const float* src = a_src + k0 + i * a_step;
       if (kAVector) {
-        const int bytes = !live || src == nullptr ? 0 : kInside ? 16 : 4 * max(0, min(4, K - k));
-        CpAsync16(d, bytes > 0 ? src + k0 : A, bytes);
+        const int bytes = !a_row_ok[i] ? 0 : kInside ? 16 : 4 * max(0, min(4, K - k0 - a_k));
+        CpAsync16(d, kInside || bytes > 0 ? src : A, bytes);
       } else {
-        const bool ok = live && src != nullptr && (kInside || k < K);
-        CpAsync4(d, ok ? src + k0 : A, ok);
+        const bool ok = a_row_ok[i] && (kInside || k0 + a_k < K);
+        CpAsync4(d, kInside || ok ? src : A, ok);
       }
     } else {
-      float* d = dst[i] + buf * (kBlockN * kStride);
-      const bool ok = live && src != nullptr && (kInside || k < K);
-      CpAsync4(d, ok ? src + static_cast<size_t>(k0) * ldb : B, ok);
+      const int j = i - kAOps;
+      float* d = &Bs[buf][b_col][b_k + j * kBKStep];
+      const float* src = b_src + static_cast<size_t>(k0) * ldb + j * b_step;
+      const bool ok = b_col_ok && (kInside || k0 + b_k + j * kBKStep < K);
+      CpAsync4(d, kInside || ok ? src : B, ok);
     }
   };
   const std::true_type kInsideK;
@@ -352,7 +344,7 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < chunks) {
 #pragma unroll
-      for (int i = 0; i < kOps; ++i) copy(kMayPassK, i, s, s * kChunk, true);
+      for (int i = 0; i < kOps; ++i) copy(kMayPassK, i, s, s * kChunk);
     }
     CpAsyncCommit();  // empty groups too, so the wait count below stays exact
   }
@@ -368,15 +360,18 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
     const int buf = s % kStages, valid = min(kChunk, K - s * kChunk);
     const float* a = &As[buf][r][0];
     const float* b = &Bs[buf][c][0];
-    // A full chunk: its fmas, with the copies of chunk `next` spread among them.
-    auto full_chunk = [&](auto inside) {
+    // A full chunk: its fmas, with the copies of chunk `next` (if any) spread
+    // among them.
+    auto full_chunk = [&](auto inside, bool copies) {
 #pragma unroll
       for (int q = 0; q < kSteps; ++q) {
         const float4 av = *reinterpret_cast<const float4*>(a + 4 * q);
         const float4 bv = *reinterpret_cast<const float4*>(b + 4 * q);
+        if (copies) {
 #pragma unroll
-        for (int i = 0; i < kOps; ++i) {
-          if (i * kSteps / kOps == q) copy(inside, i, next_buf, next * kChunk, next < chunks);
+          for (int i = 0; i < kOps; ++i) {
+            if (i * kSteps / kOps == q) copy(inside, i, next_buf, next * kChunk);
+          }
         }
         acc = __fmaf_rn(av.x, bv.x, acc);
         acc = __fmaf_rn(av.y, bv.y, acc);
@@ -385,9 +380,11 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
       }
     };
     if (valid == kChunk && (next + 1) * kChunk <= K) {
-      full_chunk(kInsideK);
+      full_chunk(kInsideK, true);
+    } else if (valid == kChunk && next < chunks) {
+      full_chunk(kMayPassK, true);
     } else if (valid == kChunk) {
-      full_chunk(kMayPassK);
+      full_chunk(kInsideK, false);
     } else {
       // The last chunk (so nothing left to copy): real k only.
       for (int kk = 0; kk < valid; ++kk) acc = __fmaf_rn(a[kk], b[kk], acc);
