@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
 
   // Column order of the CNN tables.
   const Variant small_variants[] = {{"per-out", &ec::GemmPerOutput},
+                                    {"strip", &ec::GemmColumnStrip},
                                     {"chain", &ec::GemmChain},
                                     {"tiled", &ec::GemmTiled},
                                     {"Gemm", &ec::Gemm}};

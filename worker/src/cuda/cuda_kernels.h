@@ -30,13 +30,16 @@ cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, i
 // The GEMM kernels, exposed for tests and benchmarks: 128x128 register tiles
 // (large products), one output per thread fed float4s along k through a
 // cp.async ring (few outputs, long k blocks), one thread per output (few
-// outputs, short K).
+// outputs, short K), one thread per column of a 4-row strip (many outputs,
+// short K).
 cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                           float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
                       cudaStream_t stream = nullptr);

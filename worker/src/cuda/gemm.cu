@@ -210,20 +210,35 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   }
 }
 
-// One thread per output: for shapes too thin for a 128x128 tile (the model's
-// conv layers have 8 or 16 output channels). A[i,k] is a broadcast, B[k,j] a
-// coalesced row read.
+// One thread per output column and kRowsPer rows: for shapes too thin for a
+// 128x128 tile (the model's conv layers have 8 or 16 output channels). A[i,k]
+// is a broadcast, B[k,j] a coalesced row read, used for kRowsPer chains.
+template <int kRowsPer>
 __global__ void GemmPerOutputKernel(const GemmArgs args) {
   const GemmArgs g = KBlockOf(args);
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= g.N) return;
-  for (int i = blockIdx.y; i < g.M; i += gridDim.y) {
-    const float* __restrict__ a = g.A + static_cast<size_t>(i) * g.lda;
+  for (int i0 = blockIdx.y * kRowsPer; i0 < g.M; i0 += gridDim.y * kRowsPer) {
+    // Rows past M repeat row M-1 (a valid address) and are not stored.
+    const float* __restrict__ a[kRowsPer];
+    float acc[kRowsPer];
+#pragma unroll
+    for (int r = 0; r < kRowsPer; ++r) {
+      const int i = min(i0 + r, g.M - 1);
+      a[r] = g.A + static_cast<size_t>(i) * g.lda;
+      acc[r] = g.init != nullptr ? g.init[static_cast<size_t>(i) * g.ldi + j] : 0.0f;
+    }
     const float* __restrict__ b = g.B + j;
-    float acc = g.init != nullptr ? g.init[static_cast<size_t>(i) * g.ldi + j] : 0.0f;
 #pragma unroll 8
-    for (int k = 0; k < g.K; ++k) acc = __fmaf_rn(a[k], b[static_cast<size_t>(k) * g.ldb], acc);
-    g.out[static_cast<size_t>(i) * g.ldo + j] = acc;
+    for (int k = 0; k < g.K; ++k) {
+      const float bk = b[static_cast<size_t>(k) * g.ldb];
+#pragma unroll
+      for (int r = 0; r < kRowsPer; ++r) acc[r] = __fmaf_rn(a[r][k], bk, acc[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPer; ++r) {
+      if (i0 + r < g.M) g.out[static_cast<size_t>(i0 + r) * g.ldo + j] = acc[r];
+    }
   }
 }
 
@@ -438,16 +453,18 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
 }  // namespace
 
 // The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
-// Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.889): BK=8 (~0.80), 1 block
-// per SM (0.80), cp.async-pipelined 128x128 slices (0.67-0.87), 128x256 and 256x128 tiles
-// (0.81-0.84, 0.67-0.78), thread-block swizzles of 4-16 tile rows (0.85), As padding 0 / 8
-// (0.82 / 0.888), bank-swizzled A stores (0.77), next-slice stores spread over the k loop
-// (0.87-0.88), fragment prefetch (0.886), __ldg loads (0.87), 4x8 lanes in 4x2 warps (0.88);
+// Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.909-0.912): BK=8 (~0.80), 1
+// block per SM (0.80; these with fmas row by row, 0.888 then), cp.async-pipelined 128x128 slices
+// (0.67-0.87), 128x256 and 256x128 tiles (0.81-0.84, 0.67-0.78), thread-block swizzles of 4-16 tile
+// rows (0.85), As padding 0 / 8 (0.82 / 0.888), bank-swizzled A stores (0.77), next-slice stores
+// spread over the k loop (0.87-0.88), fragment prefetch (0.886), __ldg loads (0.87), 4x8 lanes in
+// 4x2 warps (0.88), A packed k-major first (43 us at 4096^2) for cp.async rings on both operands
+// (128x128: 0.83-0.84, 256x128: 0.85-0.88, 128x256: 0.82; 2026-12-02 21:47 UTC, also row by row);
 // at long K, an 8x32 tile staged through shared memory lost to the chain; for few rows, one thread
 // per column of 8 outputs (A broadcast) lost to one per output at K = 200 (52 against 12 us, conv2
-// forward at batch 64) and won by under 2 us at K <= 25, and so did a 16-row strip per thread with
-// A staged in shared memory (21.7 against 11.2 us there); for the chain kernel, separate copy
-// warps (44 against 28 us, conv1 dW at batch 64).
+// forward at batch 64) and won by under 2 us at K <= 25 (kStripRows), and so did a 16-row strip per
+// thread with A staged in shared memory (21.7 against 11.2 us there); for the chain kernel,
+// separate copy warps (44 against 28 us, conv1 dW at batch 64).
 constexpr int kTiledBK = 16;
 constexpr int kTiledMinBlocks = 2;
 constexpr bool kTiledWarpTiled = true;
@@ -465,6 +482,12 @@ constexpr int64_t kMinTiledBlocks = 64;
 constexpr int kChainMinK = 512;
 constexpr int kChainShortMinK = 32;
 constexpr int64_t kChainShortMaxOutputs = 32768;
+// 4-row strips beat one thread per output for K < 32 from about 2^17 outputs
+// (conv1 forward and its input gradient at batch 64 and 128: 4.8 against 6.4 us
+// and 5.2 against 7.1 at batch 64, 21:58 UTC) and lost at K = 200 (16.2 against
+// 9.0: four scalar A loads per k).
+constexpr int kStripRows = 4;
+constexpr int64_t kStripMinOutputs = 1 << 17;
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -520,30 +543,45 @@ cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float*
       M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
-cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+template <int kRowsPer>
+cudaError_t LaunchGemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B,
+                                int ldb, float* C, int ldc, bool accumulate, cudaStream_t stream) {
   return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
                  [&](const GemmArgs& g, int z) {
                    constexpr int kThreads = 128;
-                   const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535), z);
-                   GemmPerOutputKernel<<<grid, kThreads, 0, stream>>>(g);
+                   const dim3 grid((N + kThreads - 1) / kThreads,
+                                   std::min((M + kRowsPer - 1) / kRowsPer, 65535), z);
+                   GemmPerOutputKernel<kRowsPer><<<grid, kThreads, 0, stream>>>(g);
                    return cudaGetLastError();
                  });
+}
+
+cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchGemmPerOutput<1>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+
+cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchGemmPerOutput<kStripRows>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
   // The 128x128 tiled kernel when its tiles are mostly real and fill the chip;
   // else the chain kernel for long chains (a k block's) and for few outputs,
-  // one thread per output for the rest.
+  // 4-row strips for many outputs with short chains, one thread per output for
+  // the rest.
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   const int block_k = std::min(K, kGemmKBlock);
-  if (block_k >= kChainMinK ||
-      (block_k >= kChainShortMinK && static_cast<int64_t>(M) * N <= kChainShortMaxOutputs))
+  const int64_t outputs = static_cast<int64_t>(M) * N;
+  if (block_k >= kChainMinK || (block_k >= kChainShortMinK && outputs <= kChainShortMaxOutputs))
     return GemmChain(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  if (block_k < kChainShortMinK && M >= kStripRows && outputs >= kStripMinOutputs)
+    return GemmColumnStrip(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   return GemmPerOutput(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 

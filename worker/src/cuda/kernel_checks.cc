@@ -134,13 +134,15 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   } kernels[] = {{"Gemm", &Gemm},
                  {"GemmTiled", &GemmTiled},
                  {"GemmPerOutput", &GemmPerOutput},
+                 {"GemmColumnStrip", &GemmColumnStrip},
                  {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
                  {"GemmChain", &GemmChain}};
   std::vector<KernelCheck> out;
   for (const auto& k : kernels) {
     for (const GemmShape& s : shapes) {
       // The small-tile kernels on the largest square shapes only cost time.
-      if ((k.fn == &GemmPerOutput || k.fn == &GemmChain) && s.M >= 512) continue;
+      if ((k.fn == &GemmPerOutput || k.fn == &GemmColumnStrip || k.fn == &GemmChain) && s.M >= 512)
+        continue;
       std::ostringstream name;
       name << k.name << " " << s.M << "x" << s.N << "x" << s.K
            << (s.lda_pad + s.ldb_pad + s.ldc_pad ? " padded" : "")
