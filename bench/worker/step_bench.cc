@@ -5,7 +5,7 @@
 // (bench/cuda/torch_step_bench.py, the same model, batch and SGD) and with one
 // EST of the whole batch (--ests 1 --batch ests*batch) in bench/cuda/step_run.sh.
 //   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--ests 1] [--batch 64]
-//              [--steps 200] [--warmup 20] [--data FILE]
+//              [--lanes 0] [--steps 200] [--warmup 20] [--data FILE]
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,12 +24,13 @@ namespace {
 
 int Run(int argc, char** argv) {
   std::string backend = "cpu", model = "cnn", data_path;
-  int ests = 1, batch = 64, steps = 200, warmup = 20;
+  int ests = 1, batch = 64, steps = 200, warmup = 20, lanes = 0;
   FlagSet f("step_bench [flags]: median wall time of one worker's training step");
   f.String("backend", &backend, "cpu | cuda");
   f.String("model", &model, "cnn | mlp");
   f.Int("ests", &ests, "ESTs hosted by the worker (the job's N)", 1, 256);
   f.Int("batch", &batch, "micro-batch of one EST", 1, 8192);
+  f.Int("lanes", &lanes, "ESTs side by side (0: the backend's count)", 0, 256);
   f.Int("steps", &steps, "timed steps", 1, 100000);
   f.Int("warmup", &warmup, "untimed steps first", 0, 100000);
   f.String("data", &data_path, "digits file (default: a synthetic set of 28x28 images)");
@@ -64,6 +65,7 @@ int Run(int argc, char** argv) {
   for (int e = 0; e < ests; ++e) config.ests.push_back(e);
   config.checkpoint_dir = dir;
   config.backend = backend;
+  config.lanes = lanes;
   auto comm = MakeSingleProcessCollective();
   auto worker = EstWorker::Create(config, data, *comm);
   if (!worker.ok()) {
@@ -94,6 +96,7 @@ int Run(int argc, char** argv) {
                                      {"backend", backend},
                                      {"model", model},
                                      {"ests", ests},
+                                     {"lanes", lanes},
                                      {"batch_per_est", batch},
                                      {"global_batch", global},
                                      {"median_ms", median},

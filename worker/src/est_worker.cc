@@ -38,6 +38,9 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
                                                        const Dataset& data, Collective& comm) {
   ES_RETURN_IF_ERROR(ValidateTrainingArgs(config.args, "training"));
   if (config.ests.empty()) return absl::InvalidArgumentError("worker hosts no EST");
+  if (config.lanes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lanes ", config.lanes, " is negative"));
+  }
   for (int e : config.ests) {
     if (e < 0 || e >= config.total_ests) {
       return absl::InvalidArgumentError(
@@ -50,6 +53,15 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend, config.device));
   auto w = std::unique_ptr<EstWorker>(
       new EstWorker(config, data, comm, std::move(model), std::move(kernels)));
+  int lanes = w->kernels().Lanes();
+  if (config.lanes > 0) lanes = w->kernels_ ? std::min(config.lanes, lanes) : config.lanes;
+  lanes = std::min<int>(lanes, static_cast<int>(config.ests.size()));
+  while (static_cast<int>(w->lanes_.size()) < lanes) {
+    ES_ASSIGN_OR_RETURN(
+        auto replica,
+        BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
+    w->AddLane(std::move(replica));
+  }
   if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {
     return absl::InvalidArgumentError(
         absl::StrCat("training set of ", w->split_.train.size(), " samples is too small for ",
@@ -72,7 +84,14 @@ EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective
   accum_.Resize({static_cast<int>(model_->NumParamValues() + 2)});
   nonfinite_.Resize(
       {static_cast<int>(config_.ests.size()), static_cast<int>(model_->params().size() + 1)});
-  loss_.Resize({1});
+  AddLane(nullptr);
+}
+
+void EstWorker::AddLane(std::unique_ptr<Model> replica) {
+  Lane& lane = lanes_.emplace_back();
+  lane.replica = std::move(replica);
+  lane.loss.Resize({1});
+  if (lane.replica) lane.accum.Resize(accum_.shape);
 }
 
 std::string EstWorker::IdentityJson() const {
@@ -185,7 +204,7 @@ void EstWorker::ComputeHostedEsts() {
     }
     buffers_on_backend_ = true;
   }
-  k.Zero(accum_.bytes(), k.At(accum_));
+  for (Lane& lane : lanes_) k.Zero(AccumOf(lane).bytes(), k.At(AccumOf(lane)));
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
   std::vector<const float*> segments;
   std::vector<size_t> sizes;
@@ -193,31 +212,45 @@ void EstWorker::ComputeHostedEsts() {
   sizes.push_back(1);  // the loss
   const int64_t terms = config_.total_ests;
   int hosted = 0;
+  k.ForkLanes();
   for (auto& [id, ctx] : contexts_) {
+    const int lane_index = hosted % static_cast<int>(lanes_.size());
+    Lane& lane = lanes_[lane_index];
+    Model& model = ModelOf(lane);
+    k.UseLane(lane_index);
     if (step_ == config_.test_fault_step && hosted == 0) k.InjectFault();
     NextSamples(ctx, &samples_);
     PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
-    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &batch_, &labels_.data);
+    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &lane.batch,
+              &lane.labels.data);
     aug.Sync();
     ctx.aug_counter = aug.counter();
-    k.Upload(batch_);
-    k.Upload(labels_);
+    k.Upload(lane.batch);
+    k.Upload(lane.labels);
     LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
                     &k};
     k.BeginRepeatable(static_cast<uint64_t>(id));  // the same calls every step: one graph
-    const Tensor& logits = model_->Forward(batch_, lc);
-    dlogits_.Resize(logits.shape);
-    k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(labels_), k.At(dlogits_),
-                          k.At(loss_));
-    model_->Backward(dlogits_, lc);
+    if (lane.replica) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));
+      }
+    }
+    const Tensor& logits = model.Forward(lane.batch, lc);
+    lane.dlogits.Resize(logits.shape);
+    k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
+                          k.At(lane.dlogits), k.At(lane.loss));
+    model.Backward(lane.dlogits, lc);
     segments.clear();
-    for (Param* p : params) segments.push_back(k.At(p->grad));
-    segments.push_back(k.At(loss_));
-    k.AccumulateFixedPoint(segments, sizes, terms, k.At(accum_),
+    for (Param* p : model.params()) segments.push_back(k.At(p->grad));
+    segments.push_back(k.At(lane.loss));
+    k.AccumulateFixedPoint(segments, sizes, terms, k.At(AccumOf(lane)),
                            k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
     k.EndRepeatable();
     ++hosted;
   }
+  k.JoinLanes();
+  for (size_t i = 1; i < lanes_.size(); ++i)
+    k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));
   k.Download(accum_);
   k.Download(nonfinite_);
 }
@@ -320,13 +353,15 @@ double EstWorker::Evaluate(const EstContext& est) {
   for (size_t begin = 0; begin < split_.test.size(); begin += kChunk) {
     const size_t end = std::min(split_.test.size(), begin + kChunk);
     samples_.assign(split_.test.begin() + begin, split_.test.begin() + end);
-    MakeBatch(data_, samples_, nullptr, &batch_, &labels_.data);
-    k.Upload(batch_);
-    const Tensor& logits = model_->Forward(batch_, lc);
+    Lane& lane = lanes_[0];
+    MakeBatch(data_, samples_, nullptr, &lane.batch, &lane.labels.data);
+    k.Upload(lane.batch);
+    const Tensor& logits = model_->Forward(lane.batch, lc);
     predicted.Resize({static_cast<int>(samples_.size())});
     k.Argmax(logits.dim(0), logits.dim(1), k.At(logits), k.At(predicted));
     k.Download(predicted);
-    for (size_t i = 0; i < predicted.size(); ++i) correct += predicted.data[i] == labels_.data[i];
+    for (size_t i = 0; i < predicted.size(); ++i)
+      correct += predicted.data[i] == lane.labels.data[i];
   }
   return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
 }

@@ -50,10 +50,11 @@ class EstWorkerTest : public testing::ThreadedTraining {
  protected:
   EstWorkerTest() : ThreadedTraining("es-worker-", 6) {}
 
-  // The ESTs spread as `placement`, all on the CPU.
-  std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name) {
+  // The ESTs spread as `placement`, all on the CPU, each worker with `lanes`.
+  std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name,
+                    int lanes = 0) {
     std::vector<ThreadedWorker> workers;
-    for (const auto& ests : placement) workers.push_back({ests});
+    for (const auto& ests : placement) workers.push_back({ests, "cpu", lanes});
     return ThreadedTraining::Train(workers, name);
   }
 };
@@ -65,6 +66,23 @@ TEST_F(EstWorkerTest, DigestIndependentOfPlacement) {
   EXPECT_EQ(Train({{0, 1, 2}, {3}}, "uneven"), one);
   args_.seed = 99;
   EXPECT_NE(Train({{0, 1, 2, 3}}, "seed"), one);
+}
+
+// Lanes give each EST of a lane a model copy and its own sums (the CPU runs
+// them in order; a GPU side by side): no bit may change.
+TEST_F(EstWorkerTest, DigestIndependentOfLanes) {
+  const std::string one = Train({{0, 1, 2, 3}}, "one-lane", 1);
+  EXPECT_EQ(one.size(), 64u);
+  EXPECT_EQ(Train({{0, 1, 2, 3}}, "three-lanes", 3), one);  // lane 0 runs two ESTs
+  EXPECT_EQ(Train({{0, 1}, {2, 3}}, "two-by-two", 2), one);
+}
+
+TEST_F(EstWorkerTest, NegativeLanesRejected) {
+  auto comm = MakeSingleProcessCollective();
+  WorkerConfig c{args_, 4, {0, 1, 2, 3}, root_ + "/neg", EstField::kNone};
+  c.lanes = -1;
+  auto w = EstWorker::Create(c, data_, *comm);
+  EXPECT_TRUE(absl::IsInvalidArgument(w.status())) << w.status();
 }
 
 TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsCheckpoint) {

@@ -101,6 +101,9 @@ class CpuBackend : public KernelBackend {
       acc += sizes[s];
     }
   }
+  void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) override {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     cpu::Argmax(rows, classes, logits, out);
   }

@@ -18,8 +18,8 @@ Status RunSegmentInThreads(const TrainingArgs& args, const Dataset& data, int to
       results[r] = [&]() -> Status {
         const Rendezvous rv{"file", dir + "/rdzv", "", 0, prefix};
         ES_ASSIGN_OR_RETURN(auto comm, ConnectCollective(rv, r, size, {}));
-        const WorkerConfig c{args, total_ests,      workers[r].ests,
-                             dir,  EstField::kNone, workers[r].backend};
+        WorkerConfig c{args, total_ests, workers[r].ests, dir, EstField::kNone, workers[r].backend};
+        c.lanes = workers[r].lanes;
         ES_ASSIGN_OR_RETURN(auto w, EstWorker::Create(c, data, *comm));
         ES_RETURN_IF_ERROR(w->Restore().status());
         while (w->step() < stop_at) ES_RETURN_IF_ERROR(w->Step(false).status());

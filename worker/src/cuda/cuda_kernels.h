@@ -107,6 +107,9 @@ inline constexpr int kMaxFixedPointSegments = 32;
 cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
                                  int64_t max_terms, int64_t* acc, int32_t* nonfinite,
                                  cudaStream_t stream = nullptr);
+// dst[i] += src[i] over n fixed-point sums.
+cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,
+                              cudaStream_t stream = nullptr);
 
 // Test-only: a kernel that writes to an illegal address, the fault a broken
 // kernel or a failing GPU produces (sticky: the context is unusable after it).

@@ -106,22 +106,69 @@ class RepeatableSegment {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// Lane 0 is the backend's stream; the others are streams of their own, made
+// on first use, ordered after lane 0 by one event at ForkLanes and before it by
+// one event each at JoinLanes.
+constexpr int kLanes = 8;
+
 class ResidentBackend : public KernelBackend {
  public:
   explicit ResidentBackend(int device) {
     SelectDevice(device);
-    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    for (Lane& lane : lanes_) {
+      Check(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "event");
+    }
+    Check(cudaStreamCreateWithFlags(&lanes_[0].stream, cudaStreamNonBlocking), "stream");
+    stream_ = lanes_[0].stream;
   }
-  ~ResidentBackend() override { cudaStreamDestroy(stream_); }
+  ~ResidentBackend() override {
+    for (Lane& lane : lanes_) {
+      if (lane.stream != nullptr) cudaStreamDestroy(lane.stream);
+      cudaEventDestroy(lane.done);
+    }
+  }
   ResidentBackend(const ResidentBackend&) = delete;
   ResidentBackend& operator=(const ResidentBackend&) = delete;
 
   std::string Name() const override { return "cuda"; }
   void Wait() override {
     if (recording_) throw std::logic_error("Wait inside a repeatable segment");
+    if (forked_) throw std::logic_error("Wait between ForkLanes and JoinLanes");
     Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   void InjectFault() override { Check(InjectIllegalAddress(stream_), "fault injection"); }
+
+  int Lanes() const override { return kLanes; }
+  void ForkLanes() override {
+    // A fork or segment still open here was cut short by a failed step: start over on lane 0.
+    recording_ = false;
+    stream_ = lanes_[0].stream;
+    Check(cudaEventRecord(lanes_[0].done, lanes_[0].stream), "cudaEventRecord");
+    for (Lane& lane : lanes_) lane.in_fork = false;
+    forked_ = true;
+  }
+  void UseLane(int lane) override {
+    if (!forked_ || recording_ || lane < 0 || lane >= kLanes)
+      throw std::logic_error("UseLane outside a fork, inside a segment or out of range");
+    Lane& l = lanes_[lane];
+    if (l.stream == nullptr)
+      Check(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), "stream");
+    if (lane > 0 && !l.in_fork) {
+      Check(cudaStreamWaitEvent(l.stream, lanes_[0].done, 0), "cudaStreamWaitEvent");
+      l.in_fork = true;
+    }
+    stream_ = l.stream;
+  }
+  void JoinLanes() override {
+    if (!forked_ || recording_) throw std::logic_error("JoinLanes without ForkLanes");
+    for (int i = 1; i < kLanes; ++i) {
+      if (!lanes_[i].in_fork) continue;
+      Check(cudaEventRecord(lanes_[i].done, lanes_[i].stream), "cudaEventRecord");
+      Check(cudaStreamWaitEvent(lanes_[0].stream, lanes_[i].done, 0), "cudaStreamWaitEvent");
+    }
+    stream_ = lanes_[0].stream;
+    forked_ = false;
+  }
   void Copy(size_t bytes, const void* src, void* dst) override {
     if (bytes == 0 || src == dst) return;
     Run("Copy", {Word(bytes), Word(src), Word(dst)}, [=](cudaStream_t st) {
@@ -293,6 +340,10 @@ class ResidentBackend : public KernelBackend {
       for (size_t s = first; s < first + count; ++s) acc += sizes[s];
     }
   }
+  void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) override {
+    Run("AddFixedPointSums", {Word(n), Word(src), Word(dst)},
+        [=](cudaStream_t st) { return cuda::AddFixedPointSums(n, src, dst, st); });
+  }
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     Run("Argmax", {Word(rows), Word(classes), Word(logits), Word(out)},
         [=](cudaStream_t st) { return cuda::Argmax(rows, classes, logits, out, st); });
@@ -348,7 +399,14 @@ class ResidentBackend : public KernelBackend {
   }
   RepeatableSegment& Segment() { return segments_[key_]; }
 
-  cudaStream_t stream_ = nullptr;
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    bool in_fork = false;  // waits on this fork's event; lane 0 waits on it at the join
+  };
+  Lane lanes_[kLanes];
+  cudaStream_t stream_ = nullptr;  // the current lane's
+  bool forked_ = false;
   bool recording_ = false;
   uint64_t key_ = 0;
   std::map<uint64_t, RepeatableSegment> segments_;

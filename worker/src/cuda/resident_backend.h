@@ -2,8 +2,9 @@
 //
 // The "cuda" backend: the CUDA kernels behind KernelBackend (layers.h) on
 // tensors whose mirrors live in device memory. Every kernel and copy is queued
-// on one stream in program order, so a step runs without waiting until its
-// fixed-point sums are downloaded; the bits are the CPU's (cuda_kernels.h).
+// in program order on the current lane's stream (8 lanes, so a step's ESTs run
+// side by side), and a step runs without waiting until its fixed-point sums are
+// downloaded; the bits are the CPU's (cuda_kernels.h).
 // A device error throws CudaError naming the call that saw it (device errors
 // are asynchronous: the call that reports one may not be the one that caused it).
 #pragma once

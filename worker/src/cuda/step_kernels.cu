@@ -54,6 +54,10 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
   return cudaGetLastError();
 }
 
+cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst, cudaStream_t stream) {
+  return LaunchForEach(n, stream, [=] __device__(size_t i) { dst[i] += src[i]; });
+}
+
 cudaError_t InjectIllegalAddress(cudaStream_t stream) {
   // An address no allocation can have: the low page is never mapped.
   IllegalAddressKernel<<<1, 32, 0, stream>>>(reinterpret_cast<float*>(0x40));

@@ -1,7 +1,8 @@
 // File: easyscale/worker/est_worker.h
 //
 // One physical worker: hosts a subset of the job's ESTs and, every global step,
-// runs them one after another on the shared model (binding each EST's context),
+// runs them on the shared model (binding each EST's context; one after another,
+// or side by side on a backend with several lanes),
 // folds each micro-batch gradient into an exact fixed-point sum, sums across
 // workers, and applies the same update everywhere.
 //
@@ -35,6 +36,10 @@ struct WorkerConfig {
   std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
   int device = 0;                         // cuda: GPU ordinal, modulo the device count
   int64_t test_fault_step = -1;           // test-only: the backend fails during this step
+  // Hosted ESTs side by side (KernelBackend::Lanes): 0 for the backend's
+  // count; else at most the backend's, except that the CPU backend runs its
+  // lanes in order and takes any count (tests: lanes change no bit).
+  int lanes = 0;
 };
 
 // The kernels of a backend name: null for "cpu" (LayerContext's default);
@@ -106,8 +111,21 @@ class EstWorker {
   FixedTensor accum_;      // gradients, loss, stop vote
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
-  Tensor batch_, dlogits_, loss_;
-  IndexTensor labels_;
+  // Where a step runs its hosted ESTs, side by side on a backend with several
+  // lanes: each lane has its own step tensors, fixed-point sums and model for
+  // activations and gradients. Lane 0 uses model_ and accum_; the others use
+  // copies of the model, whose parameter values they copy from model_'s on the
+  // backend every step, and sums added into accum_ after (exact, any order).
+  struct Lane {
+    std::unique_ptr<Model> replica;  // null on lane 0
+    Tensor batch, dlogits, loss;
+    IndexTensor labels;
+    FixedTensor accum;  // empty on lane 0
+  };
+  void AddLane(std::unique_ptr<Model> replica);
+  Model& ModelOf(Lane& lane) { return lane.replica ? *lane.replica : *model_; }
+  FixedTensor& AccumOf(Lane& lane) { return lane.replica ? lane.accum : accum_; }
+  std::vector<Lane> lanes_;
   std::vector<uint32_t> samples_;
 };
 

@@ -67,6 +67,16 @@ class KernelBackend {
   virtual void BeginRepeatable(uint64_t key) { (void)key; }
   virtual void EndRepeatable() {}
 
+  // Lanes: queues of work that may run at the same time (a device's streams).
+  // After ForkLanes, calls go to the lane UseLane named last (lane 0 is where
+  // everything else runs), each lane after the work queued before ForkLanes;
+  // after JoinLanes, calls run after everything queued on every lane. A step
+  // spreads its hosted ESTs over Lanes() lanes; 1 runs them one after another.
+  virtual int Lanes() const { return 1; }
+  virtual void ForkLanes() {}
+  virtual void UseLane(int lane) { (void)lane; }
+  virtual void JoinLanes() {}
+
   virtual void Copy(size_t bytes, const void* src, void* dst) = 0;
   virtual void Zero(size_t bytes, void* dst) = 0;
   virtual void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
@@ -109,6 +119,8 @@ class KernelBackend {
   virtual void AccumulateFixedPoint(std::span<const float* const> segments,
                                     std::span<const size_t> sizes, int64_t max_terms, int64_t* acc,
                                     int32_t* nonfinite) = 0;
+  // dst[i] += src[i]: fixed-point sums of the same segments (exact, any order).
+  virtual void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) = 0;
   virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
 
  protected:

@@ -19,6 +19,7 @@ namespace easyscale {
 struct ThreadedWorker {
   std::vector<int> ests;
   std::string backend = "cpu";
+  int lanes = 0;  // WorkerConfig::lanes
 };
 
 // `prefix` names the segment's rendezvous; it must differ between segments.
