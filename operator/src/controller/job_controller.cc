@@ -286,13 +286,23 @@ Status JobController::Reconcile(const std::string& key) {
 }
 
 Status JobController::Finalize(const json& job) {
-  for (const json& p : WorkerPodsOf(job)) {
+  const std::vector<json> pods = WorkerPodsOf(job);
+  for (const json& p : pods) {
+    if (p["metadata"].contains("deletionTimestamp")) continue;  // already terminating
     Status s = client_->Delete(kPods, p["metadata"].value("namespace", ""),
                                p["metadata"].value("name", ""));
     if (!s.ok() && !absl::IsNotFound(s)) return s;
   }
   book_.Forget(ObjectKey(job));
   if (!HasFinalizer(job)) return absl::OkStatus();
+  if (!pods.empty()) {
+    // The job goes when its pods have: until then they may still be training
+    // on their GPUs (and writing to its checkpoint directory).
+    queue_.AddAfter(ObjectKey(job), std::chrono::milliseconds(500));
+    LogInfo("controller", "finalizing: waiting for worker pods",
+            {{"job", ObjectKey(job)}, {"pods", static_cast<int64_t>(pods.size())}});
+    return absl::OkStatus();
+  }
   StatusOr<json> out = UpdateWithRetry(*client_, kEasyScaleJobs, job, [](json& o) {
     json kept = json::array();
     for (const json& f : o["metadata"].value("finalizers", json::array())) {

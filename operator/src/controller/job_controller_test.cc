@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "easyscale/operator/test_apiserver.h"
 #include "testing/test_util.h"
 
@@ -221,7 +223,7 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   EXPECT_NE(text.find("easyscale_scale_events_total 3"), std::string::npos) << text;
 }
 
-TEST_F(JobControllerTest, DeletionCleansUpPodsThenRemovesTheFinalizer) {
+TEST_F(JobControllerTest, DeletionRemovesTheFinalizerOnceThePodsAreGone) {
   ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
   ASSERT_TRUE(
       client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
@@ -229,8 +231,19 @@ TEST_F(JobControllerTest, DeletionCleansUpPodsThenRemovesTheFinalizer) {
   const json job = Get("j");
   ASSERT_EQ(job["metadata"]["finalizers"][0], kCleanupFinalizer);
   ASSERT_TRUE(client_->Delete(kEasyScaleJobs, "default", "j").ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));  // all terminating
+  // No kubelet has confirmed the pods' end yet: the job keeps its finalizer.
+  std::this_thread::sleep_for(1s);
+  ASSERT_FALSE(Get("j").is_null());
+  EXPECT_EQ(Get("j")["metadata"]["finalizers"][0], kCleanupFinalizer);
+  // The kubelet's grace-0 delete after the containers stopped: then the job goes.
+  StatusOr<json> pods = client_->List(kPods, "default", {.labelSelector = "easyscale.io/job=j"});
+  ASSERT_TRUE(pods.ok());
+  ASSERT_EQ((*pods)["items"].size(), 2u);
+  for (const json& p : (*pods)["items"]) {
+    ASSERT_TRUE(client_->Delete(kPods, "default", p["metadata"]["name"], 0).ok());
+  }
   ASSERT_TRUE(Eventually([&] { return Get("j").is_null(); }));
-  EXPECT_TRUE(WorkerPods("j").empty());
 }
 
 }  // namespace
