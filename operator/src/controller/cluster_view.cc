@@ -52,11 +52,12 @@ ClusterState JobController::BuildCluster(const std::string& key, const JobStatus
     return std::tie(a.created, a.key) < std::tie(b.created, b.key);
   });
 
-  // Worker pods outside their job's plan (draining, or being removed) still hold their GPU.
+  // Worker pods outside their job's plan (draining, or being removed) still hold their GPU,
+  // until they have ended or gone.
   std::map<std::string, std::map<std::string, int>> unavailable;
   const std::vector<json> pods = pods_.List();
   for (const json& p : pods) {
-    if (!IsWorkerPod(p) || PodTerminated(p)) continue;
+    if (!IsWorkerPod(p) || !PodClaimsGpus(p)) continue;
     const json& m = p["metadata"];
     const std::string job = m.value("namespace", "") + "/" + m["labels"].value(kJobLabel, "");
     auto it = members.find(job);

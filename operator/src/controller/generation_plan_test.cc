@@ -140,6 +140,16 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   EXPECT_EQ(g[0].inferenceHeld, 3);
   EXPECT_EQ(g[0].inferencePending, 0);
   EXPECT_EQ(g[0].total, 4);
+  // Being deleted: the running pod holds its GPUs until the kubelet has stopped
+  // it; the pending one will never start.
+  running["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
+  pending["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
+  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+  EXPECT_EQ(g[0].inferenceHeld, 2);
+  EXPECT_EQ(g[0].inferencePending, 0);
+  running["status"]["phase"] = "Succeeded";
+  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+  EXPECT_EQ(g[0].inferenceHeld, 0);
 }
 
 }  // namespace

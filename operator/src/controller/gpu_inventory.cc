@@ -106,6 +106,12 @@ bool PodTerminated(const json& pod) {
   return phase == "Succeeded" || phase == "Failed" || pod["metadata"].contains("deletionTimestamp");
 }
 
+bool PodClaimsGpus(const json& pod) {
+  const std::string phase = pod.value("status", json::object()).value("phase", "");
+  if (phase == "Succeeded" || phase == "Failed") return false;
+  return phase == "Running" || !pod["metadata"].contains("deletionTimestamp");
+}
+
 std::vector<NodeGpus> BuildNodeGpus(
     const std::vector<json>& nodes, const std::vector<json>& pods,
     const std::map<std::string, std::map<std::string, int>>& unavailable) {
@@ -125,7 +131,7 @@ std::vector<NodeGpus> BuildNodeGpus(
     }
   }
   for (const json& p : pods) {
-    if (!IsInferencePod(p) || PodTerminated(p)) continue;
+    if (!IsInferencePod(p) || !PodClaimsGpus(p)) continue;
     const std::string node = PodNode(p);
     if (node.empty() || typesOf.count(node) == 0) continue;  // not bound to a GPU node yet
     std::string type = p.value("spec", json::object())

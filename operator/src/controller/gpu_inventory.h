@@ -5,8 +5,9 @@
 //    annotation (a JSON list of devices) when valid, else the label pair
 //    easyscale.io/gpu-type + easyscale.io/gpu-count (the minimum it publishes);
 //  - an inference Pod (labelled easyscale.io/role=inference, or requesting
-//    nvidia.com/gpu) holds GPUs once Running and wants them while Pending on a
-//    node; training worker Pods (easyscale.io/role=worker) belong to jobs.
+//    nvidia.com/gpu) holds GPUs once Running (until it has ended or gone, even
+//    while being deleted) and wants them while Pending on a node; training
+//    worker Pods (easyscale.io/role=worker) belong to jobs.
 #pragma once
 
 #include <map>
@@ -43,6 +44,9 @@ bool IsInferencePod(const nlohmann::json& pod);
 // is only labelled).
 int InferenceGpus(const nlohmann::json& pod);
 bool PodTerminated(const nlohmann::json& pod);  // Succeeded, Failed or being deleted
+// Holds its GPUs or waits for them: not Succeeded or Failed, and Running or not
+// being deleted (a pod being deleted runs until the kubelet has stopped it).
+bool PodClaimsGpus(const nlohmann::json& pod);
 
 // Per node and GPU type: totals, inference held (Running inference pods, or
 // the device plugin's heldBy when it sees more) and pending. `unavailable`

@@ -158,8 +158,13 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   EXPECT_EQ(a->checkpointDir, "/ckpt/default/j");
   for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 5);
 
-  // Inference leaves n1: scale out to 4; generation 2 waits for gen 1 to checkpoint.
+  // Inference leaves n1: while its pod terminates it still holds the GPUs; once
+  // the kubelet confirms (a grace-0 delete), scale out to 4; generation 2 waits
+  // for gen 1 to checkpoint.
   ASSERT_TRUE(client_->Delete(kPods, "default", "inf-1").ok());
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(StatusOf("j").value("generation", 0), 1);
+  ASSERT_TRUE(client_->Delete(kPods, "default", "inf-1", 0).ok());
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
   st = StatusOf("j");
   EXPECT_EQ(st["phase"], "Scaling");
