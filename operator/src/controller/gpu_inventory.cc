@@ -50,6 +50,11 @@ std::string PodNode(const json& pod) {
   return node;
 }
 
+std::string PodPhase(const json& pod) {
+  return pod.value("status", json::object()).value("phase", "");
+}
+bool PodEnded(const std::string& phase) { return phase == "Succeeded" || phase == "Failed"; }
+
 }  // namespace
 
 NodeInventory ReadNodeInventory(const json& node) {
@@ -102,13 +107,12 @@ int InferenceGpus(const json& pod) {
 }
 
 bool PodTerminated(const json& pod) {
-  const std::string phase = pod.value("status", json::object()).value("phase", "");
-  return phase == "Succeeded" || phase == "Failed" || pod["metadata"].contains("deletionTimestamp");
+  return PodEnded(PodPhase(pod)) || pod["metadata"].contains("deletionTimestamp");
 }
 
 bool PodClaimsGpus(const json& pod) {
-  const std::string phase = pod.value("status", json::object()).value("phase", "");
-  if (phase == "Succeeded" || phase == "Failed") return false;
+  const std::string phase = PodPhase(pod);
+  if (PodEnded(phase)) return false;
   return phase == "Running" || !pod["metadata"].contains("deletionTimestamp");
 }
 
@@ -140,7 +144,7 @@ std::vector<NodeGpus> BuildNodeGpus(
     const auto& types = typesOf[node];
     if (std::find(types.begin(), types.end(), type) == types.end()) type = types.front();
     NodeGpus& g = table[{node, type}];
-    const bool running = p.value("status", json::object()).value("phase", "") == "Running";
+    const bool running = PodPhase(p) == "Running";
     (running ? g.inferenceHeld : g.inferencePending) += InferenceGpus(p);
   }
   // The device plugin sees holders the pod list may not show yet (or at all).
