@@ -149,7 +149,8 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["controller"], true);
   EXPECT_EQ(pod["metadata"]["labels"]["easyscale.io/role"], "worker");
   EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["easyscale.io/gpu"], "1");
-  EXPECT_EQ(EventCount("j", "Scheduled"), 1);
+  // The Event is recorded after the pods are created: wait for it.
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "Scheduled") == 1; }));
   const std::vector<std::string> gen1 = Pods(st["workers"]);
   StatusOr<WorkerAssignment> a = Assignment(gen1[0]);
   ASSERT_TRUE(a.ok());
