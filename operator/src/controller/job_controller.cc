@@ -31,6 +31,23 @@ bool HasFinalizer(const json& obj) {
   return false;
 }
 
+std::vector<json> WorkerPodsOf(const json& job, const std::vector<json>& pods) {
+  const std::string ns = job["metadata"].value("namespace", "");
+  const std::string name = job["metadata"].value("name", "");
+  const std::string uid = job["metadata"].value("uid", "");
+  std::vector<json> out;
+  for (const json& p : pods) {
+    if (!IsWorkerPod(p) || p["metadata"].value("namespace", "") != ns ||
+        p["metadata"]["labels"].value(kJobLabel, "") != name) {
+      continue;
+    }
+    for (const json& ref : p["metadata"].value("ownerReferences", json::array())) {
+      if (ref.value("uid", "") == uid && ref.value("controller", false)) out.push_back(p);
+    }
+  }
+  return out;
+}
+
 std::map<std::string, json> ByName(std::vector<json> objects) {
   std::map<std::string, json> out;
   for (json& o : objects) {
@@ -167,23 +184,6 @@ void JobController::Remember(const json& job) {
   written_[ObjectKey(job)] = job;
 }
 
-std::vector<json> JobController::WorkerPodsOf(const json& job) {
-  const std::string ns = job["metadata"].value("namespace", "");
-  const std::string name = job["metadata"].value("name", "");
-  const std::string uid = job["metadata"].value("uid", "");
-  std::vector<json> out;
-  for (const json& p : pods_.List()) {
-    if (!IsWorkerPod(p) || p["metadata"].value("namespace", "") != ns ||
-        p["metadata"]["labels"].value(kJobLabel, "") != name) {
-      continue;
-    }
-    for (const json& ref : p["metadata"].value("ownerReferences", json::array())) {
-      if (ref.value("uid", "") == uid && ref.value("controller", false)) out.push_back(p);
-    }
-  }
-  return out;
-}
-
 Status JobController::Reconcile(const std::string& key) {
   std::optional<json> cached = jobs_.Get(key);
   if (!cached) {  // deleted: the garbage collector removes its pods
@@ -219,7 +219,7 @@ Status JobController::Reconcile(const std::string& key) {
     st.phase = "Pending";
     SetCondition(st.conditions, "Failed", false, "Valid", "the spec is valid", generation);
   }
-  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job));
+  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job, pods_.List()));
   if (st.phase == "Succeeded" || st.phase == "Failed") {
     return SyncPods(job, *spec, st, pods, /*keepNone=*/true);
   }
@@ -286,7 +286,16 @@ Status JobController::Reconcile(const std::string& key) {
 }
 
 Status JobController::Finalize(const json& job) {
-  const std::vector<json> pods = WorkerPodsOf(job);
+  // From the API server, not the cache: a pod created just before the deletion
+  // may not have reached the informer yet, and the finalizer must wait for it.
+  const std::string ns = job["metadata"].value("namespace", "");
+  StatusOr<json> listed = client_->List(
+      kPods, ns,
+      {.labelSelector = absl::StrCat(kJobLabel, "=", job["metadata"].value("name", ""))});
+  if (!listed.ok()) return listed.status();
+  const json& items = (*listed)["items"];
+  if (!items.is_array()) return absl::InternalError("pod list: items is not an array");
+  const std::vector<json> pods = WorkerPodsOf(job, items.get<std::vector<json>>());
   for (const json& p : pods) {
     if (p["metadata"].contains("deletionTimestamp")) continue;  // already terminating
     Status s = client_->Delete(kPods, p["metadata"].value("namespace", ""),
@@ -331,7 +340,7 @@ Status JobController::FailInvalid(const json& job, JobStatus st, const Status& w
   if (!written.ok()) return written.status();
   recorder_->Warning(*written, "Failed", "Invalid spec: " + message);
   book_.Forget(ObjectKey(job));
-  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job));
+  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job, pods_.List()));
   return SyncPods(*written, JobSpec{}, st, pods, /*keepNone=*/true);
 }
 
@@ -429,7 +438,10 @@ Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobSt
       if (pods.count(w.pod) != 0) continue;
       const json pod = BuildWorkerPod(job, spec, w, st.generation, options_.pod);
       StatusOr<json> created = client_->Create(kPods, job["metadata"].value("namespace", ""), pod);
-      if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+      if (!created.ok()) {
+        if (absl::IsAlreadyExists(created.status())) continue;  // the cache lags our own create
+        return created.status();
+      }
       LogInfo("controller", "worker pod created",
               {{"pod", w.pod},
                {"node", w.node},

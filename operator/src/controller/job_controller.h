@@ -64,7 +64,6 @@ class JobController {
   void EnqueueAllJobs();
   nlohmann::json Freshest(const std::string& key, const nlohmann::json& cached);
   void Remember(const nlohmann::json& job);
-  std::vector<nlohmann::json> WorkerPodsOf(const nlohmann::json& job);
   Status Finalize(const nlohmann::json& job);
   Status FailInvalid(const nlohmann::json& job, JobStatus st, const Status& why);
   void MergeReports(const std::string& key, JobStatus* st, const nlohmann::json& job);

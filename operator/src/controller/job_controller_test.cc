@@ -252,5 +252,22 @@ TEST_F(JobControllerTest, DeletionRemovesTheFinalizerOnceThePodsAreGone) {
   ASSERT_TRUE(Eventually([&] { return Get("j").is_null(); }));
 }
 
+TEST_F(JobControllerTest, DeletionWaitsForPodsTheCacheHasNotSeen) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  server_->HoldWatches("pods", true);  // the controller's pod informer lags
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  ASSERT_FALSE(controller_->CachedPod("default/j-w-1-0").has_value());
+  ASSERT_TRUE(client_->Delete(kEasyScaleJobs, "default", "j").ok());
+  // The pods are found and deleted although the cache has never seen them, and
+  // the finalizer stays while they terminate.
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  std::this_thread::sleep_for(1s);
+  ASSERT_FALSE(Get("j").is_null());
+  EXPECT_EQ(Get("j")["metadata"]["finalizers"][0], kCleanupFinalizer);
+  server_->HoldWatches("pods", false);
+}
+
 }  // namespace
 }  // namespace easyscale::op

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -138,6 +139,13 @@ struct TestApiServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> watches{0};
   std::atomic<int64_t> lists{0};
+  mutable std::mutex heldMu;
+  std::set<std::string> heldPlurals;
+
+  bool Held(const std::string& plural) const {
+    std::lock_guard<std::mutex> lock(heldMu);
+    return heldPlurals.count(plural) != 0;
+  }
 
   void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res,
               const std::string& group, const std::string& version, const std::string& ns,
@@ -279,6 +287,10 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
         if (st->finished) {
           sink.done();
           return true;
+        }
+        if (Held(plural)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          return sink.is_writable();
         }
         const int64_t seenRv = store.CurrentRv();
         StatusOr<std::vector<StoredEvent>> events = store.EventsSince(plural, st->lastRv);
@@ -435,6 +447,14 @@ void TestApiServer::FailNextRequests(int k, int httpCode) {
 void TestApiServer::DropWatches() {
   ++impl_->dropGeneration;
   impl_->store.NotifyAll();
+}
+void TestApiServer::HoldWatches(const std::string& plural, bool held) {
+  std::lock_guard<std::mutex> lock(impl_->heldMu);
+  if (held) {
+    impl_->heldPlurals.insert(plural);
+  } else {
+    impl_->heldPlurals.erase(plural);
+  }
 }
 void TestApiServer::SetCompactionWindow(size_t events) { impl_->store.SetCompactionWindow(events); }
 void TestApiServer::Compact() { impl_->store.Compact(); }

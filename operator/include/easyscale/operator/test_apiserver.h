@@ -53,6 +53,9 @@ class TestApiServer {
   void FailNextRequests(int k, int httpCode);
   // Ends every open watch stream abruptly, as a lost connection would.
   void DropWatches();
+  // While held, watch streams of `plural` deliver no changes (a lagging
+  // informer); on release they catch up.
+  void HoldWatches(const std::string& plural, bool held);
   void SetCompactionWindow(size_t events);
   void Compact();
   int64_t resourceVersion() const;
