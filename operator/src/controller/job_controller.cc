@@ -298,8 +298,7 @@ Status JobController::Finalize(const json& job) {
   const std::vector<json> pods = WorkerPodsOf(job, items.get<std::vector<json>>());
   for (const json& p : pods) {
     if (p["metadata"].contains("deletionTimestamp")) continue;  // already terminating
-    Status s = client_->Delete(kPods, p["metadata"].value("namespace", ""),
-                               p["metadata"].value("name", ""));
+    Status s = client_->Delete(kPods, ns, p["metadata"].value("name", ""));
     if (!s.ok() && !absl::IsNotFound(s)) return s;
   }
   book_.Forget(ObjectKey(job));
