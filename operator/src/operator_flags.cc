@@ -2,6 +2,7 @@
 #include "operator_flags.h"
 
 #include "easyscale/common/flags.h"
+#include "easyscale/common/http_server.h"
 
 namespace easyscale::op {
 namespace {
@@ -62,6 +63,12 @@ StatusOr<OperatorFlags> ParseOperatorFlags(const std::vector<std::string>& args)
   if (f.help) return f;
   if (!rest->empty()) {
     return absl::InvalidArgumentError("unexpected argument \"" + (*rest)[0] + "\"");
+  }
+  for (const auto& [flag, address] :
+       {std::pair<const char*, const std::string&>{"--metrics-addr", f.metricsAddr},
+        {"--health-addr", f.healthAddr},
+        {"--control-addr", f.controlAddr}}) {
+    if (StatusOr<ListenAddress> a = ParseListenAddress(flag, address); !a.ok()) return a.status();
   }
   if (f.renewDeadlineSeconds >= f.leaseDurationSeconds) {
     return absl::InvalidArgumentError("--renew-deadline: must be less than --lease-duration");

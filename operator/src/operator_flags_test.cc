@@ -32,6 +32,8 @@ TEST(OperatorFlags, ErrorsNameTheFlag) {
   expect({"--lease-duration=5", "--renew-deadline=6"}, "--renew-deadline");
   expect({"--resync=86401"}, "--resync: must be a number in (0, 86400]");
   expect({"stray"}, "unexpected argument \"stray\"");
+  expect({"--health-addr=8081"}, "--health-addr: want host:port");
+  expect({"--control-addr=:99999"}, "--control-addr: want host:port");
 }
 
 TEST(OperatorFlags, HelpListsEveryFlag) {

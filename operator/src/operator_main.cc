@@ -1,6 +1,5 @@
 // easyscale-operator: wires the client, informers, controller, leader election
 // and the health, metrics and control endpoints; exits 1 when leadership is lost.
-#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,9 +9,9 @@
 #include <thread>
 
 #include "controller/control_server.h"
-#include "controller/http_endpoint.h"
 #include "controller/job_controller.h"
 #include "controller/metrics.h"
+#include "easyscale/common/http_server.h"
 #include "easyscale/common/log.h"
 #include "easyscale/operator/event_recorder.h"
 #include "easyscale/operator/kube_config.h"
@@ -62,8 +61,7 @@ int Run(const OperatorFlags& flags) {
                  std::string(client.status().message()).c_str());
     return 2;
   }
-  StatusOr<std::pair<std::string, int>> control =
-      ParseListenAddress("--control-addr", flags.controlAddr);
+  StatusOr<ListenAddress> control = ParseListenAddress("--control-addr", flags.controlAddr);
   if (!control.ok()) {
     std::fprintf(stderr, "easyscale-operator: %s\n",
                  std::string(control.status().message()).c_str());
@@ -82,7 +80,7 @@ int Run(const OperatorFlags& flags) {
   std::string controlUrl =
       flags.controlUrl.empty() ? env("EASYSCALE_CONTROL_URL") : flags.controlUrl;
   if (controlUrl.empty()) {
-    controlUrl = "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->second);
+    controlUrl = "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->port);
   }
 
   Metrics metrics;
@@ -100,43 +98,38 @@ int Run(const OperatorFlags& flags) {
   std::atomic<bool> lost{false};
   auto ready = [&] { return leading.load() && controller.HasSynced(); };
 
-  std::vector<std::unique_ptr<HttpEndpoint>> endpoints;
-  auto start = [&](const std::string& name, const std::string& addr,
-                   const std::function<void(httplib::Server&)>& install) {
-    StatusOr<std::unique_ptr<HttpEndpoint>> e = HttpEndpoint::Start(name, addr, install);
-    if (!e.ok()) {
-      std::fprintf(stderr, "easyscale-operator: %s\n", std::string(e.status().message()).c_str());
+  // Each server holds its own connection limits and timeouts: a flood of
+  // clients on one port cannot starve the others (HttpServerOptions' defaults).
+  std::vector<std::unique_ptr<HttpServer>> servers;
+  auto start = [&](const std::string& name, const std::string& address, HttpRoutes routes) {
+    StatusOr<std::unique_ptr<HttpServer>> s =
+        HttpServer::Start({.name = name, .address = address}, std::move(routes));
+    if (!s.ok()) {
+      std::fprintf(stderr, "easyscale-operator: %s\n", std::string(s.status().message()).c_str());
       return false;
     }
-    endpoints.push_back(std::move(*e));
+    servers.push_back(std::move(*s));
     return true;
   };
-  const bool listening =
-      start("health", flags.healthAddr,
-            [&](httplib::Server& s) {
-              s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-                res.set_content("ok\n", "text/plain");
-              });
-              s.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
-                const bool ok = ready();
-                res.status = ok ? 200 : 503;
-                res.set_content(
-                    ok ? "ok\n" : (leading ? "caches not synced\n" : "not the leader\n"),
-                    "text/plain");
-              });
-            }) &&
-      start("metrics", flags.metricsAddr,
-            [&](httplib::Server& s) {
-              s.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-                res.set_content(metrics.Text(), "text/plain; version=0.0.4");
-              });
-            }) &&
-      start("control", flags.controlAddr, [&](httplib::Server& s) {
-        InstallControlRoutes(s, &controller.book(),
-                             {.serving = ready, .onReport = [&](const std::string& job) {
-                                controller.queue().Add(job);
-                              }});
-      });
+  // Handlers refer only to what was declared before `servers`, which outlives them.
+  HttpRoutes health;
+  health.Handle("GET", "/healthz", [](const HttpRequest&) { return HttpResponse{.body = "ok\n"}; });
+  health.Handle("GET", "/readyz", [&](const HttpRequest&) {
+    if (ready()) return HttpResponse{.body = "ok\n"};
+    return HttpResponse{.status = 503,
+                        .body = leading ? "caches not synced\n" : "not the leader\n"};
+  });
+  HttpRoutes metricsRoutes;
+  metricsRoutes.Handle("GET", "/metrics", [&](const HttpRequest&) {
+    return HttpResponse{.contentType = "text/plain; version=0.0.4", .body = metrics.Text()};
+  });
+  HttpRoutes controlRoutes;
+  InstallControlRoutes(
+      controlRoutes, &controller.book(),
+      {.serving = ready, .onReport = [&](const std::string& job) { controller.queue().Add(job); }});
+  const bool listening = start("health", flags.healthAddr, std::move(health)) &&
+                         start("metrics", flags.metricsAddr, std::move(metricsRoutes)) &&
+                         start("control", flags.controlAddr, std::move(controlRoutes));
   if (!listening) return 2;
 
   controller.StartInformers();
@@ -186,7 +179,7 @@ int Run(const OperatorFlags& flags) {
   if (acting.joinable()) acting.join();
   controller.Stop();
   if (elector) elector->Stop();  // releases the Lease if we still hold it
-  endpoints.clear();
+  servers.clear();
   return leadershipLost ? 1 : 0;
 }
 

@@ -11,10 +11,7 @@
 #include <string>
 
 #include "controller/control_book.h"
-
-namespace httplib {
-class Server;
-}
+#include "easyscale/common/http_server.h"
 
 namespace easyscale::op {
 
@@ -23,6 +20,6 @@ struct ControlServerHooks {
   std::function<void(const std::string& job)> onReport;  // a report said something new
 };
 
-void InstallControlRoutes(httplib::Server& server, ControlBook* book, ControlServerHooks hooks);
+void InstallControlRoutes(HttpRoutes& routes, ControlBook* book, ControlServerHooks hooks);
 
 }  // namespace easyscale::op

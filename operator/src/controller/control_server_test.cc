@@ -7,8 +7,6 @@
 
 #include <atomic>
 
-#include "controller/http_endpoint.h"
-
 namespace easyscale::op {
 namespace {
 
@@ -18,13 +16,13 @@ TEST(ControlServer, AnswersAssignmentsAndTakesReports) {
   ControlBook book;
   std::atomic<bool> serving{false};
   std::vector<std::string> reported;
-  auto endpoint = HttpEndpoint::Start("control", "127.0.0.1:0", [&](httplib::Server& s) {
-    InstallControlRoutes(s, &book,
-                         {.serving = [&] { return serving.load(); },
-                          .onReport = [&](const std::string& j) { reported.push_back(j); }});
-  });
-  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  httplib::Client c("127.0.0.1", (*endpoint)->port());
+  HttpRoutes routes;
+  InstallControlRoutes(routes, &book,
+                       {.serving = [&] { return serving.load(); },
+                        .onReport = [&](const std::string& j) { reported.push_back(j); }});
+  auto server = HttpServer::Start({.name = "control", .address = "127.0.0.1:0"}, routes);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client c("127.0.0.1", (*server)->port());
   EXPECT_EQ(c.Get("/v1/assignment?job=ns/j")->status, 400);
   EXPECT_EQ(c.Get("/v1/assignment?job=ns/j&pod=p0")->status, 503);  // not the leader
   serving = true;
