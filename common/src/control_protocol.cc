@@ -42,6 +42,26 @@ const char* ToString(WorkerState s) {
   return "Unknown";
 }
 
+const char* ToString(RestoreFrom f) {
+  switch (f) {
+    case RestoreFrom::kFresh:
+      return "Fresh";
+    case RestoreFrom::kPeers:
+      return "Peers";
+    case RestoreFrom::kDurable:
+      return "Durable";
+  }
+  return "Unknown";
+}
+
+std::string BearerToken(const std::string& token) { return "Bearer " + token; }
+
+std::string TokenFromAuthorization(const std::string& header) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (header.size() <= kScheme.size() || header.compare(0, kScheme.size(), kScheme) != 0) return "";
+  return header.substr(kScheme.size());
+}
+
 const char* ToString(WorkerAction a) {
   switch (a) {
     case WorkerAction::kRun:
@@ -54,6 +74,40 @@ const char* ToString(WorkerAction a) {
   return "Unknown";
 }
 
+nlohmann::json ToJson(const RestorePlan& p) {
+  nlohmann::json sources = nlohmann::json::array();
+  for (const StateSource& s : p.sources) sources.push_back({{"pod", s.pod}, {"url", s.url}});
+  return {{"from", ToString(p.from)}, {"step", p.step}, {"sources", sources}};
+}
+
+StatusOr<RestorePlan> ParseRestorePlan(const nlohmann::json& j) {
+  RestorePlan plan;
+  RestorePlan* p = &plan;
+  FieldReader r(j, "restore");
+  std::string from;
+  r.Enum("from", &from, {"Fresh", "Peers", "Durable"}, true);
+  for (RestoreFrom f : {RestoreFrom::kFresh, RestoreFrom::kPeers, RestoreFrom::kDurable}) {
+    if (from == ToString(f)) p->from = f;
+  }
+  r.Int("step", &p->step, false, 0);
+  const nlohmann::json* sources = j.contains("sources") ? &j["sources"] : nullptr;
+  if (sources != nullptr && !sources->is_array()) r.Fail("sources", "must be a list");
+  for (size_t i = 0; r.ok() && sources != nullptr && i < sources->size(); ++i) {
+    FieldReader sr((*sources)[i], absl::StrCat("restore.sources[", i, "]"));
+    StateSource s;
+    sr.String("pod", &s.pod, true);
+    sr.String("url", &s.url, true);
+    if (sr.ok() && s.url.rfind("http://", 0) != 0) sr.Fail("url", "must start with http://");
+    ES_RETURN_IF_ERROR(sr.status());
+    p->sources.push_back(std::move(s));
+  }
+  if (r.ok() && p->from == RestoreFrom::kPeers && p->sources.empty()) {
+    r.Fail("sources", "must name at least one worker when from is Peers");
+  }
+  ES_RETURN_IF_ERROR(r.status());
+  return plan;
+}
+
 nlohmann::json ToJson(const WorkerAssignment& a) {
   return {{"apiVersion", kControlApiVersion},
           {"job", a.job},
@@ -62,12 +116,8 @@ nlohmann::json ToJson(const WorkerAssignment& a) {
           {"worldSize", a.worldSize},
           {"totalEsts", a.totalEsts},
           {"ests", a.ests},
-          {"rendezvous",
-           {{"store", a.rendezvous.store},
-            {"path", a.rendezvous.path},
-            {"host", a.rendezvous.host},
-            {"port", a.rendezvous.port},
-            {"prefix", a.rendezvous.prefix}}},
+          {"rendezvous", {{"url", a.rendezvous.url}, {"prefix", a.rendezvous.prefix}}},
+          {"restore", ToJson(a.restore)},
           {"checkpointDir", a.checkpointDir},
           {"backend", a.backend},
           {"training", ToJson(a.training)},
@@ -86,7 +136,10 @@ nlohmann::json ToJson(const WorkerReport& r) {
           {"samplesPerSecond", r.samplesPerSecond},
           {"digest", r.digest},
           {"testAccuracy", r.testAccuracy},
-          {"message", r.message}};
+          {"message", r.message},
+          {"reason", r.reason},
+          {"stateStep", r.stateStep},
+          {"stateUrl", r.stateUrl}};
 }
 
 StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
@@ -99,7 +152,7 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   r.Int("rank", &a.rank, true, 0, a.worldSize - 1);
   r.Int("totalEsts", &a.totalEsts, true, 1, 1 << 20);
   r.IntList("ests", &a.ests, true, 0, a.totalEsts - 1);
-  r.String("checkpointDir", &a.checkpointDir, true);
+  r.String("checkpointDir", &a.checkpointDir);
   r.Int("stopAtStep", &a.stopAtStep, false, 0);
   r.Enum("backend", &a.backend, {"cpu", "cuda"});
   std::string action = ToString(a.action);
@@ -110,19 +163,15 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   }
   if (const nlohmann::json* rv = r.Object("rendezvous", true)) {
     FieldReader rr(*rv, "rendezvous");
-    rr.Enum("store", &a.rendezvous.store, {"file", "tcp"}, true);
-    rr.String("path", &a.rendezvous.path);
-    rr.String("host", &a.rendezvous.host);
-    rr.Int("port", &a.rendezvous.port, false, 0, 65535);
+    rr.String("url", &a.rendezvous.url, a.worldSize > 1);
     rr.String("prefix", &a.rendezvous.prefix, true);
-    if (rr.ok() && a.rendezvous.store == "file" && a.rendezvous.path.empty()) {
-      rr.Fail("path", "is required for store \"file\"");
-    }
-    if (rr.ok() && a.rendezvous.store == "tcp" &&
-        (a.rendezvous.host.empty() || a.rendezvous.port == 0)) {
-      rr.Fail("host", "host and port are required for store \"tcp\"");
+    if (rr.ok() && !a.rendezvous.url.empty() && a.rendezvous.url.rfind("http://", 0) != 0) {
+      rr.Fail("url", "must start with http://");
     }
     ES_RETURN_IF_ERROR(rr.status());
+  }
+  if (const nlohmann::json* p = r.Object("restore")) {
+    ES_ASSIGN_OR_RETURN(a.restore, ParseRestorePlan(*p));
   }
   if (const nlohmann::json* t = r.Object("training", true)) {
     ES_ASSIGN_OR_RETURN(a.training, ParseTrainingArgs(*t, "training"));
@@ -155,7 +204,13 @@ StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j) {
   r.String("digest", &rep.digest);
   r.Double("testAccuracy", &rep.testAccuracy, false, -1.0, 1.0);
   r.String("message", &rep.message);
+  r.String("reason", &rep.reason);
+  r.Int("stateStep", &rep.stateStep, false, -1);
+  r.String("stateUrl", &rep.stateUrl);
   ES_RETURN_IF_ERROR(r.status());
+  if (!rep.stateUrl.empty() && rep.stateUrl.rfind("http://", 0) != 0) {
+    return absl::InvalidArgumentError("stateUrl: must start with http://");
+  }
   return rep;
 }
 

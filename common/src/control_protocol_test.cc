@@ -13,9 +13,12 @@ WorkerAssignment Sample() {
   a.worldSize = 2;
   a.totalEsts = 8;
   a.ests = {4, 5, 6, 7};
-  a.rendezvous.path = "/ckpt/rdzv";
-  a.rendezvous.prefix = "gen-3";
-  a.checkpointDir = "/ckpt";
+  a.rendezvous.url = "http://10.0.0.1:8090";
+  a.rendezvous.prefix = "gen-3-1a";
+  a.restore.from = RestoreFrom::kPeers;
+  a.restore.step = 40;
+  a.restore.sources = {{"mnist-w-2-0", "http://10.0.0.7:29400"}};
+  a.checkpointDir = "/ckpt/0f2c";
   return a;
 }
 
@@ -32,6 +35,9 @@ TEST(ControlProtocol, ReportRoundTrips) {
   r.state = WorkerState::kSucceeded;
   r.step = 120;
   r.digest = std::string(64, 'a');
+  r.reason = "PeerLost";
+  r.stateStep = 120;
+  r.stateUrl = "http://10.0.0.7:29400";
   auto parsed = ParseWorkerReport(ToJson(r));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, r);
@@ -49,7 +55,15 @@ TEST(ControlProtocol, RejectsWrongVersionAndBadFields) {
   j["ests"] = {5, 4};
   EXPECT_FALSE(ParseWorkerAssignment(j).ok());
   j = ToJson(Sample());
-  j["rendezvous"]["path"] = "";
+  j["rendezvous"]["url"] = "";  // two workers must meet somewhere
+  EXPECT_NE(std::string(ParseWorkerAssignment(j).status().message()).find("rendezvous.url"),
+            std::string::npos);
+  j = ToJson(Sample());
+  j["restore"]["sources"] = nlohmann::json::array();
+  EXPECT_NE(std::string(ParseWorkerAssignment(j).status().message()).find("restore.sources"),
+            std::string::npos);
+  j = ToJson(Sample());
+  j["restore"]["sources"][0]["url"] = "file:///etc/passwd";
   EXPECT_FALSE(ParseWorkerAssignment(j).ok());
   EXPECT_FALSE(ParseWorkerReport({{"apiVersion", kControlApiVersion},
                                   {"job", "a"},
@@ -57,6 +71,13 @@ TEST(ControlProtocol, RejectsWrongVersionAndBadFields) {
                                   {"rank", 0},
                                   {"state", "Dancing"}})
                    .ok());
+}
+
+TEST(ControlProtocol, BearerTokens) {
+  EXPECT_EQ(TokenFromAuthorization(BearerToken("abc")), "abc");
+  EXPECT_EQ(TokenFromAuthorization("Basic abc"), "");
+  EXPECT_EQ(TokenFromAuthorization("Bearer "), "");
+  EXPECT_EQ(TokenFromAuthorization(""), "");
 }
 
 }  // namespace

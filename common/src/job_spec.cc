@@ -1,6 +1,7 @@
 #include "easyscale/common/job_spec.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/json_fields.h"
@@ -17,6 +18,126 @@ bool IsKnownGpuType(const std::string& type) {
   const auto& t = KnownGpuTypes();
   return std::find(t.begin(), t.end(), type) != t.end();
 }
+
+bool IsDns1123Subdomain(const std::string& s) {
+  static const std::regex kRe("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  return !s.empty() && s.size() <= 253 && std::regex_match(s, kRe);
+}
+
+bool IsLabelValue(const std::string& s) {
+  static const std::regex kRe("(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?");
+  return s.size() <= 63 && std::regex_match(s, kRe);
+}
+
+bool IsQualifiedLabelKey(const std::string& s) {
+  const size_t slash = s.find('/');
+  const std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
+  if (slash != std::string::npos && !IsDns1123Subdomain(s.substr(0, slash))) return false;
+  return !name.empty() && IsLabelValue(name);
+}
+
+bool IsQuantity(const std::string& s) {
+  static const std::regex kRe("[+]?[0-9.]+([eEinumkKMGTP]*[-+]?[0-9]*)");
+  return !s.empty() && s.size() <= 64 && std::regex_match(s, kRe) &&
+         std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+namespace {
+
+// Resources a job may set on its workers; the GPU is the operator's.
+constexpr const char* kWorkerResources[] = {"cpu", "memory", "ephemeral-storage"};
+
+void ReadResources(FieldReader& r, const char* name, std::map<std::string, std::string>* out) {
+  std::map<std::string, std::string> values = *out;
+  r.StringMap(name, &values);
+  if (!r.ok() || !r.Has(name)) return;
+  for (const auto& [resource, quantity] : values) {
+    const std::string field = std::string(name) + "." + resource;
+    if (std::find(std::begin(kWorkerResources), std::end(kWorkerResources), resource) ==
+        std::end(kWorkerResources)) {
+      return r.Fail(field,
+                    "unsupported resource (cpu, memory or ephemeral-storage; the operator "
+                    "sets the GPU)");
+    }
+    if (!IsQuantity(quantity)) return r.Fail(field, "\"" + quantity + "\" is not a quantity");
+  }
+  *out = std::move(values);
+}
+
+Status ParseTolerations(const nlohmann::json& list, const std::string& path) {
+  if (!list.is_array()) return absl::InvalidArgumentError(path + ": must be a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    FieldReader t(list[i], absl::StrCat(path, "[", i, "]"));
+    std::string key, op = "Equal", value, effect;
+    int64_t seconds = 0;
+    t.String("key", &key);
+    t.Enum("operator", &op, {"Equal", "Exists"});
+    t.String("value", &value);
+    t.Enum("effect", &effect, {"", "NoSchedule", "PreferNoSchedule", "NoExecute"});
+    t.Int("tolerationSeconds", &seconds);
+    for (const auto& [k, v] : list[i].items()) {
+      if (k != "key" && k != "operator" && k != "value" && k != "effect" &&
+          k != "tolerationSeconds") {
+        t.Fail(k, "unknown field");
+      }
+    }
+    if (t.ok() && !key.empty() && !IsQualifiedLabelKey(key)) t.Fail("key", "not a label key");
+    if (t.ok() && op == "Exists" && !value.empty()) {
+      t.Fail("value", "must be empty when operator is Exists");
+    }
+    if (t.ok() && key.empty() && op != "Exists") {
+      t.Fail("operator", "must be Exists when key is empty");
+    }
+    ES_RETURN_IF_ERROR(t.status());
+  }
+  return absl::OkStatus();
+}
+
+Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
+                              WorkerPodSettings* w) {
+  FieldReader r(j, path);
+  if (const nlohmann::json* res = r.Object("resources")) {
+    FieldReader rr(*res, r.FieldPath("resources"));
+    ReadResources(rr, "requests", &w->requests);
+    ReadResources(rr, "limits", &w->limits);
+    ES_RETURN_IF_ERROR(rr.status());
+  }
+  if (r.Has("tolerations")) {
+    ES_RETURN_IF_ERROR(ParseTolerations(j["tolerations"], r.FieldPath("tolerations")));
+    w->tolerations = j["tolerations"];
+  }
+  r.StringMap("nodeSelector", &w->nodeSelector);
+  for (const auto& [key, value] : w->nodeSelector) {
+    if (!IsQualifiedLabelKey(key)) r.Fail("nodeSelector." + key, "not a label key");
+    if (!IsLabelValue(value))
+      r.Fail("nodeSelector." + key, "\"" + value + "\" is not a label value");
+    if (key.rfind("easyscale.io/", 0) == 0) {
+      r.Fail("nodeSelector." + key, "easyscale.io/ labels are the operator's to select");
+    }
+  }
+  if (r.Has("imagePullSecrets")) {
+    const nlohmann::json& secrets = j["imagePullSecrets"];
+    if (!secrets.is_array()) r.Fail("imagePullSecrets", "must be a list");
+    for (size_t i = 0; r.ok() && i < secrets.size(); ++i) {
+      FieldReader sr(secrets[i], r.FieldPath(absl::StrCat("imagePullSecrets[", i, "]")));
+      std::string name;
+      sr.String("name", &name, true);
+      if (sr.ok() && !IsDns1123Subdomain(name)) sr.Fail("name", "not a DNS-1123 subdomain");
+      ES_RETURN_IF_ERROR(sr.status());
+      w->imagePullSecrets.push_back(name);
+    }
+  }
+  r.String("serviceAccountName", &w->serviceAccountName);
+  if (r.ok() && !w->serviceAccountName.empty() && !IsDns1123Subdomain(w->serviceAccountName)) {
+    r.Fail("serviceAccountName", "not a DNS-1123 subdomain");
+  }
+  r.String("shmSize", &w->shmSize);
+  if (r.ok() && !IsQuantity(w->shmSize))
+    r.Fail("shmSize", "\"" + w->shmSize + "\" is not a quantity");
+  return r.status();
+}
+
+}  // namespace
 
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path) {
   TrainingArgs t;
@@ -79,6 +200,17 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
     if (s.checkpoint.mountPath.empty() || s.checkpoint.mountPath[0] != '/') {
       return absl::InvalidArgumentError(cr.FieldPath("mountPath") + ": must be an absolute path");
     }
+    if (!s.checkpoint.claimName.empty() && !IsDns1123Subdomain(s.checkpoint.claimName)) {
+      return absl::InvalidArgumentError(cr.FieldPath("claimName") + ": not a DNS-1123 subdomain");
+    }
+  }
+  if (const nlohmann::json* w = r.Object("worker")) {
+    ES_RETURN_IF_ERROR(ParseWorkerPodSettings(*w, r.FieldPath("worker"), &s.worker));
+  }
+  if (const nlohmann::json* p = r.Object("runPolicy")) {
+    FieldReader pr(*p, r.FieldPath("runPolicy"));
+    pr.Int("backoffLimit", &s.runPolicy.backoffLimit, false, 0, 1000);
+    ES_RETURN_IF_ERROR(pr.status());
   }
   if (!r.ok()) return r.status();
   if (s.maxWorkers == 0) s.maxWorkers = s.ests;
@@ -124,7 +256,16 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"priority", s.priority},
       {"training", ToJson(s.training)},
       {"checkpoint",
-       {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}}};
+       {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}},
+      {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}}};
+  nlohmann::json secrets = nlohmann::json::array();
+  for (const std::string& name : s.worker.imagePullSecrets) secrets.push_back({{"name", name}});
+  j["worker"] = {{"resources", {{"requests", s.worker.requests}, {"limits", s.worker.limits}}},
+                 {"tolerations", s.worker.tolerations},
+                 {"nodeSelector", s.worker.nodeSelector},
+                 {"imagePullSecrets", secrets},
+                 {"serviceAccountName", s.worker.serviceAccountName},
+                 {"shmSize", s.worker.shmSize}};
   return j;
 }
 

@@ -126,6 +126,25 @@ void FieldReader::IntList(const char* name, std::vector<int>* out, bool required
   *out = std::move(values);
 }
 
+void FieldReader::StringMap(const char* name, std::map<std::string, std::string>* out,
+                            bool required) {
+  const nlohmann::json* v = Find(name, required);
+  if (v == nullptr) return;
+  if (!v->is_object()) return Fail(name, std::string("must be an object, got ") + v->type_name());
+  std::map<std::string, std::string> values;
+  for (const auto& [key, value] : v->items()) {
+    if (!value.is_string()) return Fail(absl::StrCat(name, ".", key), "must be a string");
+    values[key] = value.get<std::string>();
+  }
+  *out = std::move(values);
+}
+
+bool FieldReader::Has(const char* name) const {
+  if (!obj_.is_object()) return false;
+  const auto it = obj_.find(name);
+  return it != obj_.end() && !it->is_null();
+}
+
 const nlohmann::json* FieldReader::Object(const char* name, bool required) {
   const nlohmann::json* v = Find(name, required);
   if (v == nullptr) return nullptr;

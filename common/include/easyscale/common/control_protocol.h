@@ -1,24 +1,37 @@
 // File: easyscale/common/control_protocol.h
 //
 // The versioned worker control protocol (HTTP + JSON) between the operator and
-// each worker. The operator hands a worker its generation, rank, ESTs, peers'
-// rendezvous and the training arguments (WorkerAssignment); the worker reports
-// progress and acknowledges a generation once its ESTs are restored
-// (WorkerReport). A worker acts on a new generation only at a step barrier.
+// each worker, and between workers. Every call carries the job's control token
+// (`Authorization: Bearer <token>`; the operator derives one per job and hands
+// it to the job's pods through a Secret): only the job's own workers are heard.
 //
-//   GET  /v1/assignment?job=ns/name&pod=P   -> 200 WorkerAssignment of the job's
+// Operator (control endpoint):
+//   GET  /v1/assignment?job=ns/name&pod=P -> 200 WorkerAssignment of the job's
 //        newest generation for pod P; 404 when P is in no generation (it exits)
-//   POST /v1/report                          <- WorkerReport, answered 204
+//   POST /v1/report                        <- WorkerReport, answered 204; 403
+//        when the pod is not in the job's plan
+//   PUT  /v1/store?job=J&key=K             <- rendezvous value (bytes), 204
+//   GET  /v1/store?job=J&key=K             -> 200 value | 404 not (yet) there
+//        Keys live under the generation's rendezvous prefix; a store holds the
+//        keys of the newest generation only.
+// Worker (state endpoint, one per worker):
+//   GET  /v1/state?job=J&step=S            -> 200 EncodeSnapshot (worker's
+//        snapshot.h) of the whole job at step S | 404 when it holds another step
 //
 // Life of a generation g (the operator bumps g whenever the worker set changes):
-//   1. Workers of g-1 poll once a step; seeing generation g they checkpoint at the
-//      next step boundary (all ranks agree through the step's collective) and
-//      report Checkpointed.
-//   2. Until every worker of g-1 has reported Checkpointed or is gone, members of
-//      g get action Wait; then Run: they rendezvous under `prefix`, restore the
-//      newest checkpoint in checkpointDir, report Running, and train.
-//   3. A worker told CheckpointAndStop, or sent SIGTERM, checkpoints at the next
-//      step boundary with all its peers and reports Checkpointed.
+//   1. Workers of g-1 poll once a step; seeing generation g (or told
+//      CheckpointAndStop, or sent SIGTERM) they stop at the next step boundary
+//      (all ranks agree through the step's collective) and report Checkpointed
+//      with stateStep = the step of the whole-job state they now hold and serve.
+//      A worker whose collective fails (a peer died) rolls back to the last
+//      completed step and reports Checkpointed with reason PeerLost.
+//   2. Until every worker of g-1 has reported or is gone, members of g get action
+//      Wait; then Run with a RestorePlan: from peers (the step and the workers
+//      holding it; a worker that holds it already uses its own), from the durable
+//      checkpoint in checkpointDir, or fresh. They restore, rendezvous under
+//      `prefix`, report Running, and train.
+//   3. Failures are reported (state Failed, a CamelCase reason and a message);
+//      the operator restarts the generation with backoff, up to a limit.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +44,38 @@
 
 namespace easyscale {
 
-inline constexpr const char* kControlApiVersion = "easyscale.io/control/v1";
+inline constexpr const char* kControlApiVersion = "easyscale.io/control/v2";
 
-// Where the workers of one generation meet to build their communicator.
+// A worker process exits with this code when retrying cannot help (bad input,
+// a corrupt file); any other failure is worth a restart.
+inline constexpr int kPermanentExitCode = 3;
+// The report reason of such a failure.
+inline constexpr const char* kPermanentErrorReason = "PermanentError";
+
+// Where the workers of one generation meet to build their communicator: an
+// HTTP key-value store (the operator's control endpoint, or the runner of
+// `easyscale-worker local`) and a key prefix unique to the generation.
 struct Rendezvous {
-  std::string store = "file";  // file | tcp
-  std::string path;            // file: a folder all workers see
-  std::string host;            // tcp
-  int port = 0;                // tcp
-  std::string prefix;          // unique per generation, e.g. "gen-7"
+  std::string url;     // http://host:port
+  std::string prefix;  // e.g. "gen-7-2f9c"
   bool operator==(const Rendezvous&) const = default;
+};
+
+// Where a generation's first state comes from.
+enum class RestoreFrom { kFresh, kPeers, kDurable };
+
+// A worker that holds the job's state and serves it (GET /v1/state).
+struct StateSource {
+  std::string pod;
+  std::string url;  // http://ip:port
+  bool operator==(const StateSource&) const = default;
+};
+
+struct RestorePlan {
+  RestoreFrom from = RestoreFrom::kFresh;
+  int64_t step = 0;                  // kPeers: the step every source holds
+  std::vector<StateSource> sources;  // kPeers: in the order to try
+  bool operator==(const RestorePlan&) const = default;
 };
 
 enum class WorkerAction { kRun, kWait, kCheckpointAndStop };
@@ -53,6 +88,8 @@ struct WorkerAssignment {
   int totalEsts = 1;
   std::vector<int> ests;  // ascending EST ids this worker hosts
   Rendezvous rendezvous;
+  RestorePlan restore;
+  // Durable checkpoints (a volume's folder keyed by the job's UID); empty = none.
   std::string checkpointDir;
   std::string backend = "cpu";  // cpu | cuda
   TrainingArgs training;
@@ -75,16 +112,30 @@ struct WorkerReport {
   std::string digest;          // set when state is kSucceeded
   double testAccuracy = -1.0;  // set when state is kSucceeded
   std::string message;
+  // Why it stopped or failed, CamelCase (PeerLost, RendezvousFailed,
+  // StateUnavailable, BackendFailed, InvalidInput, ...); empty when asked to.
+  std::string reason;
+  int64_t stateStep = -1;  // step of the whole-job state it holds and serves; -1: none
+  std::string stateUrl;    // where it serves that state
   bool operator==(const WorkerReport&) const = default;
 };
 
 const char* ToString(WorkerState s);
 const char* ToString(WorkerAction a);
+const char* ToString(RestoreFrom f);
 
+// The header every protocol call carries.
+inline constexpr const char* kAuthorizationHeader = "Authorization";
+std::string BearerToken(const std::string& token);
+// The token of an "Authorization: Bearer <token>" value; "" when malformed.
+std::string TokenFromAuthorization(const std::string& header);
+
+nlohmann::json ToJson(const RestorePlan& p);
 nlohmann::json ToJson(const WorkerAssignment& a);
 nlohmann::json ToJson(const WorkerReport& r);
 // Both check apiVersion and every field; errors name the field.
 StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j);
 StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j);
+StatusOr<RestorePlan> ParseRestorePlan(const nlohmann::json& j);
 
 }  // namespace easyscale

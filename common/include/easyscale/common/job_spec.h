@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -45,10 +46,34 @@ struct TrainingArgs {
   bool operator==(const TrainingArgs&) const = default;
 };
 
+// Durable checkpoints: a ReadWriteMany PersistentVolumeClaim mounted into
+// every worker, checkpoints in <mountPath>/<job UID>. Without a claim the job
+// has no durable checkpoint: it survives the loss of some workers (the others
+// hold its state), not of all at once.
 struct CheckpointVolume {
-  std::string claimName;  // PersistentVolumeClaim; empty = emptyDir
+  std::string claimName;
   std::string mountPath = "/checkpoints";
   bool operator==(const CheckpointVolume&) const = default;
+};
+
+// How the worker Pods run, in the Kubernetes shapes (Toleration objects,
+// quantities such as "2Gi"). The operator adds the GPU, its node and the
+// security context itself.
+struct WorkerPodSettings {
+  std::map<std::string, std::string> requests = {{"cpu", "1"}, {"memory", "2Gi"}};
+  std::map<std::string, std::string> limits = {{"memory", "4Gi"}};
+  nlohmann::json tolerations = nlohmann::json::array();
+  std::map<std::string, std::string> nodeSelector;
+  std::vector<std::string> imagePullSecrets;
+  std::string serviceAccountName;
+  std::string shmSize = "1Gi";  // /dev/shm (memory-backed) for the collectives
+  bool operator==(const WorkerPodSettings&) const = default;
+};
+
+// Failures: after backoffLimit worker failures the job is Failed.
+struct RunPolicy {
+  int backoffLimit = 6;
+  bool operator==(const RunPolicy&) const = default;
 };
 
 struct JobSpec {
@@ -60,15 +85,24 @@ struct JobSpec {
   int priority = 0;
   TrainingArgs training;
   CheckpointVolume checkpoint;
+  WorkerPodSettings worker;
+  RunPolicy runPolicy;
   bool operator==(const JobSpec&) const = default;
 };
 
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path);
 // Validates every field and the relations between them
-// (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set).
+// (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set,
+// Kubernetes names, label keys and quantities in spec.worker).
 StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path = "spec");
 // Checks a TrainingArgs built by code (CLI flags) with the same rules as parsing.
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path);
+
+// Kubernetes syntax checks, as the API server applies them.
+bool IsDns1123Subdomain(const std::string& s);
+bool IsQualifiedLabelKey(const std::string& s);
+bool IsLabelValue(const std::string& s);
+bool IsQuantity(const std::string& s);
 
 nlohmann::json ToJson(const TrainingArgs& t);
 nlohmann::json ToJson(const JobSpec& s);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ class FieldReader {
   void IntList(const char* name, std::vector<int>* out, bool required = false,
                int64_t min = std::numeric_limits<int>::min(),
                int64_t max = std::numeric_limits<int>::max());
+  // An object of string values (labels, selectors, resource lists).
+  void StringMap(const char* name, std::map<std::string, std::string>* out, bool required = false);
+  // True when the field is present and not null.
+  bool Has(const char* name) const;
   // Returns the sub-object (or nullptr if absent/invalid) and records errors.
   const nlohmann::json* Object(const char* name, bool required = false);
 
