@@ -102,13 +102,13 @@ int main(int argc, char** argv) {
   auto comm = MakeSingleProcessCollective();
   std::vector<int> all;
   for (int e = 0; e < ests; ++e) all.push_back(e);
-  WorkerConfig config{args, ests, all, "/nonexistent-bench-dir", EstField::kNone};
+  WorkerConfig config{args, ests, all, EstField::kNone};
   auto worker = EstWorker::Create(config, data, *comm);
   if (!worker.ok()) {
     std::fprintf(stderr, "est_bench: %s\n", std::string(worker.status().message()).c_str());
     return 1;
   }
-  (void)(*worker)->Restore();
+  (*worker)->Initialize();
   PlainAccumulation plain(args, data, ests);
   // Warm-up both.
   for (int i = 0; i < 3; ++i) {

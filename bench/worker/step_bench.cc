@@ -6,12 +6,10 @@
 // EST of the whole batch (--ests 1 --batch ests*batch) in bench/cuda/step_run.sh.
 //   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--ests 1] [--batch 64]
 //              [--lanes 0] [--steps 200] [--warmup 20] [--data FILE]
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "easyscale/common/flags.h"
@@ -56,14 +54,10 @@ int Run(int argc, char** argv) {
     }
     data = std::move(*loaded);
   }
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("es-step-bench-" + std::to_string(getpid())))
-          .string();
   WorkerConfig config;
   config.args = args;
   config.total_ests = ests;
   for (int e = 0; e < ests; ++e) config.ests.push_back(e);
-  config.checkpoint_dir = dir;
   config.backend = backend;
   config.lanes = lanes;
   auto comm = MakeSingleProcessCollective();
@@ -72,10 +66,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "step_bench: %s\n", worker.status().ToString().c_str());
     return 1;
   }
-  if (auto s = (*worker)->Restore(); !s.ok()) {
-    std::fprintf(stderr, "step_bench: %s\n", s.status().ToString().c_str());
-    return 1;
-  }
+  (*worker)->Initialize();
   std::vector<double> ms;
   for (int i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -88,7 +79,6 @@ int Run(int argc, char** argv) {
     }
     if (i >= warmup) ms.push_back(elapsed);
   }
-  std::filesystem::remove_all(dir);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const int global = ests * batch;

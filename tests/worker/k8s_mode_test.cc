@@ -1,7 +1,9 @@
 // `easyscale-worker k8s` against a control server that plays the operator's
 // side of the protocol (common/control_protocol.h): three real worker
 // processes, generation 1 with two of them, then generation 2 with all three
-// while training runs. The digest must equal the local run of the same job.
+// while training runs; the new one takes the state from the others over the
+// network, and they meet through the server's rendezvous store. Nothing is
+// written to disk. The digest must equal the local run of the same job.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -9,14 +11,15 @@
 #include <sys/wait.h>
 
 #include <array>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
+#include "easyscale/common/rendezvous_store.h"
 
 extern char** environ;
 
@@ -33,44 +36,75 @@ TrainingArgs Job() {
   return t;
 }
 
+constexpr const char* kToken = "k8s-mode-test-token";
+
 class TestOperator {
  public:
-  explicit TestOperator(std::string dir) : dir_(std::move(dir)) {
-    server_.Get("/v1/assignment", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      const std::string pod = req.get_param_value("pod");
-      auto it = members_.find(pod);
-      if (it == members_.end()) {
-        res.status = 404;
+  TestOperator() {
+    auto authorized = [](const httplib::Request& req) {
+      return TokenFromAuthorization(req.get_header_value(kAuthorizationHeader)) == kToken;
+    };
+    server_.Get(
+        "/v1/assignment", [this, authorized](const httplib::Request& req, httplib::Response& res) {
+          if (!authorized(req)) {
+            res.status = 401;
+            return;
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          const std::string pod = req.get_param_value("pod");
+          auto it = members_.find(pod);
+          if (it == members_.end()) {
+            res.status = 404;
+            return;
+          }
+          WorkerAssignment a;
+          a.job = "default/mnist";
+          a.generation = generation_;
+          a.rank = it->second;
+          a.worldSize = static_cast<int>(members_.size());
+          a.totalEsts = kEsts;
+          a.ests = AssignContiguous(kEsts, a.worldSize)->workers[a.rank];
+          a.rendezvous = {"http://127.0.0.1:" + std::to_string(port_),
+                          "gen-" + std::to_string(generation_)};
+          a.training = Job();
+          a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
+          if (!sources_.empty()) a.restore = {RestoreFrom::kPeers, restore_step_, sources_};
+          res.set_content(ToJson(a).dump(), "application/json");
+        });
+    server_.Post("/v1/report",
+                 [this, authorized](const httplib::Request& req, httplib::Response& res) {
+                   auto r = ParseWorkerReport(nlohmann::json::parse(req.body, nullptr, false));
+                   if (!authorized(req) || !r.ok()) {
+                     res.status = authorized(req) ? 400 : 401;
+                     return;
+                   }
+                   std::lock_guard<std::mutex> lock(mu_);
+                   if (r->state == WorkerState::kCheckpointed && r->generation == generation_ - 1 &&
+                       r->stateStep >= 0 && counted_.insert(r->pod).second) {
+                     ++checkpointed_;
+                     restore_step_ = r->stateStep;
+                     sources_.push_back({r->pod, r->stateUrl});
+                   }
+                   if (r->state == WorkerState::kRunning && r->generation == generation_)
+                     max_step_ = std::max(max_step_, r->step);
+                   if (r->state == WorkerState::kSucceeded && r->rank == 0) digest_ = r->digest;
+                   res.status = 204;
+                 });
+    auto store = [this, authorized](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req)) {
+        res.status = 401;
         return;
       }
-      WorkerAssignment a;
-      a.job = "default/mnist";
-      a.generation = generation_;
-      a.rank = it->second;
-      a.worldSize = static_cast<int>(members_.size());
-      a.totalEsts = kEsts;
-      a.ests = AssignContiguous(kEsts, a.worldSize)->workers[a.rank];
-      a.rendezvous = {"file", dir_ + "/rendezvous", "", 0, "gen-" + std::to_string(generation_)};
-      a.checkpointDir = dir_;
-      a.training = Job();
-      a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
-      res.set_content(ToJson(a).dump(), "application/json");
-    });
-    server_.Post("/v1/report", [this](const httplib::Request& req, httplib::Response& res) {
-      auto r = ParseWorkerReport(nlohmann::json::parse(req.body, nullptr, false));
-      if (!r.ok()) {
-        res.status = 400;
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (r->state == WorkerState::kCheckpointed && r->generation == generation_ - 1)
-        ++checkpointed_;
-      if (r->state == WorkerState::kRunning && r->generation == generation_)
-        max_step_ = std::max(max_step_, r->step);
-      if (r->state == WorkerState::kSucceeded && r->rank == 0) digest_ = r->digest;
-      res.status = 204;
-    });
+      HttpRequest request;
+      request.method = req.method;
+      request.query = {{"key", req.get_param_value("key")}};
+      request.body = req.body;
+      const HttpResponse answer = ServeRendezvousStore(request, store_);
+      res.status = answer.status;
+      res.set_content(answer.body, answer.contentType);
+    };
+    server_.Get("/v1/store", store);
+    server_.Put("/v1/store", store);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
@@ -82,7 +116,10 @@ class TestOperator {
     std::lock_guard<std::mutex> lock(mu_);
     previous_size_ = generation_ == 0 ? 0 : static_cast<int>(members_.size());
     checkpointed_ = 0;
+    counted_.clear();
+    sources_.clear();
     ++generation_;
+    store_.SetPrefix("gen-" + std::to_string(generation_));
     max_step_ = 0;
     members_.clear();
     for (size_t i = 0; i < pods.size(); ++i) members_[pods[i]] = static_cast<int>(i);
@@ -98,13 +135,16 @@ class TestOperator {
   int port() const { return port_; }
 
  private:
-  std::string dir_;
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   std::mutex mu_;
+  RendezvousStore store_;
   int64_t generation_ = 0;
   int previous_size_ = 0, checkpointed_ = 0;
+  std::set<std::string> counted_;
+  std::vector<StateSource> sources_;  // who holds the state the new generation takes
+  int64_t restore_step_ = 0;
   int64_t max_step_ = 0;
   std::map<std::string, int> members_;
   std::string digest_;
@@ -119,11 +159,14 @@ pid_t StartWorker(const std::string& pod, int port) {
                                    "default/mnist",
                                    "--pod",
                                    pod,
+                                   "--state-port",
+                                   "0",
                                    "--data",
                                    EASYSCALE_MNIST_DATA};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  setenv("EASYSCALE_CONTROL_TOKEN", kToken, 1);
   pid_t pid = -1;
   EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
   return pid;
@@ -143,10 +186,7 @@ std::string LocalDigest() {
 }
 
 TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("es-k8s-" + std::to_string(getpid()))).string();
-  std::filesystem::remove_all(dir);
-  TestOperator op(dir);
+  TestOperator op;
   op.SetGeneration({"w-a", "w-b"});
   std::vector<pid_t> pids = {StartWorker("w-a", op.port()), StartWorker("w-b", op.port()),
                              StartWorker("w-c", op.port())};
@@ -169,7 +209,6 @@ TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
       waitpid(pid, &status, 0);
     }
   }
-  std::filesystem::remove_all(dir);
   ASSERT_EQ(op.digest().size(), 64u);
   EXPECT_EQ(op.digest(), LocalDigest());
 }

@@ -164,4 +164,25 @@ StatusOr<std::string> CheckpointStore::ReadEst(int64_t step, int est) const {
   return ReadVerified(step, EstFileName(est), CheckpointKind::kEst);
 }
 
+Status CheckpointStore::Save(const TrainingSnapshot& s, int total_ests) const {
+  if (static_cast<int>(s.ests.size()) != total_ests) {
+    return absl::InternalError(absl::StrCat("snapshot of step ", s.step, " holds ", s.ests.size(),
+                                            " ESTs, the job has ", total_ests));
+  }
+  for (const auto& [id, context] : s.ests) ES_RETURN_IF_ERROR(WriteEst(s.step, id, context));
+  ES_RETURN_IF_ERROR(WriteJob(s.step, s.job));
+  return Commit(s.step, total_ests);
+}
+
+StatusOr<TrainingSnapshot> CheckpointStore::Load(int64_t step, int total_ests) const {
+  TrainingSnapshot s;
+  s.step = step;
+  ES_ASSIGN_OR_RETURN(s.job, ReadJob(step));
+  for (int e = 0; e < total_ests; ++e) {
+    ES_ASSIGN_OR_RETURN(std::string context, ReadEst(step, e));
+    s.ests.emplace(e, std::move(context));
+  }
+  return s;
+}
+
 }  // namespace easyscale

@@ -1,13 +1,13 @@
 #include "easyscale/worker/est_worker.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 
 #include "easyscale/common/checks.h"
-#include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
 #include "easyscale/common/sha256.h"
-#include "easyscale/worker/checkpoint.h"
 #include "easyscale/worker/fixed_point.h"
 #if defined(EASYSCALE_WITH_CUDA)
 #include "resident_backend.h"
@@ -81,7 +81,12 @@ EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective
   split_ = SplitTrainTest(data_.count());
   // Equal shards, as DistributedSampler with drop_last: every EST sees as many samples.
   shard_size_ = split_.train.size() / static_cast<uint64_t>(config_.total_ests);
-  accum_.Resize({static_cast<int>(model_->NumParamValues() + 2)});
+  ByteWriter fresh;
+  InitialEstContext(0, model_->InitialBuffers()).Save(fresh);
+  context_bytes_ = fresh.bytes().size();
+  context_words_ = (context_bytes_ + sizeof(int64_t) - 1) / sizeof(int64_t);
+  accum_.Resize({static_cast<int>(model_->NumParamValues() + 2 +
+                                  context_words_ * static_cast<size_t>(config_.total_ests))});
   nonfinite_.Resize(
       {static_cast<int>(config_.ests.size()), static_cast<int>(model_->params().size() + 1)});
   AddLane(nullptr);
@@ -125,26 +130,53 @@ Status EstWorker::LoadJobPayload(const std::string& payload, const std::string& 
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> EstWorker::Restore() {
-  CheckpointStore store(config_.checkpoint_dir);
-  auto latest = store.LatestStep();
+void EstWorker::Initialize() {
+  model_->InitParams(config_.args.seed);
+  step_ = 0;
+  contexts_.clear();
+  replicas_.clear();
+  buffers_on_backend_ = false;
+  for (int e = 0; e < config_.total_ests; ++e) {
+    EstContext ctx = InitialEstContext(e, model_->InitialBuffers());
+    ByteWriter w;
+    ctx.Save(w);
+    replicas_.emplace(e, w.Take());
+    if (std::binary_search(config_.ests.begin(), config_.ests.end(), e)) {
+      contexts_.emplace(e, std::move(ctx));
+    }
+  }
+}
+
+Status EstWorker::LoadContext(int id, const std::string& bytes, const std::string& what,
+                              EstContext* ctx) {
+  *ctx = InitialEstContext(id, model_->InitialBuffers());
+  ByteReader r(bytes, what + " EST " + std::to_string(id));
+  ES_RETURN_IF_ERROR(ctx->Load(r));
+  if (!r.AtEnd()) {
+    return absl::DataLossError(absl::StrCat(what, ": trailing bytes after EST ", id, "'s context"));
+  }
+  return absl::OkStatus();
+}
+
+Status EstWorker::Restore(const TrainingSnapshot& snapshot, const std::string& what) {
+  // Distinct ids whose least is 0 and greatest N-1: exactly the ESTs 0..N-1.
+  if (static_cast<int>(snapshot.ests.size()) != config_.total_ests ||
+      snapshot.ests.begin()->first != 0 ||
+      snapshot.ests.rbegin()->first != config_.total_ests - 1) {
+    return absl::DataLossError(absl::StrCat(what, ": holds ", snapshot.ests.size(),
+                                            " EST contexts, the job has ", config_.total_ests));
+  }
+  ES_RETURN_IF_ERROR(LoadJobPayload(snapshot.job, what));
+  if (step_ != snapshot.step) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": says step ", snapshot.step, " but its job state is at ", step_));
+  }
   contexts_.clear();
   buffers_on_backend_ = false;
-  if (absl::IsNotFound(latest.status())) {
-    model_->InitParams(config_.args.seed);
-    step_ = 0;
-    for (int e : config_.ests) contexts_.emplace(e, InitialEstContext(e, model_->InitialBuffers()));
-    return step_;
-  }
-  if (!latest.ok()) return latest.status();
-  ES_ASSIGN_OR_RETURN(std::string job, store.ReadJob(*latest));
-  ES_RETURN_IF_ERROR(LoadJobPayload(job, store.StepDir(*latest) + "/job.esck"));
   for (int e : config_.ests) {
-    EstContext ctx = InitialEstContext(e, model_->InitialBuffers());
-    const EstContext fresh = ctx;
-    ES_ASSIGN_OR_RETURN(std::string est, store.ReadEst(*latest, e));
-    ByteReader r(est, store.StepDir(*latest) + " EST " + std::to_string(e));
-    ES_RETURN_IF_ERROR(ctx.Load(r));
+    EstContext ctx;
+    ES_RETURN_IF_ERROR(LoadContext(e, snapshot.ests.at(e), what, &ctx));
+    const EstContext fresh = InitialEstContext(e, model_->InitialBuffers());
     switch (config_.drop_field) {  // test-only: prove each field matters
       case EstField::kRng:
         ctx.aug_counter = fresh.aug_counter;
@@ -162,8 +194,16 @@ StatusOr<int64_t> EstWorker::Restore() {
     }
     contexts_.emplace(e, std::move(ctx));
   }
-  last_checkpoint_ = step_;
-  return step_;
+  replicas_ = snapshot.ests;
+  return absl::OkStatus();
+}
+
+TrainingSnapshot EstWorker::Snapshot() const {
+  TrainingSnapshot s;
+  s.step = step_;
+  s.job = JobPayload();
+  s.ests = replicas_;
+  return s;
 }
 
 const std::vector<uint32_t>& EstWorker::Permutation(uint64_t epoch) {
@@ -277,11 +317,21 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
     ++hosted;
   }
   accum_.data[n + 1] = stop_vote ? 1 : 0;
+  try {
+    PackHostedContexts();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat(kernels().Name(), " backend failed at step ", step_, ": ", e.what()));
+  }
   StepStats stats;
   stats.compute_seconds = Seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  ES_RETURN_IF_ERROR(comm_.AllreduceSum(accum_.data));
+  if (Status sum = comm_.AllreduceSum(accum_.data); !sum.ok()) {
+    ES_RETURN_IF_ERROR(RollBack());
+    return sum;
+  }
   stats.allreduce_seconds = Seconds(t1);
+  UnpackContexts();
   size_t k = 0;
   for (Param* p : params) {
     DecodeFixedPointMean(&accum_.data[k], p->grad.size(), config_.total_ests, p->grad.ptr());
@@ -302,27 +352,32 @@ void EstWorker::BuffersToHost() {
   }
 }
 
-Status EstWorker::Checkpoint() {
-  if (last_checkpoint_ == step_) return absl::OkStatus();
-  try {  // a device that failed leaves the last checkpoint as it was
-    BuffersToHost();
-  } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat(kernels().Name(), " backend failed saving step ", step_, ": ", e.what()));
-  }
-  CheckpointStore store(config_.checkpoint_dir);
-  ES_RETURN_IF_ERROR(MakeDirs(config_.checkpoint_dir));
+void EstWorker::PackHostedContexts() {
+  BuffersToHost();
+  const size_t base = model_->NumParamValues() + 2;
   for (const auto& [id, ctx] : contexts_) {
     ByteWriter w;
     ctx.Save(w);
-    ES_RETURN_IF_ERROR(store.WriteEst(step_, id, w.bytes()));
+    ES_CHECK(w.bytes().size() == context_bytes_) << "EST " << id << "'s context changed size";
+    int64_t* slot = &accum_.data[base + static_cast<size_t>(id) * context_words_];
+    std::fill(slot, slot + context_words_, 0);
+    std::memcpy(slot, w.bytes().data(), context_bytes_);
   }
-  if (comm_.rank() == 0) ES_RETURN_IF_ERROR(store.WriteJob(step_, JobPayload()));
-  ES_RETURN_IF_ERROR(comm_.Barrier());
-  if (comm_.rank() == 0) ES_RETURN_IF_ERROR(store.Commit(step_, config_.total_ests));
-  ES_RETURN_IF_ERROR(comm_.Barrier());
-  last_checkpoint_ = step_;
-  LogDebug("worker", "checkpoint committed", {{"step", step_}, {"dir", config_.checkpoint_dir}});
+}
+
+void EstWorker::UnpackContexts() {
+  const size_t base = model_->NumParamValues() + 2;
+  for (int e = 0; e < config_.total_ests; ++e) {
+    const int64_t* slot = &accum_.data[base + static_cast<size_t>(e) * context_words_];
+    replicas_[e].assign(reinterpret_cast<const char*>(slot), context_bytes_);
+  }
+}
+
+Status EstWorker::RollBack() {
+  buffers_on_backend_ = false;
+  for (auto& [id, ctx] : contexts_) {
+    ES_RETURN_IF_ERROR(LoadContext(id, replicas_.at(id), "replica", &ctx));
+  }
   return absl::OkStatus();
 }
 
@@ -367,18 +422,14 @@ double EstWorker::Evaluate(const EstContext& est) {
 }
 
 StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Dataset& data,
-                                          int64_t step) {
+                                          const TrainingSnapshot& snapshot) {
   WorkerConfig all = config;
   all.ests.clear();
   for (int e = 0; e < config.total_ests; ++e) all.ests.push_back(e);
   all.drop_field = EstField::kNone;
   auto no_peers = MakeSingleProcessCollective();
   ES_ASSIGN_OR_RETURN(auto reader, Create(all, data, *no_peers));
-  ES_ASSIGN_OR_RETURN(int64_t restored, reader->Restore());
-  if (restored != step) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("newest checkpoint is at step ", restored, ", want ", step));
-  }
+  ES_RETURN_IF_ERROR(reader->Restore(snapshot, "final state"));
   std::vector<EstContext> contexts;
   for (auto& [id, ctx] : reader->contexts_) contexts.push_back(ctx);
   FinalResult result;

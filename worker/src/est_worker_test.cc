@@ -3,9 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
+#include "easyscale/common/checks.h"
 #include "easyscale/worker/fixed_point.h"
-#include "easyscale/worker/threaded_job.h"
 #include "testing/threaded_training.h"
 
 namespace easyscale {
@@ -48,52 +49,154 @@ TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
 
 class EstWorkerTest : public testing::ThreadedTraining {
  protected:
-  EstWorkerTest() : ThreadedTraining("es-worker-", 6) {}
+  EstWorkerTest() : ThreadedTraining(6) {}
 
   // The ESTs spread as `placement`, all on the CPU, each worker with `lanes`.
-  std::string Train(const std::vector<std::vector<int>>& placement, const std::string& name,
-                    int lanes = 0) {
+  std::string Train(const std::vector<std::vector<int>>& placement, int lanes = 0) {
     std::vector<ThreadedWorker> workers;
     for (const auto& ests : placement) workers.push_back({ests, "cpu", lanes});
-    return ThreadedTraining::Train(workers, name);
+    return ThreadedTraining::Train(workers);
+  }
+
+  WorkerConfig Config(std::vector<int> ests) {
+    return WorkerConfig{args_, kEsts, std::move(ests), EstField::kNone};
   }
 };
 
+// A collective that sums like one process until told to fail.
+class FailingCollective : public Collective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status AllreduceSum(std::vector<int64_t>&) override {
+    return fail ? absl::UnavailableError("peer gone") : absl::OkStatus();
+  }
+  Status Barrier() override { return absl::OkStatus(); }
+  bool fail = false;
+};
+
 TEST_F(EstWorkerTest, DigestIndependentOfPlacement) {
-  const std::string one = Train({{0, 1, 2, 3}}, "one");
+  const std::string one = Train({{0, 1, 2, 3}});
   EXPECT_EQ(one.size(), 64u);
-  EXPECT_EQ(Train({{0, 1}, {2, 3}}, "two"), one);
-  EXPECT_EQ(Train({{0, 1, 2}, {3}}, "uneven"), one);
+  EXPECT_EQ(Train({{0, 1}, {2, 3}}), one);
+  EXPECT_EQ(Train({{0, 1, 2}, {3}}), one);
   args_.seed = 99;
-  EXPECT_NE(Train({{0, 1, 2, 3}}, "seed"), one);
+  EXPECT_NE(Train({{0, 1, 2, 3}}), one);
 }
 
 // Lanes give each EST of a lane a model copy and its own sums (the CPU runs
 // them in order; a GPU side by side): no bit may change.
 TEST_F(EstWorkerTest, DigestIndependentOfLanes) {
-  const std::string one = Train({{0, 1, 2, 3}}, "one-lane", 1);
+  const std::string one = Train({{0, 1, 2, 3}}, 1);
   EXPECT_EQ(one.size(), 64u);
-  EXPECT_EQ(Train({{0, 1, 2, 3}}, "three-lanes", 3), one);  // lane 0 runs two ESTs
-  EXPECT_EQ(Train({{0, 1}, {2, 3}}, "two-by-two", 2), one);
+  EXPECT_EQ(Train({{0, 1, 2, 3}}, 3), one);  // lane 0 runs two ESTs
+  EXPECT_EQ(Train({{0, 1}, {2, 3}}, 2), one);
+}
+
+// Scale events hand the whole state over in memory: any split of the run into
+// segments with other placements gives the one-segment digest.
+TEST_F(EstWorkerTest, DigestIndependentOfScaleEvents) {
+  const std::string one = Train({{0, 1, 2, 3}});
+  auto elastic = TrainInThreads(
+      args_, data_, kEsts,
+      {{0, {{{0, 1}}, {{2, 3}}}}, {2, {{{0}}, {{1, 2}}, {{3}}}}, {5, {{{0, 1, 2, 3}}}}});
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_EQ(*elastic, one);
 }
 
 TEST_F(EstWorkerTest, NegativeLanesRejected) {
   auto comm = MakeSingleProcessCollective();
-  WorkerConfig c{args_, 4, {0, 1, 2, 3}, root_ + "/neg", EstField::kNone};
+  WorkerConfig c = Config({0, 1, 2, 3});
   c.lanes = -1;
   auto w = EstWorker::Create(c, data_, *comm);
   EXPECT_TRUE(absl::IsInvalidArgument(w.status())) << w.status();
 }
 
-TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsCheckpoint) {
-  Train({{0, 1, 2, 3}}, "a");
-  args_.learningRate = 0.5;
+// Every worker ends each step holding every EST's context: the snapshots of
+// two workers hosting different ESTs are equal, byte for byte.
+TEST_F(EstWorkerTest, EveryWorkerHoldsTheWholeJobAfterAStep) {
+  LocalRendezvous rendezvous;
+  std::vector<TrainingSnapshot> snapshots(2);
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = [&]() -> Status {
+        ES_ASSIGN_OR_RETURN(auto comm, rendezvous.Connect(r, 2, {}));
+        ES_ASSIGN_OR_RETURN(auto w, EstWorker::Create(Config(r == 0 ? std::vector<int>{0, 1, 2}
+                                                                    : std::vector<int>{3}),
+                                                      data_, *comm));
+        w->Initialize();
+        for (int i = 0; i < 3; ++i) ES_RETURN_IF_ERROR(w->Step(false).status());
+        snapshots[r] = w->Snapshot();
+        return absl::OkStatus();
+      }();
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(results[0].ok()) << results[0];
+  ASSERT_TRUE(results[1].ok()) << results[1];
+  EXPECT_EQ(snapshots[0].step, 3);
+  EXPECT_EQ(snapshots[0].ests.size(), 4u);
+  EXPECT_EQ(snapshots[0], snapshots[1]);
+  // And a worker that restores it continues exactly as the run that made it.
   auto comm = MakeSingleProcessCollective();
-  WorkerConfig c{args_, 4, {0, 1, 2, 3}, root_ + "/a", EstField::kNone};
-  auto w = EstWorker::Create(c, data_, *comm);
+  auto w = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
   ASSERT_TRUE(w.ok());
-  auto restored = (*w)->Restore();
-  EXPECT_TRUE(absl::IsFailedPrecondition(restored.status())) << restored.status();
+  ASSERT_TRUE((*w)->Restore(snapshots[1], "peer").ok());
+  EXPECT_EQ((*w)->Snapshot(), snapshots[0]);
+}
+
+// A step whose collective fails keeps nothing: the state is the last
+// completed step's, and training goes on from there with the same bits.
+TEST_F(EstWorkerTest, FailedCollectiveRollsBackToTheLastStep) {
+  FailingCollective comm;
+  auto w = EstWorker::Create(Config({0, 1, 2, 3}), data_, comm);
+  ASSERT_TRUE(w.ok());
+  (*w)->Initialize();
+  ASSERT_TRUE((*w)->Step(false).ok());
+  const TrainingSnapshot before = (*w)->Snapshot();
+  comm.fail = true;
+  auto failed = (*w)->Step(false);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_EQ((*w)->Snapshot(), before);
+  comm.fail = false;
+  for (int i = 1; i < args_.steps; ++i) ASSERT_TRUE((*w)->Step(false).ok());
+  auto digest = EstWorker::Finalize(Config({0, 1, 2, 3}), data_, (*w)->Snapshot());
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  EXPECT_EQ(digest->digest, Train({{0, 1, 2, 3}}));
+}
+
+TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsOrAPartialSnapshot) {
+  auto comm = MakeSingleProcessCollective();
+  auto a = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
+  ASSERT_TRUE(a.ok());
+  (*a)->Initialize();
+  TrainingSnapshot snapshot = (*a)->Snapshot();
+  args_.learningRate = 0.5;
+  auto b = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
+  ASSERT_TRUE(b.ok());
+  Status other = (*b)->Restore(snapshot, "peer");
+  EXPECT_TRUE(absl::IsFailedPrecondition(other)) << other;
+  args_.learningRate = 0.05;
+  auto c = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
+  ASSERT_TRUE(c.ok());
+  snapshot.ests.erase(2);
+  Status partial = (*c)->Restore(snapshot, "peer");
+  EXPECT_TRUE(absl::IsDataLoss(partial)) << partial;
+  EXPECT_NE(partial.message().find("3 EST contexts"), std::string::npos) << partial;
+}
+
+TEST(Snapshot, RoundTripsAndRejectsDamage) {
+  TrainingSnapshot s{7, "job", {{0, "ctx0"}, {1, "ctx1"}}};
+  const std::string bytes = EncodeSnapshot(s);
+  auto back = DecodeSnapshot(bytes, "peer");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+  std::string damaged = bytes;
+  damaged[bytes.size() / 2] ^= 1;
+  EXPECT_TRUE(absl::IsDataLoss(DecodeSnapshot(damaged, "peer").status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeSnapshot(bytes.substr(0, 20), "peer").status()));
 }
 
 }  // namespace

@@ -1,15 +1,15 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <exception>
 
 #include "easyscale/common/checks.h"
-#include "easyscale/common/file_io.h"
 #include "easyscale/worker/collective.h"
+#include "http_store.h"
 
 namespace easyscale {
 namespace {
@@ -68,6 +68,28 @@ class GlooCollective : public Collective {
   uint32_t tag_ = 0;
 };
 
+// Builds rank `rank`'s full mesh through `store`; errors name `where`.
+StatusOr<std::unique_ptr<Collective>> ConnectThrough(gloo::rendezvous::Store& store, int rank,
+                                                     int size, const CollectiveOptions& opts,
+                                                     const std::string& where) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of size ", size));
+  }
+  if (size == 1) return MakeSingleProcessCollective();
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = opts.bind_host;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    ctx->setTimeout(opts.timeout);
+    ctx->connectFullMesh(store, device);
+    return std::unique_ptr<Collective>(std::make_unique<GlooCollective>(ctx, opts.timeout));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous ", where, " as rank ", rank, " of ", size, " failed: ", e.what()));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Collective> MakeSingleProcessCollective() {
@@ -76,28 +98,25 @@ std::unique_ptr<Collective> MakeSingleProcessCollective() {
 
 StatusOr<std::unique_ptr<Collective>> ConnectCollective(const Rendezvous& rv, int rank, int size,
                                                         const CollectiveOptions& opts) {
-  if (size < 1 || rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of size ", size));
+  if (size > 1 && rv.url.empty()) {
+    return absl::InvalidArgumentError("rendezvous: no store url for " + std::to_string(size) +
+                                      " workers");
   }
-  if (size == 1) return MakeSingleProcessCollective();
-  if (rv.store != "file") {
-    return absl::UnimplementedError("rendezvous store \"" + rv.store + "\" (only \"file\")");
-  }
-  ES_RETURN_IF_ERROR(MakeDirs(rv.path));
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = opts.bind_host;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    gloo::rendezvous::FileStore file_store(rv.path);
-    gloo::rendezvous::PrefixStore store(rv.prefix, file_store);
-    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    ctx->setTimeout(opts.timeout);
-    ctx->connectFullMesh(store, device);
-    return std::unique_ptr<Collective>(std::make_unique<GlooCollective>(ctx, opts.timeout));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("rendezvous ", rv.path, "/", rv.prefix, " as rank ",
-                                               rank, " of ", size, " failed: ", e.what()));
-  }
+  HttpStore http(rv.url, opts.job, opts.token, opts.timeout);
+  gloo::rendezvous::PrefixStore store(rv.prefix, http);
+  return ConnectThrough(store, rank, size, opts, rv.url + " " + rv.prefix);
+}
+
+struct LocalRendezvous::Impl {
+  gloo::rendezvous::HashStore store;
+};
+
+LocalRendezvous::LocalRendezvous() : impl_(std::make_unique<Impl>()) {}
+LocalRendezvous::~LocalRendezvous() = default;
+
+StatusOr<std::unique_ptr<Collective>> LocalRendezvous::Connect(int rank, int size,
+                                                               const CollectiveOptions& opts) {
+  return ConnectThrough(impl_->store, rank, size, opts, "in process");
 }
 
 #if !defined(EASYSCALE_WITH_NCCL)

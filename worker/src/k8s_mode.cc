@@ -8,19 +8,23 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
 #include "easyscale/worker/worker_process.h"
+#include "state_server.h"
 
 namespace easyscale {
 
 struct ControlClient::Impl {
-  explicit Impl(const std::string& url) : client(url) {
+  Impl(const std::string& url, const std::string& t) : client(url), token(t) {
     client.set_connection_timeout(std::chrono::seconds(2));
     client.set_read_timeout(std::chrono::seconds(5));
   }
+  httplib::Headers Headers() const { return {{kAuthorizationHeader, BearerToken(token)}}; }
   httplib::Client client;
+  std::string token;
   std::mutex mu;  // httplib::Client is not safe for concurrent calls
 };
 
-ControlClient::ControlClient(const std::string& url) : impl_(std::make_unique<Impl>(url)) {}
+ControlClient::ControlClient(const std::string& url, const std::string& token)
+    : impl_(std::make_unique<Impl>(url, token)) {}
 ControlClient::~ControlClient() = default;
 
 StatusOr<WorkerAssignment> ControlClient::GetAssignment(const std::string& job,
@@ -28,12 +32,13 @@ StatusOr<WorkerAssignment> ControlClient::GetAssignment(const std::string& job,
   std::lock_guard<std::mutex> lock(impl_->mu);
   const std::string path = "/v1/assignment?job=" + httplib::detail::encode_query_param(job) +
                            "&pod=" + httplib::detail::encode_query_param(pod);
-  auto res = impl_->client.Get(path);
+  auto res = impl_->client.Get(path, impl_->Headers());
   if (!res)
     return absl::UnavailableError("control server unreachable: " + httplib::to_string(res.error()));
   if (res->status == 404)
     return absl::NotFoundError("pod " + pod + " is in no generation of " + job);
   if (res->status != 200) {
+    // 401 too: a new leader without our job's key may be followed by one with it.
     return absl::UnavailableError(
         absl::StrCat("control server answered ", res->status, ": ", res->body.substr(0, 200)));
   }
@@ -44,7 +49,8 @@ StatusOr<WorkerAssignment> ControlClient::GetAssignment(const std::string& job,
 
 Status ControlClient::Report(const WorkerReport& report) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto res = impl_->client.Post("/v1/report", ToJson(report).dump(), "application/json");
+  auto res =
+      impl_->client.Post("/v1/report", impl_->Headers(), ToJson(report).dump(), "application/json");
   if (!res)
     return absl::UnavailableError("control server unreachable: " + httplib::to_string(res.error()));
   if (res->status / 100 != 2) {
@@ -82,89 +88,193 @@ class GenerationWatch {
   std::thread thread_;
 };
 
-}  // namespace
+// The worker's reports, the newest of which it repeats while it waits, so an
+// operator that restarted (or a new leader) learns at once where it stands.
+class Reporter {
+ public:
+  Reporter(ControlClient& client, const K8sWorkerOptions& o, const StateServer& state)
+      : client_(client), o_(o), state_(state) {}
 
-Status RunK8sWorker(const K8sWorkerOptions& o) {
-  ControlClient client(o.control_url);
-  auto stop_signal = InstallStopSignalHandlers();
-  std::optional<Dataset> data;
-  int64_t done_generation = -1;
-  auto report = [&](const WorkerAssignment& a, WorkerState state, int64_t step, double sps,
-                    const std::string& message) {
+  // `held`: the step of the whole-job state this worker holds and serves.
+  WorkerReport Make(const WorkerAssignment& a, WorkerState state, int64_t step,
+                    int64_t held = -1) const {
     WorkerReport r;
-    r.job = o.job;
-    r.pod = o.pod;
+    r.job = o_.job;
+    r.pod = o_.pod;
     r.generation = a.generation;
     r.rank = a.rank;
     r.state = state;
     r.step = step;
-    r.samplesPerSecond = sps;
-    r.message = message;
+    r.stateStep = held;
+    if (held >= 0) r.stateUrl = state_.url();
     return r;
-  };
+  }
+  void Send(const WorkerReport& r) {
+    last_ = r;
+    sent_ = std::chrono::steady_clock::now();
+    (void)client_.Report(r);
+  }
+  // A report the job cannot go on without: retried for a few seconds.
+  void SendSurely(const WorkerReport& r) {
+    last_ = r;
+    sent_ = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20 && !client_.Report(r).ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+  void Repeat() {
+    if (last_ && std::chrono::steady_clock::now() - sent_ > std::chrono::seconds(1)) Send(*last_);
+  }
+
+ private:
+  ControlClient& client_;
+  const K8sWorkerOptions& o_;
+  const StateServer& state_;
+  std::optional<WorkerReport> last_;
+  std::chrono::steady_clock::time_point sent_;
+};
+
+// The state generation `a` starts from: this worker's own when it holds the
+// planned step, else the named workers', the durable checkpoint's, or none.
+StatusOr<std::optional<TrainingSnapshot>> StartingState(const WorkerAssignment& a,
+                                                        const std::optional<TrainingSnapshot>& held,
+                                                        const K8sWorkerOptions& o) {
+  switch (a.restore.from) {
+    case RestoreFrom::kPeers:
+      if (held && held->step == a.restore.step) return held;
+      return FetchSnapshot(a.restore, a.rank, o.job, o.token, o.peer_timeout);
+    case RestoreFrom::kDurable:
+      return LoadNewestCheckpoint(a.checkpointDir, a.totalEsts);
+    case RestoreFrom::kFresh:
+      break;
+  }
+  return std::optional<TrainingSnapshot>();
+}
+
+}  // namespace
+
+Status RunK8sWorker(const K8sWorkerOptions& o) {
+  ControlClient client(o.control_url, o.token);
+  auto stop_signal = InstallStopSignalHandlers();
+  ES_ASSIGN_OR_RETURN(auto state,
+                      StateServer::Start({.address = o.pod_ip + ":" + std::to_string(o.state_port),
+                                          .job = o.job,
+                                          .token = o.token,
+                                          .advertisedHost = o.pod_ip}));
+  Reporter reporter(client, o, *state);
+  std::optional<Dataset> data;
+  std::optional<TrainingSnapshot> held;  // the whole job's state, served to new workers
+  int64_t done_generation = -1;          // ran (or failed): wait for a newer one
+  std::string failed_prefix;             // its peers could not be met: wait for another
   auto unassigned_since = std::chrono::steady_clock::now();
   for (;;) {
-    if (stop_signal()) return absl::OkStatus();  // SIGTERM between generations: nothing to save
-    auto a = client.GetAssignment(o.job, o.pod);
-    if (absl::IsNotFound(a.status()) || (a.ok() && a->generation <= done_generation) ||
-        (a.ok() && a->action != WorkerAction::kRun)) {
-      if (!a.ok() && std::chrono::steady_clock::now() - unassigned_since > o.unassigned_grace) {
+    if (stop_signal()) return absl::OkStatus();  // between generations: nothing in flight
+    StatusOr<WorkerAssignment> a = client.GetAssignment(o.job, o.pod);
+    if (absl::IsNotFound(a.status())) {
+      if (std::chrono::steady_clock::now() - unassigned_since > o.unassigned_grace) {
         LogInfo("k8s", "pod is in no generation; leaving the job", {{"pod", o.pod}});
         return absl::OkStatus();
       }
-      if (a.ok()) unassigned_since = std::chrono::steady_clock::now();
       std::this_thread::sleep_for(o.poll_interval);
       continue;
     }
     if (!a.ok()) {
       if (!IsRetryable(a.status())) return a.status();
-      LogWarn("k8s", "control server not reachable; retrying",
+      LogWarn("k8s", "control server not answering; retrying",
               {{"error", std::string(a.status().message())}});
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
     unassigned_since = std::chrono::steady_clock::now();
+    if (a->action != WorkerAction::kRun || a->generation <= done_generation ||
+        a->rendezvous.prefix == failed_prefix) {
+      reporter.Repeat();
+      std::this_thread::sleep_for(o.poll_interval);
+      continue;
+    }
     if (!data) {
-      ES_ASSIGN_OR_RETURN(Dataset loaded, LoadTrainingData(a->training, o.data_path));
-      data = std::move(loaded);
+      StatusOr<Dataset> loaded = LoadTrainingData(a->training, o.data_path);
+      if (!loaded.ok()) {
+        WorkerReport r = reporter.Make(*a, WorkerState::kFailed, 0);
+        r.reason = kPermanentErrorReason;
+        r.message = std::string(loaded.status().message());
+        reporter.SendSurely(r);
+        return loaded.status();
+      }
+      data = std::move(*loaded);
     }
     LogInfo("k8s", "running generation",
             {{"generation", a->generation},
              {"rank", a->rank},
              {"workers", a->worldSize},
-             {"ests", a->ests}});
-    (void)client.Report(report(*a, WorkerState::kRestoring, 0, 0, ""));
+             {"ests", a->ests},
+             {"restore", ToString(a->restore.from)},
+             {"step", a->restore.step}});
+    const int64_t held_step = held ? held->step : -1;
+    StatusOr<std::optional<TrainingSnapshot>> start = StartingState(*a, held, o);
+    if (!start.ok()) {  // the operator starts another generation
+      done_generation = a->generation;
+      WorkerReport r = reporter.Make(*a, WorkerState::kFailed, held_step, held_step);
+      r.reason =
+          IsPermanentWorkerError(start.status()) ? kPermanentErrorReason : "StateUnavailable";
+      r.message = std::string(start.status().message());
+      reporter.SendSurely(r);
+      if (r.reason == kPermanentErrorReason) return start.status();
+      continue;
+    }
+    reporter.Send(reporter.Make(*a, WorkerState::kRestoring, *start ? (**start).step : 0));
     GenerationWatch watch(client, o, a->generation);
     WorkerProcessOptions wo;
     wo.bind_host = o.pod_ip;
+    wo.token = o.token;
+    wo.collective_timeout = o.peer_timeout;
     wo.print_progress = true;
     wo.stop_requested = [&] { return stop_signal() || watch.newer(); };
     // This worker's own rate (its ESTs' samples over its compute time), so the
     // operator can learn the speed of each GPU type.
     const double samples = static_cast<double>(a->ests.size()) * a->training.batchPerEst;
     wo.on_restored = [&](int64_t step) {
-      (void)client.Report(report(*a, WorkerState::kRunning, step, 0, "restored"));
+      WorkerReport r = reporter.Make(*a, WorkerState::kRunning, step);
+      r.message = "restored";
+      reporter.Send(r);
     };
     wo.on_step = [&](const StepStats& s) {
-      const double sps = s.compute_seconds > 0 ? samples / s.compute_seconds : 0;
-      (void)client.Report(report(*a, WorkerState::kRunning, s.step, sps, ""));
+      state->Drop();  // every member restored before the step's collective
+      held.reset();
+      WorkerReport r = reporter.Make(*a, WorkerState::kRunning, s.step);
+      r.samplesPerSecond = s.compute_seconds > 0 ? samples / s.compute_seconds : 0;
+      reporter.Send(r);
     };
-    auto outcome = RunGeneration(*a, *data, wo);
+    StatusOr<WorkerOutcome> outcome = RunGeneration(*a, *data, *start, wo);
     if (!outcome.ok()) {
-      (void)client.Report(
-          report(*a, WorkerState::kFailed, 0, 0, std::string(outcome.status().message())));
+      const int64_t step = held ? held->step : -1;
+      WorkerReport r = reporter.Make(*a, WorkerState::kFailed, std::max<int64_t>(step, 0), step);
+      r.message = std::string(outcome.status().message());
+      if (absl::IsUnavailable(outcome.status())) {  // its peers could not be met
+        failed_prefix = a->rendezvous.prefix;
+        r.reason = "RendezvousFailed";
+        reporter.SendSurely(r);
+        continue;
+      }
+      r.reason = IsPermanentWorkerError(outcome.status()) ? kPermanentErrorReason : "WorkerError";
+      reporter.SendSurely(r);
       return outcome.status();
     }
+    held = outcome->snapshot;
+    state->Hold(*held);
     done_generation = a->generation;
-    WorkerReport r = report(*a, outcome->state, outcome->step, 0, "");
+    WorkerReport r = reporter.Make(*a, outcome->state, outcome->step, held->step);
     if (outcome->state == WorkerState::kSucceeded) {
       r.digest = outcome->result.digest;
       r.testAccuracy = a->rank == 0 ? outcome->result.test_accuracy : -1.0;
+      reporter.SendSurely(r);
+      return absl::OkStatus();
     }
-    for (int i = 0; i < 20 && !client.Report(r).ok(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (!outcome->interrupted.ok()) {
+      r.reason = "PeerLost";
+      r.message = std::string(outcome->interrupted.message());
     }
-    if (outcome->state == WorkerState::kSucceeded) return absl::OkStatus();
+    reporter.SendSurely(r);
     if (stop_signal()) return absl::OkStatus();
   }
 }

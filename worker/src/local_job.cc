@@ -11,13 +11,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
+#include "easyscale/common/http_server.h"
 #include "easyscale/common/log.h"
+#include "easyscale/common/rendezvous_store.h"
 
 extern char** environ;
 
@@ -159,6 +162,13 @@ class Generation {
   std::string buffer_;
 };
 
+std::string RandomToken() {
+  std::random_device random;
+  std::string token;
+  for (int i = 0; i < 8; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  return token;
+}
+
 nlohmann::json EstsPerWorker(const EstAssignment& a) {
   nlohmann::json counts = nlohmann::json::array();
   for (const auto& w : a.workers) counts.push_back(w.size());
@@ -219,9 +229,24 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     remove_dir = true;
   }
   ES_RETURN_IF_ERROR(MakeDirs(dir));
-  // Rendezvous keys of an earlier run in a kept folder would collide with ours.
-  std::error_code ignored;
-  std::filesystem::remove_all(dir + "/rendezvous", ignored);
+  // The workers meet through this process's rendezvous store, on loopback,
+  // with a token of this run (the children inherit it).
+  const std::string token = RandomToken();
+  setenv("EASYSCALE_CONTROL_TOKEN", token.c_str(), 1);
+  RendezvousStore store;
+  HttpRoutes routes;
+  for (const char* method : {"GET", "PUT"}) {
+    routes.Handle(method, "/v1/store", [&store, token](const HttpRequest& req) {
+      if (TokenFromAuthorization(req.Header("authorization")) != token) {
+        return ErrorResponse(absl::UnauthenticatedError("not this run's token"));
+      }
+      return ServeRendezvousStore(req, store);
+    });
+  }
+  ES_ASSIGN_OR_RETURN(
+      auto server,
+      HttpServer::Start({.name = "rendezvous", .address = "127.0.0.1:0"}, std::move(routes)));
+  const std::string store_url = "http://127.0.0.1:" + std::to_string(server->port());
   struct Cleanup {
     std::string dir;
     bool on;
@@ -251,9 +276,9 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
         w.worldSize = entry.workers;
         w.totalEsts = o.ests;
         w.ests = assignment.workers[r];
-        w.rendezvous.store = "file";
-        w.rendezvous.path = dir + "/rendezvous";
+        w.rendezvous.url = store_url;
         w.rendezvous.prefix = "gen-" + std::to_string(generation);
+        w.restore.from = RestoreFrom::kDurable;  // segments hand over through `dir`
         w.checkpointDir = dir;
         // mixed: GPU and CPU workers in one job, interchangeable bit for bit.
         w.backend = o.backend == "mixed" ? (r % 2 == 0 ? "cuda" : "cpu") : o.backend;
@@ -261,6 +286,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
         w.stopAtStep = stop_at;
         workers.push_back(std::move(w));
       }
+      store.SetPrefix("gen-" + std::to_string(generation));
       std::printf("%s\n", nlohmann::json{{"event", "generation"},
                                          {"generation", generation},
                                          {"from_step", entry.step},

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/flags.h"
@@ -47,9 +48,7 @@ std::string DefaultDataPath() {
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "easyscale-worker: error: %s\n", std::string(s.message()).c_str());
-  const bool permanent = absl::IsInvalidArgument(s) || absl::IsDataLoss(s) ||
-                         absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
-  return permanent ? kPermanentExitCode : 1;
+  return IsPermanentWorkerError(s) ? kPermanentExitCode : 1;
 }
 
 // Parses a command's flags. Returns the exit code when the command must end
@@ -145,6 +144,11 @@ int LocalCommand(int argc, char** argv) {
   return 0;
 }
 
+std::string Env(const char* name, const char* fallback = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
 int RunCommand(int argc, char** argv) {
   std::string assignment_path, data_path, drop = "none";
   int64_t fault_at = -1;
@@ -175,15 +179,19 @@ int RunCommand(int argc, char** argv) {
   if (!field.ok()) return Fail(field.status());
   opts.drop_field = *field;
   opts.fault_step = fault_at;
+  opts.token = Env("EASYSCALE_CONTROL_TOKEN");
   opts.stop_requested = InstallStopSignalHandlers();
-  auto outcome = RunGeneration(*a, *data, opts);
+  // `local` hands segments over through the checkpoint folder.
+  std::optional<TrainingSnapshot> start;
+  if (a->restore.from == RestoreFrom::kDurable) {
+    auto newest = LoadNewestCheckpoint(a->checkpointDir, a->totalEsts);
+    if (!newest.ok()) return Fail(newest.status());
+    start = std::move(*newest);
+  }
+  auto outcome = RunGeneration(*a, *data, start, opts);
   if (!outcome.ok()) return Fail(outcome.status());
+  if (!outcome->interrupted.ok()) return Fail(outcome->interrupted);  // the segment restarts
   return 0;
-}
-
-std::string Env(const char* name, const char* fallback = "") {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : fallback;
 }
 
 int K8sCommand(int argc, char** argv) {
@@ -192,12 +200,22 @@ int K8sCommand(int argc, char** argv) {
   o.job = Env("EASYSCALE_JOB");
   o.pod = Env("POD_NAME");
   o.pod_ip = Env("POD_IP", "127.0.0.1");
+  o.token = Env("EASYSCALE_CONTROL_TOKEN");
   o.data_path = DefaultDataPath();
   int64_t grace_s = 60;
+  int64_t state_port = o.state_port;
+  if (const std::string port = Env("EASYSCALE_STATE_PORT"); !port.empty()) {
+    if (!absl::SimpleAtoi(port, &state_port)) {
+      return Fail(
+          absl::InvalidArgumentError("EASYSCALE_STATE_PORT: not a number: \"" + port + "\""));
+    }
+  }
+  double peer_timeout_s = 60;
   FlagSet f(
       "easyscale-worker k8s [flags]\n\n"
       "Runs as a worker Pod of an EasyScaleJob, following the operator. Flags default to\n"
-      "the environment the operator sets: EASYSCALE_CONTROL_URL, EASYSCALE_JOB, POD_NAME, POD_IP.");
+      "the environment the operator sets: EASYSCALE_CONTROL_URL, EASYSCALE_JOB, POD_NAME, POD_IP,\n"
+      "EASYSCALE_CONTROL_TOKEN (the job's control token, from its Secret).");
   f.String("control-url", &o.control_url, "operator control server, http://host:port");
   f.String("job", &o.job, "namespace/name of the EasyScaleJob");
   f.String("pod", &o.pod, "this pod's name");
@@ -205,16 +223,31 @@ int K8sCommand(int argc, char** argv) {
   f.String("data", &o.data_path, "digits file");
   f.Int("unassigned-grace-seconds", &grace_s,
         "leave when no generation names this pod for this long");
+  f.Int("state-port", &state_port,
+        "port this worker serves the job's state on (0: any free; default $EASYSCALE_STATE_PORT "
+        "or 29400)");
+  f.Double("peer-timeout-seconds", &peer_timeout_s,
+           "a peer silent this long (rendezvous, collectives, state transfer) is gone");
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   for (const auto& [name, value] :
        {std::pair{"--control-url / EASYSCALE_CONTROL_URL", o.control_url},
-        std::pair{"--job / EASYSCALE_JOB", o.job}, std::pair{"--pod / POD_NAME", o.pod}}) {
+        std::pair{"--job / EASYSCALE_JOB", o.job}, std::pair{"--pod / POD_NAME", o.pod},
+        std::pair{"EASYSCALE_CONTROL_TOKEN", o.token}}) {
     if (value.empty()) return Fail(absl::InvalidArgumentError(std::string(name) + ": required"));
   }
   if (o.control_url.rfind("http://", 0) != 0) {
     return Fail(absl::InvalidArgumentError("--control-url: must start with http://, got \"" +
                                            o.control_url + "\""));
   }
+  if (state_port < 0 || state_port > 65535) {
+    return Fail(absl::InvalidArgumentError("--state-port: want 0..65535, got " +
+                                           std::to_string(state_port)));
+  }
+  if (!(peer_timeout_s > 0 && peer_timeout_s <= 3600)) {
+    return Fail(absl::InvalidArgumentError("--peer-timeout-seconds: want (0, 3600]"));
+  }
+  o.state_port = static_cast<int>(state_port);
+  o.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_timeout_s * 1000));
   o.unassigned_grace = std::chrono::seconds(grace_s);
   Status s = RunK8sWorker(o);
   return s.ok() ? 0 : Fail(s);

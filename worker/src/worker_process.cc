@@ -7,6 +7,7 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
+#include "easyscale/worker/checkpoint.h"
 
 namespace easyscale {
 namespace {
@@ -31,66 +32,98 @@ std::function<bool()> InstallStopSignalHandlers() {
   return [] { return g_stop_signal.load(); };
 }
 
+bool IsPermanentWorkerError(const Status& s) {
+  return absl::IsInvalidArgument(s) || absl::IsDataLoss(s) || absl::IsFailedPrecondition(s) ||
+         absl::IsNotFound(s);
+}
+
 StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& data_path) {
   if (args.dataset == "synthetic") return MakeSyntheticDataset(4096, 1, 28, 28, 10, 7);
   if (data_path.empty()) return absl::InvalidArgumentError("--data: no digits file given");
   return LoadDataset(data_path);
 }
 
+StatusOr<std::optional<TrainingSnapshot>> LoadNewestCheckpoint(const std::string& dir,
+                                                               int total_ests) {
+  CheckpointStore store(dir);
+  StatusOr<int64_t> latest = store.LatestStep();
+  if (absl::IsNotFound(latest.status())) return std::optional<TrainingSnapshot>();
+  ES_RETURN_IF_ERROR(latest.status());
+  ES_ASSIGN_OR_RETURN(TrainingSnapshot s, store.Load(*latest, total_ests));
+  return std::optional<TrainingSnapshot>(std::move(s));
+}
+
 StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& data,
+                                      const std::optional<TrainingSnapshot>& start,
                                       const WorkerProcessOptions& options) {
   CollectiveOptions copts;
   copts.bind_host = options.bind_host;
+  copts.timeout = options.collective_timeout;
+  copts.job = a.job;
+  copts.token = options.token;
   ES_ASSIGN_OR_RETURN(auto host, ConnectCollective(a.rendezvous, a.rank, a.worldSize, copts));
   ES_ASSIGN_OR_RETURN(auto comm, UseDeviceCollective(std::move(host), a.backend == "cuda", a.rank));
   WorkerConfig config;
   config.args = a.training;
   config.total_ests = a.totalEsts;
   config.ests = a.ests;
-  config.checkpoint_dir = a.checkpointDir;
   config.drop_field = options.drop_field;
   config.test_fault_step = options.fault_step;
   config.backend = a.backend;
   config.device = a.rank;
   ES_ASSIGN_OR_RETURN(auto worker, EstWorker::Create(config, data, *comm));
-  ES_ASSIGN_OR_RETURN(int64_t step, worker->Restore());
-  if (options.on_restored) options.on_restored(step);
+  if (start) {
+    ES_RETURN_IF_ERROR(worker->Restore(*start, "the generation's starting state"));
+  } else {
+    worker->Initialize();
+  }
+  if (options.on_restored) options.on_restored(worker->step());
+  // Rank 0 holds every EST's context after each step: it alone writes.
+  const bool writer = a.rank == 0 && !a.checkpointDir.empty();
+  auto save = [&]() -> Status {
+    if (!writer) return absl::OkStatus();
+    return CheckpointStore(a.checkpointDir).Save(worker->Snapshot(), a.totalEsts);
+  };
   const bool printer = options.print_progress && a.rank == 0;
   const int64_t stop_at =
       a.stopAtStep > 0 ? std::min(a.stopAtStep, a.training.steps) : a.training.steps;
   const double samples_per_step = static_cast<double>(a.totalEsts) * a.training.batchPerEst;
+  WorkerOutcome out;
   bool stop = a.action == WorkerAction::kCheckpointAndStop;
   while (!stop && worker->step() < stop_at) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool vote = options.stop_requested && options.stop_requested();
-    ES_ASSIGN_OR_RETURN(StepStats s, worker->Step(vote));
+    StatusOr<StepStats> s = worker->Step(vote);
+    if (absl::IsUnavailable(s.status())) {  // a peer is gone; the step was rolled back
+      out.interrupted = s.status();
+      break;
+    }
+    ES_RETURN_IF_ERROR(s.status());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (options.on_step) options.on_step(s);
+    if (options.on_step) options.on_step(*s);
     if (printer) {
       PrintEvent({{"event", "step"},
                   {"generation", a.generation},
-                  {"step", s.step},
-                  {"loss", s.loss},
+                  {"step", s->step},
+                  {"loss", s->loss},
                   {"samples_per_s", samples_per_step / dt},
                   {"workers", a.worldSize},
                   {"ests_on_rank0", a.ests.size()},
-                  {"allreduce_ms", s.allreduce_seconds * 1e3}});
+                  {"allreduce_ms", s->allreduce_seconds * 1e3}});
     }
     const int64_t every = a.training.checkpointEvery;
-    stop = s.stop;
-    if (!stop && every > 0 && s.step % every == 0 && s.step < stop_at) {
-      ES_RETURN_IF_ERROR(worker->Checkpoint());
-    }
+    stop = s->stop;
+    if (!stop && every > 0 && s->step % every == 0 && s->step < stop_at) ES_RETURN_IF_ERROR(save());
   }
   if (printer && worker->step() < a.training.steps)
     PrintEvent({{"event", "stopping"}, {"step", worker->step()}});
-  ES_RETURN_IF_ERROR(worker->Checkpoint());
-  WorkerOutcome out;
+  ES_RETURN_IF_ERROR(save());
   out.step = worker->step();
-  if (worker->step() < a.training.steps) return out;
+  out.snapshot = worker->Snapshot();
+  if (out.step < a.training.steps || !out.interrupted.ok()) return out;
   out.state = WorkerState::kSucceeded;
   if (a.rank == 0) {
-    ES_ASSIGN_OR_RETURN(out.result, EstWorker::Finalize(config, data, worker->step()));
+    ES_ASSIGN_OR_RETURN(out.result, EstWorker::Finalize(config, data, out.snapshot));
     if (printer) {
       PrintEvent({{"event", "done"},
                   {"step", out.step},

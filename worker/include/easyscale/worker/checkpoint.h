@@ -16,10 +16,12 @@
 #include <string>
 
 #include "easyscale/common/status.h"
+#include "easyscale/worker/snapshot.h"
 
 namespace easyscale {
 
-enum class CheckpointKind : uint32_t { kJob = 1, kEst = 2 };
+// kSnapshot: a whole TrainingSnapshot in one envelope (the network hand-over).
+enum class CheckpointKind : uint32_t { kJob = 1, kEst = 2, kSnapshot = 3 };
 
 class CheckpointStore {
  public:
@@ -34,6 +36,10 @@ class CheckpointStore {
   Status Commit(int64_t step, int total_ests) const;
   StatusOr<std::string> ReadJob(int64_t step) const;
   StatusOr<std::string> ReadEst(int64_t step, int est) const;
+  // A whole snapshot: every EST of the job and the job state, then Commit.
+  Status Save(const TrainingSnapshot& s, int total_ests) const;
+  // The snapshot of the committed checkpoint at `step`, every file verified.
+  StatusOr<TrainingSnapshot> Load(int64_t step, int total_ests) const;
 
   const std::string& dir() const { return dir_; }
   std::string StepDir(int64_t step) const;

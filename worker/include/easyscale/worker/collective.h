@@ -2,8 +2,10 @@
 //
 // The collectives one physical worker needs from its peers, behind a narrow
 // interface: an int64 sum (exact, so any algorithm gives the same result) and a
-// barrier. GlooCollective runs over TCP on the host network (Gloo from
-// Debian's libgloo-dev), meeting through a file store.
+// barrier. GlooCollective runs over TCP between the workers' addresses (Gloo
+// from Debian's libgloo-dev); workers meet through an HTTP key-value store
+// (control_protocol.h: the operator's control endpoint, or `local`'s runner),
+// threads of one process through an in-memory store (LocalRendezvous).
 #pragma once
 
 #include <chrono>
@@ -29,15 +31,32 @@ class Collective {
 
 struct CollectiveOptions {
   std::string bind_host = "127.0.0.1";  // this worker's address as peers reach it
+  // Rendezvous and every collective call: a peer silent this long is gone.
   std::chrono::milliseconds timeout{60000};
+  // The job (namespace/name) and its control token, for the rendezvous store.
+  std::string job;
+  std::string token;
 };
 
 // The collective of a job with one worker: sums are the identity.
 std::unique_ptr<Collective> MakeSingleProcessCollective();
 
-// Connects rank `rank` of `size` through the rendezvous. Size 1 needs no peers.
+// Connects rank `rank` of `size` through the rendezvous store. Size 1 needs no
+// peers. Unavailable when the peers do not all turn up within the timeout.
 StatusOr<std::unique_ptr<Collective>> ConnectCollective(const Rendezvous& rendezvous, int rank,
                                                         int size, const CollectiveOptions& opts);
+
+// Where threads of one process meet (tests): one per generation, shared.
+class LocalRendezvous {
+ public:
+  LocalRendezvous();
+  ~LocalRendezvous();
+  StatusOr<std::unique_ptr<Collective>> Connect(int rank, int size, const CollectiveOptions& opts);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The collective for the step's sums, agreed by all ranks over `host`: NCCL
 // (one rank per GPU) when every rank runs the cuda backend on a GPU no other

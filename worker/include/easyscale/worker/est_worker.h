@@ -4,12 +4,14 @@
 // runs them on the shared model (binding each EST's context; one after another,
 // or side by side on a backend with several lanes),
 // folds each micro-batch gradient into an exact fixed-point sum, sums across
-// workers, and applies the same update everywhere.
+// workers, and applies the same update everywhere. The same collective carries
+// every hosted EST's context after the step, so every worker ends each step
+// holding the whole job's state (Snapshot): a survivor can hand any EST on.
 //
 //   auto w = EstWorker::Create(config, data, *comm);
-//   ES_RETURN_IF_ERROR((*w)->Restore());
+//   snapshot ? ES_RETURN_IF_ERROR((*w)->Restore(*snapshot, "peer")) : (*w)->Initialize();
 //   while (...) { auto s = (*w)->Step(stop_vote); ... }
-//   ES_RETURN_IF_ERROR((*w)->Checkpoint());
+//   TrainingSnapshot state = (*w)->Snapshot();
 #pragma once
 
 #include <cstdint>
@@ -24,14 +26,14 @@
 #include "easyscale/worker/est_context.h"
 #include "easyscale/worker/model.h"
 #include "easyscale/worker/optimizer.h"
+#include "easyscale/worker/snapshot.h"
 
 namespace easyscale {
 
 struct WorkerConfig {
   TrainingArgs args;
   int total_ests = 1;
-  std::vector<int> ests;  // hosted here, ascending
-  std::string checkpoint_dir;
+  std::vector<int> ests;                  // hosted here, ascending
   EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
   std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
   int device = 0;                         // cuda: GPU ordinal, modulo the device count
@@ -65,17 +67,23 @@ class EstWorker {
  public:
   static StatusOr<std::unique_ptr<EstWorker>> Create(const WorkerConfig& config,
                                                      const Dataset& data, Collective& comm);
-  // Loads the newest complete checkpoint, or initialises step 0. Returns the step.
-  StatusOr<int64_t> Restore();
+  // Step 0: parameters from the seed, every EST's context fresh.
+  void Initialize();
+  // The state of `snapshot` (`what` names where it came from in errors): it
+  // must be this job's (same identity) and hold every EST of the job.
+  Status Restore(const TrainingSnapshot& snapshot, const std::string& what);
+  // One global step. When the collective fails (a peer is gone) it returns
+  // Unavailable with the state back at step(): nothing of the step is kept.
   StatusOr<StepStats> Step(bool stop_vote);
-  // All workers together: ESTs and job state to disk, then rank 0 commits.
-  Status Checkpoint();
+  // The whole job at step(): parameters, optimizer state and every EST's
+  // context (this worker's own and the replicas the last step brought).
+  TrainingSnapshot Snapshot() const;
   int64_t step() const { return step_; }
   const WorkerConfig& config() const { return config_; }
 
-  // Digest and held-out accuracy of a committed checkpoint (reads every EST).
+  // Digest and held-out accuracy of the job's state in `snapshot`.
   static StatusOr<FinalResult> Finalize(const WorkerConfig& config, const Dataset& data,
-                                        int64_t step);
+                                        const TrainingSnapshot& snapshot);
 
  private:
   EstWorker(const WorkerConfig& config, const Dataset& data, Collective& comm,
@@ -93,8 +101,16 @@ class EstWorker {
   // host when it returns. Throws what the backend throws.
   void ComputeHostedEsts();
   // The hosted ESTs' BatchNorm buffers live on the backend between steps;
-  // this brings them to the host (before saving them).
+  // this brings their values to the host (before serialising them).
   void BuffersToHost();
+  // Writes each hosted EST's context into its slot of the step's collective
+  // (the slots of other ESTs stay zero, so the sum is a gather), and after the
+  // sum takes every EST's context from its slot.
+  void PackHostedContexts();
+  void UnpackContexts();
+  // Back to the contexts of step_ after a failed step.
+  Status RollBack();
+  Status LoadContext(int id, const std::string& bytes, const std::string& what, EstContext* ctx);
 
   WorkerConfig config_;
   const Dataset& data_;
@@ -105,10 +121,15 @@ class EstWorker {
   DataSplit split_;
   uint64_t shard_size_ = 0;
   std::map<int, EstContext> contexts_;
+  // Every EST's serialised context at step_ (hosted or not), and where the
+  // collective carries them: context_words_ int64 words per EST after the
+  // gradients, loss and stop vote.
+  std::map<int, std::string> replicas_;
+  size_t context_bytes_ = 0;
+  size_t context_words_ = 0;
   std::map<uint64_t, std::vector<uint32_t>> permutations_;
   int64_t step_ = 0;
-  int64_t last_checkpoint_ = -1;
-  FixedTensor accum_;      // gradients, loss, stop vote
+  FixedTensor accum_;      // gradients, loss, stop vote, EST contexts
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
   // Where a step runs its hosted ESTs, side by side on a backend with several

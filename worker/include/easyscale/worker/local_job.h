@@ -12,14 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "easyscale/common/control_protocol.h"
 #include "easyscale/common/job_spec.h"
 #include "easyscale/common/status.h"
 
 namespace easyscale {
-
-// A worker process exits with this code when retrying cannot help (bad input,
-// corrupt checkpoint); any other failure makes the segment restart.
-inline constexpr int kPermanentExitCode = 3;
 
 struct ScheduleEntry {
   int64_t step = 0;
