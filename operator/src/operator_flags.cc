@@ -39,7 +39,20 @@ FlagSet MakeFlagSet(OperatorFlags& f) {
   s.Choice("worker-backend", &f.workerBackend,
            "workers' backend; auto: cuda unless the GPU type is cpu", {"auto", "cpu", "cuda"});
   s.String("worker-command", &f.workerCommand, "worker executable in the image");
-  seconds("drain-timeout", &f.drainTimeoutSeconds, "wait for a worker's checkpoint at most this");
+  s.String("control-key-secret", &f.controlKeySecret,
+           "Secret (in the lease namespace) holding the key the per-job control tokens derive "
+           "from; created with a random key when missing, shared by every replica");
+  s.String("control-key-file", &f.controlKeyFile,
+           "the key (>= 32 bytes) from a file instead (default, with neither flag: a random key, "
+           "so tokens change with the process)");
+  seconds("drain-timeout", &f.drainTimeoutSeconds,
+          "wait for a worker to stop its generation at most this");
+  seconds("handover-timeout", &f.handoverTimeoutSeconds,
+          "keep leaving workers to serve the job's state to a new worker set at most this");
+  seconds("max-restart-backoff", &f.maxRestartBackoffSeconds,
+          "longest wait before a failed job's next worker set");
+  s.Bool("network-policy", &f.networkPolicy,
+         "give each job a NetworkPolicy: its workers take traffic only from each other");
   seconds("resync", &f.resyncSeconds, "re-reconcile every job this often");
   s.String("log-level", &f.logLevel, "debug | info | warn | error (default: info)");
   return s;

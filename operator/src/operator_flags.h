@@ -28,7 +28,12 @@ struct OperatorFlags {
       controlUrl;  // what workers dial; default http://easyscale-operator.<lease ns>.svc:<port>
   std::string workerBackend = "auto";
   std::string workerCommand = "easyscale-worker";
+  std::string controlKeySecret;
+  std::string controlKeyFile;
   double drainTimeoutSeconds = 30;
+  double handoverTimeoutSeconds = 30;
+  double maxRestartBackoffSeconds = 60;
+  bool networkPolicy = true;
   double resyncSeconds = 2;
   std::string logLevel;
   bool help = false;

@@ -83,16 +83,39 @@ int Run(const OperatorFlags& flags) {
     controlUrl = "http://easyscale-operator." + leaseNs + ".svc:" + std::to_string(control->port);
   }
 
+  StatusOr<ControlTokens> tokens = ControlTokens::Random();
+  if (!flags.controlKeySecret.empty()) {
+    tokens = ControlTokens::FromSecret(**client, leaseNs, flags.controlKeySecret);
+  } else if (!flags.controlKeyFile.empty()) {
+    tokens = ControlTokens::FromFile(flags.controlKeyFile);
+  } else if (flags.leaderElect) {
+    LogWarn("operator",
+            "neither --control-key-secret nor --control-key-file: this replica's control tokens "
+            "are its own, so workers "
+            "are refused after a leader change until their pods restart");
+  }
+  if (!tokens.ok()) {
+    std::fprintf(stderr, "easyscale-operator: %s\n",
+                 std::string(tokens.status().message()).c_str());
+    return 2;
+  }
+
   Metrics metrics;
   EventRecorder recorder(client->get(), "easyscale-operator", identity);
   ControllerOptions options;
   options.ns = flags.ns;
   options.pod.controlUrl = controlUrl;
   options.pod.command = flags.workerCommand;
+  // After SIGTERM a worker finishes its step and hands its state over, which
+  // the operator waits for up to the drain timeout.
+  options.pod.terminationGracePeriodSeconds = static_cast<int>(flags.drainTimeoutSeconds) + 10;
   options.workerBackend = flags.workerBackend;
   options.drainTimeout = Ms(flags.drainTimeoutSeconds);
+  options.handoverTimeout = Ms(flags.handoverTimeoutSeconds);
+  options.maxRestartBackoff = Ms(flags.maxRestartBackoffSeconds);
   options.resyncPeriod = Ms(flags.resyncSeconds);
-  JobController controller(client->get(), &recorder, &metrics, options);
+  options.networkPolicy = flags.networkPolicy;
+  JobController controller(client->get(), &recorder, &metrics, std::move(*tokens), options);
 
   std::atomic<bool> leading{!flags.leaderElect};
   std::atomic<bool> lost{false};

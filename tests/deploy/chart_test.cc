@@ -149,13 +149,19 @@ void ExpectValidAndWired(std::vector<json> docs) {
 }
 
 // resource -> verbs, over all rules of a role.
+// "group/resource" -> verbs; a rule narrowed to some names adds "[name,...]".
 std::map<std::string, std::set<std::string>> Grants(const json& role) {
   std::map<std::string, std::set<std::string>> grants;
   for (const auto& r : role["rules"]) {
+    std::string names;
+    for (const auto& n : r.value("resourceNames", json::array())) {
+      names += (names.empty() ? "[" : ",") + n.get<std::string>();
+    }
+    if (!names.empty()) names += "]";
     for (const auto& g : r["apiGroups"]) {
       for (const auto& res : r["resources"]) {
         for (const auto& v : r["verbs"]) {
-          grants[g.get<std::string>() + "/" + res.get<std::string>()].insert(v);
+          grants[g.get<std::string>() + "/" + res.get<std::string>() + names].insert(v);
         }
       }
     }
@@ -168,7 +174,9 @@ const std::map<std::string, std::set<std::string>> kOperatorJobGrants = {
     {"easyscale.io/easyscalejobs/status", {"get", "update", "patch"}},
     {"easyscale.io/easyscalejobs/finalizers", {"update"}},
     {"/pods", {"get", "list", "watch", "create", "delete"}},
-    {"/events", {"create", "patch"}}};
+    {"/events", {"create", "patch"}},
+    {"/secrets", {"create"}},
+    {"networking.k8s.io/networkpolicies", {"create"}}};
 
 TEST(Helm, LintsWithDefaultAndCustomValues) {
   for (const auto& extra : {std::vector<std::string>{}, kCustomValues}) {
@@ -186,11 +194,11 @@ TEST(Chart, DefaultRenderIsValidAndWired) {
   ASSERT_TRUE(docs.ok()) << docs.status();
   std::multiset<std::string> kinds;
   for (const auto& d : *docs) kinds.insert(d["kind"]);
-  EXPECT_EQ(kinds,
-            (std::multiset<std::string>{"CustomResourceDefinition", "Deployment", "DaemonSet",
-                                        "ServiceAccount", "ServiceAccount", "ClusterRole",
-                                        "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-                                        "Role", "RoleBinding", "Service", "Service", "ConfigMap"}));
+  EXPECT_EQ(kinds, (std::multiset<std::string>{
+                       "CustomResourceDefinition", "Deployment", "DaemonSet", "ServiceAccount",
+                       "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                       "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Service",
+                       "ConfigMap", "NetworkPolicy"}));
   ExpectValidAndWired(*docs);
 }
 
@@ -206,6 +214,8 @@ TEST(Chart, OperatorRunsTwoLeaderElectedHardenedReplicas) {
   EXPECT_EQ(Arg(c, "--metrics-addr"), "--metrics-addr=:8080");
   EXPECT_EQ(Arg(c, "--health-addr"), "--health-addr=:8081");
   EXPECT_EQ(Arg(c, "--control-addr"), "--control-addr=:8090");
+  EXPECT_EQ(Arg(c, "--control-key-secret"), "--control-key-secret=easyscale-control-key");
+  EXPECT_EQ(Arg(c, "--network-policy"), "") << "per-job policies by default";
   EXPECT_EQ(Arg(c, "--namespace"), "") << "all namespaces by default";
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
@@ -258,7 +268,9 @@ TEST(Chart, RbacIsLeastPrivilege) {
   EXPECT_EQ(by_name["easyscale-operator"], operator_grants);
   EXPECT_EQ(by_name["easyscale-operator-leader-election"],
             (std::map<std::string, std::set<std::string>>{
-                {"coordination.k8s.io/leases", {"get", "create", "update"}}}));
+                {"coordination.k8s.io/leases", {"get", "create", "update"}},
+                {"/secrets[easyscale-control-key]", {"get"}},
+                {"/secrets", {"create"}}}));
   EXPECT_EQ(by_name["easyscale-device-plugin"],
             (std::map<std::string, std::set<std::string>>{{"/nodes", {"get", "patch"}}}));
   EXPECT_EQ(by_name.size(), 3u);
@@ -345,6 +357,32 @@ TEST(Chart, PassesOnlyFlagsTheBinariesDefine) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "neither binary has a main() yet";
+}
+
+// The operator takes control traffic from worker pods only, metrics and
+// probes from anywhere; switched off, the operator makes no per-job policies.
+TEST(Chart, NetworkPolicyAdmitsWorkersToTheControlPortOnly) {
+  auto docs = RenderChart();
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  const json& policy = Only(*docs, "NetworkPolicy");
+  const json& d = Only(*docs, "Deployment");
+  EXPECT_TRUE(Contains(d["spec"]["template"]["metadata"]["labels"],
+                       policy["spec"]["podSelector"]["matchLabels"]));
+  const json& ingress = policy["spec"]["ingress"];
+  ASSERT_EQ(ingress.size(), 3u);
+  EXPECT_EQ(ingress[0]["from"][0]["podSelector"]["matchLabels"],
+            json({{"easyscale.io/role", "worker"}}));
+  EXPECT_EQ(ingress[0]["from"][0]["namespaceSelector"], json::object());
+  EXPECT_EQ(ingress[0]["ports"], json::array({{{"protocol", "TCP"}, {"port", 8090}}}));
+  EXPECT_FALSE(ingress[1].contains("from"));
+  EXPECT_EQ(ingress[1]["ports"][0]["port"], 8080);
+  EXPECT_EQ(ingress[2]["ports"][0]["port"], 8081);
+  auto off = RenderChart({"--set", "networkPolicy.enabled=false"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(OfKind(*off, "NetworkPolicy").empty());
+  EXPECT_EQ(Arg(Only(*off, "Deployment")["spec"]["template"]["spec"]["containers"][0],
+                "--network-policy"),
+            "--network-policy=false");
 }
 
 TEST(Chart, ServiceMonitorIsOffByDefault) {

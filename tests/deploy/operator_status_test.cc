@@ -53,7 +53,15 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   s.startTime = "2026-12-02T13:00:00Z";
   s.completionTime = "2026-12-02T14:10:00Z";
   s.everPreempted = true;
+  s.handover = {{{"demo-w-4-3", "node-c", "a100", 3, {7}}, 4, 4, "2026-12-02T14:00:00Z"}};
+  s.restore = {5,
+               {RestoreFrom::kPeers, 57, {{"demo-w-4-3", "http://10.0.0.7:29400"}}},
+               "2026-12-02T14:00:01Z"};
+  s.restarts = 2;
+  s.restartAfter = "2026-12-02T14:00:03Z";
+  s.failedGeneration = 4;
   op::SetCondition(s.conditions, "Valid", true, "Valid", "spec accepted", 2);
+  op::SetCondition(s.conditions, "Restarting", true, "PeerLost", "worker demo-w-4-1 ...", 2);
   EXPECT_EQ(Check(s), std::vector<std::string>{});
 }
 

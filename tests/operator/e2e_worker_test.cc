@@ -58,7 +58,8 @@ TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
   const std::string data =
       std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
   c.StartKubelet(std::make_unique<ProcessRuntime>(
-      worker, c.dir(), std::map<std::string, std::string>{{"EASYSCALE_DATA", data}}));
+      worker, c.dir(),
+      std::map<std::string, std::string>{{"EASYSCALE_DATA", data}, {"EASYSCALE_STATE_PORT", "0"}}));
   OperatorProcess* op =
       c.StartOperator("e2e", {"--worker-backend", "cpu", "--worker-command", worker});
   ASSERT_TRUE(Eventually([&] { return op->Ready(); }));

@@ -75,7 +75,8 @@ void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, s
   const double samplesPerSecond =
       25.0 * (speed == defaults.defaultSpeed.end() ? 1.0 : speed->second);
   raw->thread = std::thread(&ProtocolWorkerRuntime::Run, this, raw, get("EASYSCALE_CONTROL_URL"),
-                            get("EASYSCALE_JOB"), get("POD_NAME"), samplesPerSecond);
+                            get("EASYSCALE_JOB"), get("POD_NAME"), get("EASYSCALE_CONTROL_TOKEN"),
+                            samplesPerSecond);
   std::lock_guard<std::mutex> lock(mu_);
   workers_[name] = std::move(w);
 }
@@ -100,13 +101,15 @@ std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
   return 0;
 }
 
-// One worker: step every mini-batch while told Run; checkpoint when a newer
-// generation or CheckpointAndStop shows up; leave on 404.
+// One worker: step every mini-batch while told Run; stop when a newer
+// generation or CheckpointAndStop shows up, saying it holds the state at its
+// step (it serves nothing: nobody fetches from a protocol worker); leave on 404.
 void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std::string pod,
-                                double samplesPerSecond) {
+                                std::string token, double samplesPerSecond) {
   httplib::Client c(url);
   c.set_connection_timeout(1, 0);
   c.set_read_timeout(2, 0);
+  const httplib::Headers auth = {{kAuthorizationHeader, BearerToken(token)}};
   int64_t running = 0;  // the generation this worker trains in; 0 = none
   int rank = 0;
   int64_t step = 0;
@@ -119,11 +122,15 @@ void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std
                    .step = step,
                    .samplesPerSecond = samplesPerSecond,
                    .digest = digest};
-    (void)c.Post("/v1/report", ToJson(r).dump(), "application/json");
+    if (state == WorkerState::kCheckpointed) {
+      r.stateStep = step;
+      r.stateUrl = "http://" + pod + ".invalid:29400";
+    }
+    (void)c.Post("/v1/report", auth, ToJson(r).dump(), "application/json");
   };
   while (!w->stop) {
     std::this_thread::sleep_for(miniBatch_);  // one mini-batch
-    auto res = c.Get("/v1/assignment?job=" + job + "&pod=" + pod);
+    auto res = c.Get("/v1/assignment?job=" + job + "&pod=" + pod, auth);
     if (!res) continue;
     if (res->status == 404) break;  // in no generation: exit
     if (res->status != 200) continue;
@@ -138,6 +145,8 @@ void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std
     if (running == 0 && a->action == WorkerAction::kRun) {
       running = a->generation;
       rank = a->rank;
+      if (a->restore.from == RestoreFrom::kPeers) step = a->restore.step;
+      if (a->restore.from == RestoreFrom::kFresh) step = 0;
       report(running, WorkerState::kRunning);
     }
     if (running == 0) continue;

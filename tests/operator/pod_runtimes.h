@@ -53,7 +53,8 @@ class ProtocolWorkerRuntime : public PodRuntime {
     std::atomic<bool> done{false};
     std::thread thread;
   };
-  void Run(Worker* w, std::string url, std::string job, std::string pod, double samplesPerSecond);
+  void Run(Worker* w, std::string url, std::string job, std::string pod, std::string token,
+           double samplesPerSecond);
 
   std::chrono::milliseconds miniBatch_;
   std::mutex mu_;

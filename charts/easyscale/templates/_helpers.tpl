@@ -92,3 +92,8 @@ capabilities:
 {{- define "easyscale.metricsService.name" -}}
 {{- printf "%s-metrics" (include "easyscale.operator.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* The Secret holding the key of the per-job control tokens. */}}
+{{- define "easyscale.controlKeySecret.name" -}}
+{{- printf "%s-control-key" (include "easyscale.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}

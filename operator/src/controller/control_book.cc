@@ -1,5 +1,9 @@
-// Answers assignments from published plans.
+// Answers assignments and keeps reports and rendezvous keys of published plans.
 #include "controller/control_book.h"
+
+#include <openssl/crypto.h>
+
+#include "easyscale/common/checks.h"
 
 namespace easyscale::op {
 
@@ -14,13 +18,28 @@ WorkerAssignment Base(const ControlPlan& p, const WorkerRecord& w, int64_t gener
   a.worldSize = worldSize;
   a.totalEsts = p.totalEsts;
   a.ests = w.ests;
-  a.rendezvous.store = "file";
-  a.rendezvous.path = p.checkpointDir + "/rendezvous";
-  a.rendezvous.prefix = "gen-" + std::to_string(generation);
+  a.rendezvous.url = p.rendezvousUrl;
+  a.rendezvous.prefix = p.rendezvousPrefix;
+  if (p.restore.generation == generation) a.restore = p.restore.plan;
   a.checkpointDir = p.checkpointDir;
   a.backend = p.backend != "auto" ? p.backend : (w.gpuType == "cpu" ? "cpu" : "cuda");
   a.training = p.training;
   return a;
+}
+
+const DrainingRecord* FindRecord(const std::vector<DrainingRecord>& records,
+                                 const std::string& pod) {
+  for (const DrainingRecord& d : records) {
+    if (d.worker.pod == pod) return &d;
+  }
+  return nullptr;
+}
+
+bool IsMember(const ControlPlan& p, const std::string& pod) {
+  for (const WorkerRecord& w : p.workers) {
+    if (w.pod == pod) return true;
+  }
+  return FindRecord(p.draining, pod) != nullptr || FindRecord(p.keep, pod) != nullptr;
 }
 
 }  // namespace
@@ -29,80 +48,92 @@ bool DrainedBy(const DrainingRecord& d, const std::optional<WorkerReport>& newes
   if (!newest.has_value()) return false;
   if (newest->generation > d.generation) return true;  // it already runs a later generation
   return newest->generation == d.generation &&
-         (newest->state == WorkerState::kCheckpointed || newest->state == WorkerState::kSucceeded);
+         (newest->state == WorkerState::kCheckpointed || newest->state == WorkerState::kSucceeded ||
+          newest->state == WorkerState::kFailed);
 }
 
 void ControlBook::Publish(ControlPlan plan) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string job = plan.job;
-  plans_[job] = std::move(plan);
+  Job& j = jobs_[plan.job];
+  j.store->SetPrefix(plan.rendezvousPrefix);
+  // Reports of pods that left the plan are not needed any more.
+  std::erase_if(j.reports, [&](const auto& entry) { return !IsMember(plan, entry.first); });
+  j.plan = std::move(plan);
 }
 
 void ControlBook::Forget(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  plans_.erase(job);
-  reports_.erase(job);
+  jobs_.erase(job);
 }
 
 bool ControlBook::HasPlan(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  return plans_.count(job) != 0;
+  return jobs_.count(job) != 0;
+}
+
+StatusOr<ControlBook::Job*> ControlBook::FindLocked(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return absl::UnavailableError("no plan for job " + job + " yet");
+  return &it->second;
+}
+
+Status ControlBook::Authenticate(const std::string& job, const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ES_ASSIGN_OR_RETURN(Job * j, FindLocked(job));
+  const std::string& want = j->plan.token;
+  if (want.empty() || token.size() != want.size() ||
+      CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
+    return absl::UnauthenticatedError("not the control token of job " + job);
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<WorkerAssignment> ControlBook::AssignmentFor(const std::string& job,
                                                       const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = plans_.find(job);
-  if (it == plans_.end()) return absl::UnavailableError("no plan for job " + job + " yet");
-  const ControlPlan& p = it->second;
+  ES_ASSIGN_OR_RETURN(Job * j, FindLocked(job));
+  const ControlPlan& p = j->plan;
   for (const WorkerRecord& w : p.workers) {
     if (w.pod != pod) continue;
     WorkerAssignment a = Base(p, w, p.generation, static_cast<int>(p.workers.size()));
-    a.action = ReleasedLocked(p) ? WorkerAction::kRun : WorkerAction::kWait;
+    a.action = p.runningGeneration == p.generation ? WorkerAction::kRun : WorkerAction::kWait;
     return a;
   }
-  for (const DrainingRecord& d : p.draining) {
-    if (d.worker.pod != pod) continue;
-    WorkerAssignment a = Base(p, d.worker, d.generation, d.worldSize);
+  const DrainingRecord* d = FindRecord(p.draining, pod);
+  if (d == nullptr) d = FindRecord(p.keep, pod);
+  if (d != nullptr) {
+    WorkerAssignment a = Base(p, d->worker, d->generation, d->worldSize);
     a.action = WorkerAction::kCheckpointAndStop;
     return a;
   }
   return absl::NotFoundError("pod " + pod + " is in no generation of " + job);
 }
 
-// The plan's release is decided by the reconcile that published it; the last
-// Checkpointed report may have arrived since. Answering from the reports the
-// book holds now keeps the endpoint from lagging the status that the next
-// reconcile writes from the same reports (and DrainedBy) after them.
-bool ControlBook::ReleasedLocked(const ControlPlan& p) const {
-  if (p.runningGeneration == p.generation) return true;
-  auto pods = reports_.find(p.job);
-  for (const DrainingRecord& d : p.draining) {
-    std::optional<WorkerReport> newest;
-    if (pods != reports_.end()) {
-      auto r = pods->second.find(d.worker.pod);
-      if (r != pods->second.end()) newest = r->second;
-    }
-    if (!DrainedBy(d, newest)) return false;  // it may still be training: Wait
-  }
-  return !p.draining.empty();  // no record: only reconcile's ReleaseIfDrained releases
-}
-
-bool ControlBook::Record(const WorkerReport& r) {
+StatusOr<bool> ControlBook::Record(const WorkerReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& pods = reports_[r.job];
-  auto it = pods.find(r.pod);
-  const bool news =
-      it == pods.end() || it->second.state != r.state || it->second.generation != r.generation;
-  if (it != pods.end() && r.generation < it->second.generation) return false;  // stale
-  pods[r.pod] = r;
+  ES_ASSIGN_OR_RETURN(Job * j, FindLocked(r.job));
+  if (!IsMember(j->plan, r.pod)) {
+    return absl::PermissionDeniedError("pod \"" + r.pod.substr(0, 253) + "\" is not a worker of " +
+                                       r.job + "'s plan");
+  }
+  auto it = j->reports.find(r.pod);
+  if (it != j->reports.end() && r.generation < it->second.generation) return false;  // stale
+  const bool news = it == j->reports.end() || it->second.state != r.state ||
+                    it->second.generation != r.generation;
+  j->reports[r.pod] = r;
   return news;
 }
 
 std::map<std::string, WorkerReport> ControlBook::Reports(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = reports_.find(job);
-  return it == reports_.end() ? std::map<std::string, WorkerReport>() : it->second;
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? std::map<std::string, WorkerReport>() : it->second.reports;
+}
+
+StatusOr<std::shared_ptr<RendezvousStore>> ControlBook::Store(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ES_ASSIGN_OR_RETURN(Job * j, FindLocked(job));
+  return j->store;
 }
 
 }  // namespace easyscale::op

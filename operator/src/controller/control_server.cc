@@ -1,15 +1,19 @@
 // Routes of the control endpoint.
 #include "controller/control_server.h"
 
+#include "easyscale/common/rendezvous_store.h"
+
 namespace easyscale::op {
 
 using nlohmann::json;
 
 namespace {
 
-HttpResponse Error(int code, const std::string& message) {
-  return {
-      .status = code, .contentType = "application/json", .body = json{{"error", message}}.dump()};
+// The caller must be this replica's business (the leader) and hold the job's token.
+Status Admit(const ControlServerHooks& hooks, ControlBook* book, const HttpRequest& req,
+             const std::string& job) {
+  if (!hooks.serving()) return absl::UnavailableError("not the leader");
+  return book->Authenticate(job, TokenFromAuthorization(req.Header("authorization")));
 }
 
 }  // namespace
@@ -18,22 +22,39 @@ void InstallControlRoutes(HttpRoutes& routes, ControlBook* book, ControlServerHo
   routes.Handle("GET", "/v1/assignment", [book, hooks](const HttpRequest& req) {
     const std::string job = req.Query("job");
     const std::string pod = req.Query("pod");
-    if (job.empty() || pod.empty()) return Error(400, "query parameters job and pod are required");
-    if (!hooks.serving()) return Error(503, "not the leader");
+    if (job.empty() || pod.empty()) {
+      return ErrorResponse(absl::InvalidArgumentError("query parameters job and pod are required"));
+    }
+    if (Status s = Admit(hooks, book, req, job); !s.ok()) return ErrorResponse(s);
     StatusOr<WorkerAssignment> a = book->AssignmentFor(job, pod);
-    if (absl::IsNotFound(a.status())) return Error(404, std::string(a.status().message()));
-    if (!a.ok()) return Error(503, std::string(a.status().message()));
+    if (!a.ok()) return ErrorResponse(a.status());
     return HttpResponse{.contentType = "application/json", .body = ToJson(*a).dump()};
   });
   routes.Handle("POST", "/v1/report", [book, hooks](const HttpRequest& req) {
     const json body = json::parse(req.body, nullptr, false);
-    if (!body.is_object()) return Error(400, "report: body is not a JSON object");
+    if (!body.is_object()) {
+      return ErrorResponse(absl::InvalidArgumentError("report: body is not a JSON object"));
+    }
     StatusOr<WorkerReport> r = ParseWorkerReport(body);
-    if (!r.ok()) return Error(400, std::string(r.status().message()));
-    if (!hooks.serving()) return Error(503, "not the leader");
-    if (book->Record(*r)) hooks.onReport(r->job);
+    if (!r.ok()) return ErrorResponse(absl::InvalidArgumentError(r.status().message()));
+    if (Status s = Admit(hooks, book, req, r->job); !s.ok()) return ErrorResponse(s);
+    StatusOr<bool> news = book->Record(*r);
+    if (!news.ok()) return ErrorResponse(news.status());
+    if (*news) hooks.onReport(r->job);
     return HttpResponse{.status = 204};
   });
+  for (const char* method : {"GET", "PUT"}) {
+    routes.Handle(method, "/v1/store", [book, hooks](const HttpRequest& req) {
+      const std::string job = req.Query("job");
+      if (job.empty()) {
+        return ErrorResponse(absl::InvalidArgumentError("query parameter job is required"));
+      }
+      if (Status s = Admit(hooks, book, req, job); !s.ok()) return ErrorResponse(s);
+      StatusOr<std::shared_ptr<RendezvousStore>> store = book->Store(job);
+      if (!store.ok()) return ErrorResponse(store.status());
+      return ServeRendezvousStore(req, **store);
+    });
+  }
 }
 
 }  // namespace easyscale::op

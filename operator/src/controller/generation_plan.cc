@@ -49,11 +49,11 @@ std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>
 
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
-                                        const std::string& now, const SchedulerOptions& options,
-                                        JobStatus* st) {
+                                        bool restart, const std::string& now,
+                                        const SchedulerOptions& options, JobStatus* st) {
   PlanChange change;
   const PlacementCounts want = CountPlacements(desired);
-  if (want == CountWorkers(st->workers)) return change;
+  if (want == CountWorkers(st->workers) && !restart) return change;
   const int64_t next = st->generation + 1;
 
   // Keep the lowest-ranked workers on each (node, type), then add new pods.
@@ -105,6 +105,8 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
   if (change.oldWorkers == 0) {
     change.reason = st->startTime.empty() ? "Scheduled" : "Restored";
     if (st->startTime.empty()) st->startTime = now;
+  } else if (restart) {
+    change.reason = "Restarted";
   } else if (preempted > 0) {
     change.reason = "Preempted";
     st->preemptions += preempted;
@@ -127,10 +129,19 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
   return change;
 }
 
-void ReleaseIfDrained(JobStatus* st) {
-  if (st->runningGeneration < st->generation && st->draining.empty() && !st->workers.empty()) {
-    st->runningGeneration = st->generation;
+bool ReadyToRelease(const JobStatus& st, WallClock::time_point now) {
+  if (st.runningGeneration >= st.generation || !st.draining.empty() || st.workers.empty()) {
+    return false;
   }
+  if (st.restartAfter.empty()) return true;
+  StatusOr<WallClock::time_point> after = ParseTime(st.restartAfter);
+  return !after.ok() || now >= *after;
+}
+
+std::chrono::milliseconds RestartBackoff(int restarts, std::chrono::milliseconds cap) {
+  if (restarts <= 1) return std::chrono::milliseconds(0);
+  const int doublings = std::min(restarts - 2, 20);
+  return std::min(cap, std::chrono::milliseconds(1000) * (int64_t{1} << doublings));
 }
 
 std::string PhaseOf(const JobStatus& st) {

@@ -14,6 +14,7 @@
 
 #include "controller/job_status.h"
 #include "easyscale/common/job_spec.h"
+#include "easyscale/operator/kube_time.h"
 #include "easyscale/operator/scheduler.h"
 
 namespace easyscale::op {
@@ -22,7 +23,8 @@ struct PlanChange {
   bool changed = false;
   int oldWorkers = 0;
   int newWorkers = 0;
-  std::string reason;  // Scheduled | Restored | ScaledOut | ScaledIn | Preempted | Rescheduled
+  // Scheduled | Restored | ScaledOut | ScaledIn | Preempted | Rescheduled | Restarted
+  std::string reason;
   std::string message;
 };
 
@@ -33,12 +35,14 @@ PlacementCounts CountWorkers(const std::vector<WorkerRecord>& workers);
 std::vector<Placement> ToPlacements(const PlacementCounts& counts);
 
 // Updates `st` (generation, workers, draining, counters, startTime) when
-// `desired` differs from its workers. `preempted` is how many of the job's
-// workers the scheduler preempts for inference.
+// `desired` differs from its workers, or when `restart` (the running
+// generation failed: a new one starts even on the same placements).
+// `preempted` is how many of the job's workers the scheduler preempts for
+// inference.
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
-                                        const std::string& now, const SchedulerOptions& options,
-                                        JobStatus* st);
+                                        bool restart, const std::string& now,
+                                        const SchedulerOptions& options, JobStatus* st);
 
 // Speeds of every GPU type in the unit the job measured: types without a
 // measurement get their default scaled by how measured types compare with
@@ -46,8 +50,13 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
 std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>& measured,
                                              const SchedulerOptions& options);
 
-// Releases the newest generation once nothing is left to drain.
-void ReleaseIfDrained(JobStatus* st);
+// True when the newest generation may run: nothing left to drain, workers to
+// run it, and no failure backoff pending at `now`.
+bool ReadyToRelease(const JobStatus& st, WallClock::time_point now);
+
+// After a failure: the delay before the next generation may start, by the
+// count of failures so far (0 for the first, then 1, 2, 4 ... capped).
+std::chrono::milliseconds RestartBackoff(int restarts, std::chrono::milliseconds cap);
 
 // Pending, Running, Scaling or Preempted from the plan (terminal phases are set elsewhere).
 std::string PhaseOf(const JobStatus& st);

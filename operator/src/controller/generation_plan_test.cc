@@ -18,9 +18,45 @@ JobSpec Spec(int ests) {
   return s;
 }
 
+void Release(JobStatus* st) {
+  if (ReadyToRelease(*st, WallClock::now())) st->runningGeneration = st->generation;
+}
+
+// A failed generation is replaced even on the same placements: its workers
+// drain (they report holding the state), then the new one runs.
+TEST(GenerationPlan, RestartStartsANewGenerationOnTheSamePlacements) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st).ok());
+  Release(&st);
+  auto same = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t1", {}, &st);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->changed);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, true, "t1", {}, &st);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->changed);
+  EXPECT_EQ(c->reason, "Restarted");
+  EXPECT_EQ(st.generation, 2);
+  EXPECT_EQ(st.draining.size(), 2u);
+  EXPECT_EQ(st.workers[0].pod, "j-w-1-0");  // the same pods go on
+}
+
+TEST(GenerationPlan, ReleaseWaitsForTheBackoff) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t0", {}, &st).ok());
+  const auto now = WallClock::now();
+  st.restartAfter = FormatTime(now + std::chrono::seconds(5));
+  EXPECT_FALSE(ReadyToRelease(st, now));
+  EXPECT_TRUE(ReadyToRelease(st, now + std::chrono::seconds(6)));
+  const auto cap = std::chrono::milliseconds(60000);
+  EXPECT_EQ(RestartBackoff(1, cap).count(), 0);
+  EXPECT_EQ(RestartBackoff(2, cap).count(), 1000);
+  EXPECT_EQ(RestartBackoff(4, cap).count(), 4000);
+  EXPECT_EQ(RestartBackoff(40, cap).count(), 60000);
+}
+
 TEST(GenerationPlan, FirstPlacementIsScheduledAndRunsAtOnce) {
   JobStatus st;
-  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->changed);
   EXPECT_EQ(c->reason, "Scheduled");
@@ -29,7 +65,7 @@ TEST(GenerationPlan, FirstPlacementIsScheduledAndRunsAtOnce) {
   EXPECT_EQ(st.workers[0].pod, "j-w-1-0");
   EXPECT_EQ(st.workers[1].ests, (std::vector<int>{4, 5, 6, 7}));
   EXPECT_TRUE(st.draining.empty());
-  ReleaseIfDrained(&st);
+  Release(&st);
   EXPECT_EQ(st.runningGeneration, 1);
   EXPECT_EQ(PhaseOf(st), "Running");
   EXPECT_EQ(st.startTime, "t0");
@@ -37,9 +73,9 @@ TEST(GenerationPlan, FirstPlacementIsScheduledAndRunsAtOnce) {
 
 TEST(GenerationPlan, UnchangedPlacementIsNoChange) {
   JobStatus st;
-  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st).ok());
-  ReleaseIfDrained(&st);
-  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t1", {}, &st);
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st).ok());
+  Release(&st);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t1", {}, &st);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->changed);
   EXPECT_EQ(st.generation, 1);
@@ -47,9 +83,10 @@ TEST(GenerationPlan, UnchangedPlacementIsNoChange) {
 
 TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   JobStatus st;
-  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, "t0", {}, &st).ok());
-  ReleaseIfDrained(&st);
-  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}, {"n2", "t4", 2}}, 0, "t1", {}, &st);
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st).ok());
+  Release(&st);
+  auto c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}, {"n2", "t4", 2}}, 0, false, "t1",
+                              {}, &st);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "ScaledOut");
   EXPECT_EQ(st.generation, 2);
@@ -59,14 +96,14 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   ASSERT_EQ(st.draining.size(), 2u);
   EXPECT_EQ(st.draining[0].generation, 1);
   EXPECT_EQ(st.draining[0].worldSize, 2);
-  ReleaseIfDrained(&st);
+  Release(&st);
   EXPECT_EQ(st.runningGeneration, 1);  // not before gen 1 checkpointed
   EXPECT_EQ(PhaseOf(st), "Scaling");
   int total = 0;
   for (const WorkerRecord& w : st.workers) total += static_cast<int>(w.ests.size());
   EXPECT_EQ(total, 8);
   st.draining.clear();
-  ReleaseIfDrained(&st);
+  Release(&st);
   EXPECT_EQ(st.runningGeneration, 2);
   const json j = ToJson(st);
   EXPECT_EQ(j["workerCount"], 4);
@@ -79,19 +116,19 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
 
 TEST(GenerationPlan, PreemptionToZeroThenRestore) {
   JobStatus st;
-  ASSERT_TRUE(PlanNextGeneration("j", Spec(4), {{"n1", "a100", 1}}, 0, "t0", {}, &st).ok());
-  ReleaseIfDrained(&st);
-  auto c = PlanNextGeneration("j", Spec(4), {}, 1, "t1", {}, &st);
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(4), {{"n1", "a100", 1}}, 0, false, "t0", {}, &st).ok());
+  Release(&st);
+  auto c = PlanNextGeneration("j", Spec(4), {}, 1, false, "t1", {}, &st);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "Preempted");
   EXPECT_EQ(st.preemptions, 1);
   EXPECT_TRUE(st.workers.empty());
   EXPECT_EQ(PhaseOf(st), "Preempted");
   st.draining.clear();
-  c = PlanNextGeneration("j", Spec(4), {{"n2", "t4", 1}}, 0, "t2", {}, &st);
+  c = PlanNextGeneration("j", Spec(4), {{"n2", "t4", 1}}, 0, false, "t2", {}, &st);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "Restored");
-  ReleaseIfDrained(&st);
+  Release(&st);
   EXPECT_EQ(st.runningGeneration, 3);
 }
 

@@ -2,6 +2,8 @@
 // plan the next generation, write status, then make the worker Pods match.
 #include "controller/job_controller.h"
 
+#include <openssl/rand.h>
+
 #include <algorithm>
 #include <set>
 
@@ -10,6 +12,7 @@
 #include "controller/gpu_inventory.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
+#include "easyscale/common/sha256.h"
 #include "easyscale/operator/kube_time.h"
 
 namespace easyscale::op {
@@ -17,12 +20,6 @@ namespace easyscale::op {
 using nlohmann::json;
 
 namespace {
-
-std::pair<std::string, std::string> SplitKey(const std::string& key) {
-  const size_t slash = key.find('/');
-  if (slash == std::string::npos) return {"", key};
-  return {key.substr(0, slash), key.substr(slash + 1)};
-}
 
 bool HasFinalizer(const json& obj) {
   for (const json& f : obj["metadata"].value("finalizers", json::array())) {
@@ -62,14 +59,51 @@ int64_t RvNumber(const json& obj) {
   return absl::SimpleAtoi(ResourceVersionOf(obj), &v) ? v : 0;
 }
 
+std::string RandomHex(int bytes) {
+  std::string raw(bytes, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes);
+  return ToHex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+}
+
+std::optional<WorkerReport> Newest(const std::map<std::string, WorkerReport>& reports,
+                                   const std::string& pod) {
+  auto it = reports.find(pod);
+  return it == reports.end() ? std::nullopt : std::optional<WorkerReport>(it->second);
+}
+
+// How a pod's container ended: "exit code N (Reason)", and whether the worker
+// said retrying cannot help (its permanent-error exit code).
+std::pair<std::string, bool> ContainerEnd(const json& pod) {
+  const json statuses =
+      pod.value("status", json::object()).value("containerStatuses", json::array());
+  if (!statuses.is_array() || statuses.empty()) return {"", false};
+  const json terminated =
+      statuses[0].value("state", json::object()).value("terminated", json::object());
+  if (!terminated.contains("exitCode") || !terminated["exitCode"].is_number_integer()) {
+    return {"", false};
+  }
+  const int code = terminated["exitCode"].get<int>();
+  const std::string reason = terminated.value("reason", "");
+  return {absl::StrCat("exit code ", code, reason.empty() ? "" : " (" + reason + ")"),
+          code == kPermanentExitCode};
+}
+
+int64_t PodGeneration(const json& pod) {
+  int64_t g = 0;
+  (void)absl::SimpleAtoi(pod["metadata"]["labels"].value(kGenerationLabel, ""), &g);
+  return g;
+}
+
 }  // namespace
 
 JobController::JobController(KubeClient* client, EventRecorder* recorder, Metrics* metrics,
-                             ControllerOptions options)
+                             ControlTokens tokens, ControllerOptions options)
     : client_(client),
       recorder_(recorder),
       metrics_(metrics),
+      tokens_(std::move(tokens)),
       options_(std::move(options)),
+      epoch_(RandomHex(4)),
       scheduler_(options_.scheduler),
       jobs_(client, kEasyScaleJobs, {.ns = options_.ns}),
       pods_(client, kPods, {}),
@@ -223,10 +257,12 @@ Status JobController::Reconcile(const std::string& key) {
   if (st.phase == "Succeeded" || st.phase == "Failed") {
     return SyncPods(job, *spec, st, pods, /*keepNone=*/true);
   }
+  ES_RETURN_IF_ERROR(EnsureJobObjects(job));
 
   JobStatus next = st;
   next.observedGeneration = generation;
-  MergeReports(key, &next, job);
+  const std::map<std::string, WorkerReport> reports = book_.Reports(key);
+  MergeReports(reports, pods, &next, job);
   if (next.phase == "Succeeded") {
     ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
     recorder_->Normal(
@@ -235,7 +271,20 @@ Status JobController::Reconcile(const std::string& key) {
     book_.Forget(key);
     return SyncPods(written, *spec, next, pods, /*keepNone=*/true);
   }
-  DropLostWorkers(job, pods, &next);
+  const std::vector<WorkerFailure> failures = DropLostWorkers(job, pods, reports, &next);
+  const int64_t failedBefore = next.failedGeneration;
+  if (RecordFailures(job, *spec, failures, &next)) {
+    const WorkerFailure& last = failures.back();
+    return FailJob(
+        job, *spec, next, last.permanent ? "WorkerFailed" : "BackoffLimitExceeded",
+        last.permanent
+            ? absl::StrCat("worker ", last.pod, " failed and retrying cannot help: ", last.message)
+            : absl::StrCat(next.restarts, " worker failures, more than the backoff limit ",
+                           spec->runPolicy.backoffLimit, "; the last: ", last.pod, ": ",
+                           last.message),
+        pods);
+  }
+  const bool restart = next.failedGeneration != failedBefore;
 
   size_t self = 0;
   const ClusterState cluster = BuildCluster(key, next, &self);
@@ -250,23 +299,39 @@ Status JobController::Reconcile(const std::string& key) {
   }
   ES_ASSIGN_OR_RETURN(PlanChange change,
                       PlanNextGeneration(job["metadata"].value("name", ""), *spec,
-                                         result.allocations[self].placements, preempted, NowTime(),
-                                         options_.scheduler, &next));
-  ReleaseIfDrained(&next);
+                                         result.allocations[self].placements, preempted, restart,
+                                         NowTime(), options_.scheduler, &next));
+  if (ReadyToRelease(next, WallClock::now())) {
+    next.runningGeneration = next.generation;
+    PlanRestore(job, *spec, reports, pods, &next);
+  }
+  FinishHandover(job, reports, &next);
   next.phase = PhaseOf(next);
   SetCondition(next.conditions, "Running", next.phase == "Running", next.phase,
                absl::StrCat(next.workers.size(), " workers in generation ", next.generation),
                generation);
+  if (spec->checkpoint.claimName.empty()) {
+    SetCondition(next.conditions, "DurableCheckpoint", false, "NoClaim",
+                 "no spec.checkpoint.claimName: the job survives the loss of some of its "
+                 "workers (the others hold its state), not of all of them at once",
+                 generation);
+  } else {
+    SetCondition(next.conditions, "DurableCheckpoint", true, "Claim",
+                 absl::StrCat("checkpoints every ", spec->training.checkpointEvery,
+                              " steps in claim ", spec->checkpoint.claimName, " at ",
+                              DurableCheckpointDir(*spec, job["metadata"].value("uid", ""))),
+                 generation);
+  }
 
   ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
-  PublishPlan(key, *spec, next);
+  PublishPlan(written, *spec, next);
   metrics_->SetJobStep(key, next.step);
   UpdateGpuMetrics(cluster, result);
   const Status synced = SyncPods(written, *spec, next, pods, /*keepNone=*/false);
   if (change.changed) {  // after the pods: an Event must not delay a GPU's use
     metrics_->AddScaleEvent();
     if (preempted > 0) metrics_->AddPreemptions(preempted);
-    if (change.reason == "Preempted") {
+    if (change.reason == "Preempted" || change.reason == "Restarted") {
       recorder_->Warning(written, change.reason, change.message);
     } else {
       recorder_->Normal(written, change.reason, change.message);
@@ -281,7 +346,17 @@ Status JobController::Reconcile(const std::string& key) {
       queue_.Add(cluster.jobs[i].key);
     }
   }
-  if (!next.draining.empty()) queue_.AddAfter(key, std::chrono::milliseconds(500));
+  if (!next.draining.empty() || !next.handover.empty()) {
+    queue_.AddAfter(key, std::chrono::milliseconds(500));
+  }
+  if (next.runningGeneration < next.generation && !next.restartAfter.empty()) {
+    StatusOr<WallClock::time_point> after = ParseTime(next.restartAfter);
+    if (after.ok() && *after > WallClock::now()) {
+      queue_.AddAfter(
+          key, std::chrono::duration_cast<std::chrono::milliseconds>(*after - WallClock::now()) +
+                   std::chrono::milliseconds(50));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -343,19 +418,42 @@ Status JobController::FailInvalid(const json& job, JobStatus st, const Status& w
   return SyncPods(*written, JobSpec{}, st, pods, /*keepNone=*/true);
 }
 
-void JobController::MergeReports(const std::string& key, JobStatus* st, const json& job) {
-  const std::map<std::string, WorkerReport> reports = book_.Reports(key);
-  auto newest = [&](const std::string& pod) -> std::optional<WorkerReport> {
-    auto it = reports.find(pod);
-    return it == reports.end() ? std::nullopt : std::optional<WorkerReport>(it->second);
-  };
-  std::erase_if(st->draining,
-                [&](const DrainingRecord& d) { return DrainedBy(d, newest(d.worker.pod)); });
+Status JobController::EnsureJobObjects(const json& job) {
+  const std::string uid = job["metadata"].value("uid", "");
+  if (ensured_.count(uid) != 0) return absl::OkStatus();
+  const std::string ns = job["metadata"].value("namespace", "");
+  std::vector<std::pair<const Resource*, json>> objects = {
+      {&kSecrets, BuildControlSecret(job, tokens_.TokenFor(uid))}};
+  if (options_.networkPolicy) objects.push_back({&kNetworkPolicies, BuildWorkerNetworkPolicy(job)});
+  for (const auto& [resource, object] : objects) {
+    StatusOr<json> created = client_->Create(*resource, ns, object);
+    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+  }
+  ensured_.insert(uid);
+  return absl::OkStatus();
+}
+
+void JobController::MergeReports(const std::map<std::string, WorkerReport>& reports,
+                                 const std::map<std::string, json>& pods, JobStatus* st,
+                                 const json& job) {
+  // A drained worker that leaves the job stays to serve the state only when no
+  // worker that stays holds it (every worker of a generation holds all of it).
+  const bool staying = std::any_of(st->workers.begin(), st->workers.end(), [&](const auto& w) {
+    auto it = pods.find(w.pod);
+    return it != pods.end() && PodGeneration(it->second) < st->generation;
+  });
+  std::erase_if(st->draining, [&](const DrainingRecord& d) {
+    if (!DrainedBy(d, Newest(reports, d.worker.pod))) return false;
+    const bool member = std::any_of(st->workers.begin(), st->workers.end(),
+                                    [&](const WorkerRecord& w) { return w.pod == d.worker.pod; });
+    if (!member && !staying && !st->workers.empty()) st->handover.push_back(d);
+    return true;
+  });
   std::map<std::string, std::pair<double, int>> speed;  // type -> sum, count
   for (const WorkerRecord& w : st->workers) {
-    std::optional<WorkerReport> r = newest(w.pod);
+    std::optional<WorkerReport> r = Newest(reports, w.pod);
     if (!r) continue;
-    st->step = std::max(st->step, r->step);
+    if (r->generation >= st->runningGeneration) st->step = std::max(st->step, r->step);
     if (r->state == WorkerState::kRunning && r->generation == st->generation &&
         r->samplesPerSecond > 0 && !w.ests.empty()) {
       // The mean reported rate of this type's workers in the newest generation.
@@ -377,30 +475,180 @@ void JobController::MergeReports(const std::string& key, JobStatus* st, const js
   for (const auto& [type, sn] : speed) st->speed[type] = sn.first / sn.second;
 }
 
-void JobController::DropLostWorkers(const json& job, const std::map<std::string, json>& pods,
-                                    JobStatus* st) {
+std::vector<WorkerFailure> JobController::DropLostWorkers(
+    const json& job, const std::map<std::string, json>& pods,
+    const std::map<std::string, WorkerReport>& reports, JobStatus* st) {
   const auto now = WallClock::now();
+  auto gone = [&](const std::string& pod) {
+    auto it = pods.find(pod);
+    return it == pods.end() || PodTerminated(it->second);
+  };
   std::erase_if(st->draining, [&](const DrainingRecord& d) {
-    auto it = pods.find(d.worker.pod);
-    if (it == pods.end() || PodTerminated(it->second)) return true;  // gone: nothing to wait for
+    if (gone(d.worker.pod)) return true;  // nothing to wait for
     StatusOr<WallClock::time_point> since = ParseTime(d.since);
     if (since.ok() && now - *since > options_.drainTimeout) {
       recorder_->Warning(job, "DrainTimeout",
-                         absl::StrCat("worker ", d.worker.pod, " did not checkpoint generation ",
+                         absl::StrCat("worker ", d.worker.pod, " did not stop generation ",
                                       d.generation, " in time"));
       return true;
     }
     return false;
   });
+  std::erase_if(st->handover, [&](const DrainingRecord& d) { return gone(d.worker.pod); });
+  std::vector<WorkerFailure> failures;
   std::erase_if(st->workers, [&](const WorkerRecord& w) {
     auto it = pods.find(w.pod);
     if (it == pods.end() || !PodTerminated(it->second)) return false;  // missing = to create
-    recorder_->Warning(
-        job, "WorkerLost",
-        absl::StrCat("worker pod ", w.pod, " on ", w.node, " ended: ",
-                     it->second.value("status", json::object()).value("phase", "deleted")));
+    const auto [ended, permanent] = ContainerEnd(it->second);
+    std::string message = absl::StrCat(
+        "worker pod ", w.pod, " on ", w.node,
+        " ended: ", it->second.value("status", json::object()).value("phase", "deleted"),
+        ended.empty() ? "" : ", " + ended);
+    if (std::optional<WorkerReport> r = Newest(reports, w.pod); r && !r->message.empty()) {
+      absl::StrAppend(&message, "; it said: ", r->message);
+    }
+    recorder_->Warning(job, "WorkerLost", message);
+    failures.push_back({w.pod, permanent ? kPermanentErrorReason : "WorkerLost", message, permanent,
+                        // It failed the generation it was running, else the one it waited for.
+                        PodGeneration(it->second) <= st->runningGeneration ? st->runningGeneration
+                                                                           : st->generation});
     return true;
   });
+  // A member of the released generation that stopped it on its own: a peer
+  // was lost, the rendezvous failed, its backend broke, its input is bad.
+  if (st->runningGeneration == st->generation) {
+    for (const WorkerRecord& w : st->workers) {
+      std::optional<WorkerReport> r = Newest(reports, w.pod);
+      if (!r || r->generation != st->runningGeneration ||
+          (r->state != WorkerState::kFailed && r->state != WorkerState::kCheckpointed)) {
+        continue;
+      }
+      const bool permanent = r->reason == kPermanentErrorReason;
+      const std::string reason = r->reason.empty() ? "WorkerStopped" : r->reason;
+      failures.push_back({w.pod, reason,
+                          absl::StrCat("worker ", w.pod, " stopped generation ", r->generation,
+                                       ": ", reason, r->message.empty() ? "" : ": " + r->message),
+                          permanent, r->generation});
+    }
+  }
+  return failures;
+}
+
+bool JobController::RecordFailures(const json& job, const JobSpec& spec,
+                                   const std::vector<WorkerFailure>& failures, JobStatus* st) {
+  int64_t generation = 0;
+  bool permanent = false;
+  for (const WorkerFailure& f : failures) {
+    generation = std::max(generation, f.generation);
+    permanent = permanent || f.permanent;
+  }
+  // One failure per generation, however many of its workers say so.
+  if (failures.empty() || (generation <= st->failedGeneration && !permanent)) return false;
+  st->failedGeneration = std::max(st->failedGeneration, generation);
+  ++st->restarts;
+  const WorkerFailure& first = failures.front();
+  const int64_t observed = job["metadata"].value("generation", int64_t{1});
+  SetCondition(st->conditions, "Restarting", true, first.reason, first.message, observed);
+  recorder_->Warning(job, "WorkerFailed",
+                     absl::StrCat(first.message, " (failure ", st->restarts, " of at most ",
+                                  spec.runPolicy.backoffLimit + 1, ")"));
+  if (permanent || st->restarts > spec.runPolicy.backoffLimit) return true;
+  const auto delay = RestartBackoff(st->restarts, options_.maxRestartBackoff);
+  st->restartAfter = delay.count() > 0 ? FormatTime(WallClock::now() + delay) : "";
+  return false;
+}
+
+Status JobController::FailJob(const json& job, const JobSpec& spec, JobStatus st,
+                              const std::string& reason, const std::string& message,
+                              const std::map<std::string, json>& pods) {
+  const int64_t observed = job["metadata"].value("generation", int64_t{1});
+  st.phase = "Failed";
+  st.completionTime = NowTime();
+  SetCondition(st.conditions, "Failed", true, reason, message, observed);
+  SetCondition(st.conditions, "Running", false, reason, message, observed);
+  SetCondition(st.conditions, "Restarting", false, reason, "the job failed", observed);
+  ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, st));
+  recorder_->Warning(written, "Failed", message);
+  book_.Forget(ObjectKey(job));
+  return SyncPods(written, spec, st, pods, /*keepNone=*/true);
+}
+
+void JobController::PlanRestore(const json& job, const JobSpec& spec,
+                                const std::map<std::string, WorkerReport>& reports,
+                                const std::map<std::string, json>& pods, JobStatus* st) {
+  // Workers that hold the whole job's state: those that stay first.
+  std::vector<std::pair<const WorkerReport*, bool>> holders;
+  for (const auto& [pod, r] : reports) {
+    auto it = pods.find(pod);
+    if (r.stateStep < 0 || r.stateUrl.empty() || it == pods.end() || PodTerminated(it->second)) {
+      continue;
+    }
+    const bool member = std::any_of(st->workers.begin(), st->workers.end(),
+                                    [&](const WorkerRecord& w) { return w.pod == pod; });
+    holders.push_back({&r, member});
+  }
+  const bool anyMember =
+      std::any_of(holders.begin(), holders.end(), [](const auto& h) { return h.second; });
+  RestorePlan plan;
+  for (const auto& [r, member] : holders) {
+    if (anyMember && !member) continue;
+    if (plan.sources.empty() || r->stateStep > plan.step) {
+      plan.sources.clear();
+      plan.step = r->stateStep;
+    }
+    if (r->stateStep == plan.step) plan.sources.push_back({r->pod, r->stateUrl});
+  }
+  if (!plan.sources.empty()) {
+    plan.from = RestoreFrom::kPeers;
+    st->step = plan.step;
+  } else if (!spec.checkpoint.claimName.empty()) {
+    plan.from = RestoreFrom::kDurable;
+  } else {
+    plan.from = RestoreFrom::kFresh;
+    if (st->step > 0) {
+      recorder_->Warning(job, "StateLost",
+                         absl::StrCat("no worker holding the job's state at step ", st->step,
+                                      " is left and the job has no durable checkpoint "
+                                      "(spec.checkpoint.claimName): training starts over"));
+    }
+    st->step = 0;
+  }
+  st->restore = {st->generation, plan, NowTime()};
+  // Only workers that serve the state stay for the hand-over.
+  std::erase_if(st->handover, [&](const DrainingRecord& d) {
+    return std::none_of(plan.sources.begin(), plan.sources.end(),
+                        [&](const StateSource& s) { return s.pod == d.worker.pod; });
+  });
+}
+
+void JobController::FinishHandover(const json& job,
+                                   const std::map<std::string, WorkerReport>& reports,
+                                   JobStatus* st) {
+  if (st->runningGeneration < st->generation || st->workers.empty()) return;
+  const bool restored = std::all_of(st->workers.begin(), st->workers.end(), [&](const auto& w) {
+    std::optional<WorkerReport> r = Newest(reports, w.pod);
+    return r && r->generation >= st->runningGeneration &&
+           (r->state == WorkerState::kRunning || r->state == WorkerState::kCheckpointed ||
+            r->state == WorkerState::kSucceeded);
+  });
+  const int64_t observed = job["metadata"].value("generation", int64_t{1});
+  const json* restarting = FindCondition(st->conditions, "Restarting");
+  if (restored && restarting != nullptr && restarting->value("status", "") == "True") {
+    SetCondition(st->conditions, "Restarting", false, "Recovered",
+                 absl::StrCat("generation ", st->runningGeneration, " restored step ",
+                              st->restore.plan.step, " and runs"),
+                 observed);
+    st->restartAfter.clear();
+  }
+  if (st->handover.empty()) return;
+  StatusOr<WallClock::time_point> since = ParseTime(st->restore.since);
+  const bool late = since.ok() && WallClock::now() - *since > options_.handoverTimeout;
+  if (late && !restored) {
+    recorder_->Warning(job, "HandoverTimeout",
+                       absl::StrCat("generation ", st->runningGeneration,
+                                    " did not take the state from the leaving workers in time"));
+  }
+  if (restored || late) st->handover.clear();
 }
 
 StatusOr<json> JobController::WriteStatus(const json& job, const JobStatus& st) {
@@ -412,16 +660,21 @@ StatusOr<json> JobController::WriteStatus(const json& job, const JobStatus& st) 
   return written;
 }
 
-void JobController::PublishPlan(const std::string& key, const JobSpec& spec, const JobStatus& st) {
+void JobController::PublishPlan(const json& job, const JobSpec& spec, const JobStatus& st) {
+  const std::string uid = job["metadata"].value("uid", "");
   ControlPlan p;
-  p.job = key;
+  p.job = ObjectKey(job);
+  p.token = tokens_.TokenFor(uid);
   p.generation = st.generation;
   p.runningGeneration = st.runningGeneration;
   p.totalEsts = spec.ests;
   p.workers = st.workers;
   p.draining = st.draining;
-  const auto [ns, name] = SplitKey(key);
-  p.checkpointDir = spec.checkpoint.mountPath + "/" + ns + "/" + name;
+  p.keep = st.handover;
+  p.restore = st.restore;
+  p.rendezvousUrl = options_.pod.controlUrl;
+  p.rendezvousPrefix = absl::StrCat("gen-", st.generation, "-", epoch_);
+  p.checkpointDir = DurableCheckpointDir(spec, uid);
   p.backend = options_.workerBackend;
   p.training = spec.training;
   book_.Publish(std::move(p));
@@ -433,6 +686,7 @@ Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobSt
   if (!keepNone) {
     for (const WorkerRecord& w : st.workers) members.insert(w.pod);
     for (const DrainingRecord& d : st.draining) members.insert(d.worker.pod);
+    for (const DrainingRecord& d : st.handover) members.insert(d.worker.pod);
     for (const WorkerRecord& w : st.workers) {
       if (pods.count(w.pod) != 0) continue;
       const json pod = BuildWorkerPod(job, spec, w, st.generation, options_.pod);

@@ -13,10 +13,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "controller/control_book.h"
+#include "controller/control_token.h"
 #include "controller/metrics.h"
 #include "controller/worker_pod.h"
 #include "easyscale/operator/event_recorder.h"
@@ -34,13 +36,28 @@ struct ControllerOptions {
   WorkerPodOptions pod;
   std::string workerBackend = "auto";  // cpu | cuda | auto (cuda unless the type is cpu)
   std::chrono::milliseconds drainTimeout{std::chrono::seconds(30)};
+  // How long workers of an earlier generation stay to serve the state to a
+  // generation that holds none of it.
+  std::chrono::milliseconds handoverTimeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds maxRestartBackoff{std::chrono::seconds(60)};
   std::chrono::milliseconds resyncPeriod{std::chrono::seconds(2)};
+  // One NetworkPolicy per job: its worker pods take traffic from each other only.
+  bool networkPolicy = true;
   SchedulerOptions scheduler;
+};
+
+// A worker the running generation lost, or that reported it could not go on.
+struct WorkerFailure {
+  std::string pod;
+  std::string reason;  // CamelCase: WorkerLost, PeerLost, RendezvousFailed, ...
+  std::string message;
+  bool permanent = false;  // retrying cannot help (bad input, a corrupt file)
+  int64_t generation = 0;  // the generation it broke
 };
 
 class JobController {
  public:
-  JobController(KubeClient* client, EventRecorder* recorder, Metrics* metrics,
+  JobController(KubeClient* client, EventRecorder* recorder, Metrics* metrics, ControlTokens tokens,
                 ControllerOptions options);
   ~JobController();
 
@@ -66,12 +83,31 @@ class JobController {
   void Remember(const nlohmann::json& job);
   Status Finalize(const nlohmann::json& job);
   Status FailInvalid(const nlohmann::json& job, JobStatus st, const Status& why);
-  void MergeReports(const std::string& key, JobStatus* st, const nlohmann::json& job);
-  void DropLostWorkers(const nlohmann::json& job, const std::map<std::string, nlohmann::json>& pods,
-                       JobStatus* st);
+  // The job's control-token Secret and NetworkPolicy, once per job incarnation.
+  Status EnsureJobObjects(const nlohmann::json& job);
+  void MergeReports(const std::map<std::string, WorkerReport>& reports,
+                    const std::map<std::string, nlohmann::json>& pods, JobStatus* st,
+                    const nlohmann::json& job);
+  std::vector<WorkerFailure> DropLostWorkers(const nlohmann::json& job,
+                                             const std::map<std::string, nlohmann::json>& pods,
+                                             const std::map<std::string, WorkerReport>& reports,
+                                             JobStatus* st);
+  // Counts the running generation's failures once; true when the job failed.
+  bool RecordFailures(const nlohmann::json& job, const JobSpec& spec,
+                      const std::vector<WorkerFailure>& failures, JobStatus* st);
+  Status FailJob(const nlohmann::json& job, const JobSpec& spec, JobStatus st,
+                 const std::string& reason, const std::string& message,
+                 const std::map<std::string, nlohmann::json>& pods);
+  // At release: where the new generation takes the job's state from.
+  void PlanRestore(const nlohmann::json& job, const JobSpec& spec,
+                   const std::map<std::string, WorkerReport>& reports,
+                   const std::map<std::string, nlohmann::json>& pods, JobStatus* st);
+  // Ends the hand-over once every member restored (or it timed out).
+  void FinishHandover(const nlohmann::json& job, const std::map<std::string, WorkerReport>& reports,
+                      JobStatus* st);
   ClusterState BuildCluster(const std::string& key, const JobStatus& self, size_t* selfIndex);
   StatusOr<nlohmann::json> WriteStatus(const nlohmann::json& job, const JobStatus& st);
-  void PublishPlan(const std::string& key, const JobSpec& spec, const JobStatus& st);
+  void PublishPlan(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st);
   Status SyncPods(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st,
                   const std::map<std::string, nlohmann::json>& pods, bool keepNone);
   void UpdateGpuMetrics(const ClusterState& cluster, const ScheduleResult& result);
@@ -79,7 +115,10 @@ class JobController {
   KubeClient* client_;
   EventRecorder* recorder_;
   Metrics* metrics_;
+  ControlTokens tokens_;
   ControllerOptions options_;
+  // Names rendezvous prefixes: a new leader's store never mixes with an old one's.
+  std::string epoch_;
   InterJobScheduler scheduler_;
   Informer jobs_;
   Informer pods_;
@@ -88,6 +127,7 @@ class JobController {
   ControlBook book_;
   std::mutex writtenMu_;
   std::map<std::string, nlohmann::json> written_;  // our newest write per job
+  std::set<std::string> ensured_;                  // UIDs whose Secret and policy exist
   std::atomic<bool> stopped_{false};
   std::thread worker_;
   std::thread resync_;

@@ -31,7 +31,9 @@ class JobControllerTest : public ::testing::Test {
     o.pod.controlUrl = "http://127.0.0.1:9";
     o.workerBackend = "cpu";
     o.resyncPeriod = 200ms;
-    controller_ = std::make_unique<JobController>(client_.get(), recorder_.get(), &metrics_, o);
+    o.maxRestartBackoff = 300ms;
+    controller_ = std::make_unique<JobController>(client_.get(), recorder_.get(), &metrics_,
+                                                  ControlTokens::Random(), o);
     controller_->StartInformers();
     ASSERT_TRUE(Eventually([&] { return controller_->HasSynced(); }));
     controller_->StartWorker();
@@ -59,15 +61,34 @@ class JobControllerTest : public ::testing::Test {
     }
     return out;
   }
+  // A worker's report; a stopped worker holds the job's state at `step`.
   void Report(const std::string& pod, int64_t generation, WorkerState state, int64_t step = 0,
-              const std::string& digest = "") {
+              const std::string& digest = "", const std::string& reason = "") {
     WorkerReport r{.job = "default/j",
                    .pod = pod,
                    .generation = generation,
                    .state = state,
                    .step = step,
-                   .digest = digest};
-    if (controller_->book().Record(r)) controller_->queue().Add(r.job);
+                   .digest = digest,
+                   .reason = reason};
+    if (state == WorkerState::kCheckpointed || state == WorkerState::kFailed) {
+      r.stateStep = step;
+      r.stateUrl = "http://" + pod + ":29400";
+    }
+    StatusOr<bool> news = controller_->book().Record(r);
+    ASSERT_TRUE(news.ok()) << news.status();
+    if (*news) controller_->queue().Add(r.job);
+  }
+  // Places inference on every GPU of `node` and waits until the controller sees it.
+  void RunInference(const std::string& name, const std::string& node, int gpus) {
+    ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod(name, node, gpus)).ok());
+    ASSERT_TRUE(
+        client_->MergePatch(kPods, "default", name, {{"status", {{"phase", "Running"}}}}, true)
+            .ok());
+    ASSERT_TRUE(Eventually([&] {
+      const auto pod = controller_->CachedPod("default/" + name);
+      return pod && (*pod)["status"].value("phase", "") == "Running";
+    }));
   }
   StatusOr<WorkerAssignment> Assignment(const std::string& pod) {
     return controller_->book().AssignmentFor("default/j", pod);
@@ -155,8 +176,14 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   StatusOr<WorkerAssignment> a = Assignment(gen1[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->action, WorkerAction::kRun);
-  EXPECT_EQ(a->rendezvous.prefix, "gen-1");
-  EXPECT_EQ(a->checkpointDir, "/ckpt/default/j");
+  EXPECT_EQ(a->rendezvous.prefix.rfind("gen-1-", 0), 0u) << a->rendezvous.prefix;
+  EXPECT_EQ(a->rendezvous.url, "http://127.0.0.1:9");
+  EXPECT_EQ(a->restore.from, RestoreFrom::kFresh);
+  EXPECT_EQ(a->checkpointDir, "");  // no claim: no durable checkpoint
+  const json* durable = FindCondition(st["conditions"], "DurableCheckpoint");
+  ASSERT_NE(durable, nullptr);
+  EXPECT_EQ((*durable)["status"], "False");
+  EXPECT_EQ((*durable)["reason"], "NoClaim");
   for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 5);
 
   // Inference leaves n1: while its pod terminates it still holds the GPUs; once
@@ -184,6 +211,11 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->action, WorkerAction::kRun);
   EXPECT_EQ(a->worldSize, 4);
+  // The new workers take the state from the two that stay, which hold step 10.
+  EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
+  EXPECT_EQ(a->restore.step, 10);
+  ASSERT_EQ(a->restore.sources.size(), 2u);
+  EXPECT_EQ(a->restore.sources[0].url, "http://" + a->restore.sources[0].pod + ":29400");
 
   // Inference comes back to n1 for one GPU: one a100 worker is preempted.
   ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod("inf-2", "n1", 1)).ok());
@@ -218,6 +250,7 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   EXPECT_EQ(StatusOf("j")["generation"], 3);  // no churn once inference runs
 
   // Rank 0 finishes: Succeeded with the digest; the pods go away.
+  for (const std::string& p : gen3) Report(p, 3, WorkerState::kRunning, 30);
   Report(gen3[0], 3, WorkerState::kSucceeded, 120, std::string(64, 'a'));
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
   EXPECT_EQ(StatusOf("j")["digest"], std::string(64, 'a'));
@@ -227,6 +260,159 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   const std::string text = metrics_.Text();
   EXPECT_NE(text.find("easyscale_preemptions_total 1"), std::string::npos) << text;
   EXPECT_NE(text.find("easyscale_scale_events_total 3"), std::string::npos) << text;
+}
+
+// Every job gets its control token in a Secret its pods read, and a
+// NetworkPolicy under which its workers take traffic only from each other.
+TEST_F(JobControllerTest, JobsGetTheirTokenSecretAndNetworkPolicy) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 1; }));
+  const json job = Get("j");
+  const std::string secret = ControlSecretName("j", job["metadata"]["uid"]);
+  StatusOr<json> s = client_->Get(kSecrets, "default", secret);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)["metadata"]["ownerReferences"][0]["uid"], job["metadata"]["uid"]);
+  EXPECT_EQ((*s)["data"]["token"].get<std::string>().size(), 88u);  // base64 of 64 hex
+  const json env = WorkerPods("j")[0]["spec"]["containers"][0]["env"];
+  bool mounted = false;
+  for (const json& e : env) {
+    if (e["name"] == "EASYSCALE_CONTROL_TOKEN") {
+      mounted = e["valueFrom"]["secretKeyRef"]["name"] == secret;
+    }
+  }
+  EXPECT_TRUE(mounted) << env.dump();
+  StatusOr<json> policy = client_->Get(kNetworkPolicies, "default", "j-workers");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ((*policy)["spec"]["podSelector"]["matchLabels"]["easyscale.io/job"], "j");
+  EXPECT_EQ((*policy)["spec"]["ingress"][0]["from"][0]["podSelector"],
+            (*policy)["spec"]["podSelector"]);
+}
+
+// A worker that says it cannot go on (here: it could not reach its peers)
+// makes the job restart its generation, with the reason in a condition and an
+// Event; past the backoff limit the job is Failed, never looping on.
+TEST_F(JobControllerTest, WorkerFailuresRestartWithBackoffThenFailTheJob) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["runPolicy"] = {{"backoffLimit", 2}};
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  for (int64_t generation = 1; generation <= 3; ++generation) {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          const json st = StatusOf("j");
+          return st.value("runningGeneration", 0) == generation;
+        },
+        10s))
+        << generation;
+    const std::vector<std::string> pods = Pods(StatusOf("j")["workers"]);
+    ASSERT_EQ(pods.size(), 2u);
+    Report(pods[0], generation, WorkerState::kRunning, 4);
+    Report(pods[1], generation, WorkerState::kFailed, 4, "", "RendezvousFailed");
+    if (generation == 3) break;
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("restarts", 0) == generation; }));
+    const json st = StatusOf("j");
+    const json* c = FindCondition(st["conditions"], "Restarting");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ((*c)["status"], "True");
+    EXPECT_EQ((*c)["reason"], "RendezvousFailed");
+    EXPECT_EQ(st["phase"], "Scaling");
+    // The same pods go on in a new generation; both stopped the old one.
+    Report(pods[0], generation, WorkerState::kCheckpointed, 4, "", "PeerLost");
+  }
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Failed"; }));
+  const json st = StatusOf("j");
+  EXPECT_EQ(st["restarts"], 3);
+  const json* c = FindCondition(st["conditions"], "Failed");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["reason"], "BackoffLimitExceeded");
+  EXPECT_NE((*c)["message"].get<std::string>().find("RendezvousFailed"), std::string::npos) << *c;
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "WorkerFailed") == 3; }));
+  EXPECT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+}
+
+TEST_F(JobControllerTest, APermanentWorkerErrorFailsTheJobAtOnce) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  const std::string pod = Pods(StatusOf("j")["workers"])[0];
+  Report(pod, 1, WorkerState::kFailed, 0, "", kPermanentErrorReason);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Failed"; }));
+  const json st = StatusOf("j");
+  const json* c = FindCondition(st["conditions"], "Failed");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["reason"], "WorkerFailed");
+  EXPECT_EQ(st["restarts"], 1);
+}
+
+// Inference takes every GPU the job holds while others are idle: the new
+// workers hold none of the state, so the leaving ones stay, drained, to serve
+// it until the new generation has restored it; then their GPUs are freed.
+TEST_F(JobControllerTest, LeavingWorkersServeTheStateWhenNoWorkerStays) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["maxWorkers"] = 2;  // n3 coming up is no reason to scale out
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 7);
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
+  RunInference("inf-1", "n1", 2);  // n1 is inference's again; n3 is idle
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+  const std::vector<std::string> gen2 = Pods(StatusOf("j")["workers"]);
+  for (const std::string& p : gen2) EXPECT_EQ(std::count(gen1.begin(), gen1.end(), p), 0);
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 9);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+  json st = StatusOf("j");
+  EXPECT_EQ(Pods(st["handover"]), gen1);
+  StatusOr<WorkerAssignment> a = Assignment(gen2[0]);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
+  EXPECT_EQ(a->restore.step, 9);
+  ASSERT_EQ(a->restore.sources.size(), 2u);
+  a = Assignment(gen1[0]);  // a leaving worker stays, stopped, serving
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->action, WorkerAction::kCheckpointAndStop);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(WorkerPods("j").size(), 4u);
+  for (const std::string& p : gen2) Report(p, 2, WorkerState::kRunning, 10);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  EXPECT_TRUE(StatusOf("j").value("handover", json::array()).empty());
+}
+
+// Every worker gone at once, no claim: the job starts over, and says so.
+TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  const std::string pod = Pods(StatusOf("j")["workers"])[0];
+  Report(pod, 1, WorkerState::kRunning, 30);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("step", 0) == 30; }));
+  ASSERT_TRUE(
+      client_
+          ->MergePatch(
+              kPods, "default", pod,
+              {{"status",
+                {{"phase", "Failed"},
+                 {"containerStatuses",
+                  {{{"name", "worker"},
+                    {"state", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}}}}}}},
+              true)
+          .ok());
+  ASSERT_TRUE(Eventually([&] { return EventCount("j", "StateLost") == 1; }));
+  const json st = StatusOf("j");
+  EXPECT_EQ(st["restore"]["from"], "Fresh");
+  EXPECT_EQ(st["step"], 0);
+  EXPECT_EQ(st["restarts"], 1);
+  StatusOr<json> events = client_->List(
+      kEvents, "default", {.fieldSelector = "involvedObject.name=j,reason=WorkerLost"});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ((*events)["items"].size(), 1u);
+  EXPECT_NE((*events)["items"][0]["message"].get<std::string>().find("exit code 137 (OOMKilled)"),
+            std::string::npos);
 }
 
 TEST_F(JobControllerTest, DeletionRemovesTheFinalizerOnceThePodsAreGone) {

@@ -28,6 +28,36 @@ Status ReadWorker(const json& j, const std::string& path, WorkerRecord* w) {
   return r.status();
 }
 
+Status ReadDrainingList(const json& status, const char* name, std::vector<DrainingRecord>* out) {
+  const json list = status.value(name, json::array());
+  if (!list.is_array())
+    return absl::InvalidArgumentError(absl::StrCat("status.", name, ": must be a list"));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = absl::StrCat("status.", name, "[", i, "]");
+    DrainingRecord d;
+    ES_RETURN_IF_ERROR(ReadWorker(list[i], path, &d.worker));
+    FieldReader dr(list[i], path);
+    dr.Int("generation", &d.generation, true, 1);
+    dr.Int("worldSize", &d.worldSize, true, 1);
+    dr.String("since", &d.since, true);
+    ES_RETURN_IF_ERROR(dr.status());
+    out->push_back(d);
+  }
+  return absl::OkStatus();
+}
+
+json DrainingJson(const std::vector<DrainingRecord>& records) {
+  json out = json::array();
+  for (const DrainingRecord& d : records) {
+    json j = WorkerJson(d.worker);
+    j["generation"] = d.generation;
+    j["worldSize"] = d.worldSize;
+    j["since"] = d.since;
+    out.push_back(j);
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<JobStatus> ParseJobStatus(const json& status) {
@@ -47,6 +77,22 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
   r.String("startTime", &s.startTime);
   r.String("completionTime", &s.completionTime);
   r.Bool("everPreempted", &s.everPreempted);
+  r.Int("restarts", &s.restarts, false, 0);
+  r.String("restartAfter", &s.restartAfter);
+  r.Int("failedGeneration", &s.failedGeneration, false, 0);
+  ES_RETURN_IF_ERROR(r.status());
+  if (const json* restore = r.Object("restore")) {
+    FieldReader rr(*restore, "status.restore");
+    rr.Int("generation", &s.restore.generation, true, 1);
+    rr.String("since", &s.restore.since);
+    ES_RETURN_IF_ERROR(rr.status());
+    json plan = *restore;
+    plan.erase("generation");
+    plan.erase("since");
+    StatusOr<RestorePlan> p = ParseRestorePlan(plan);
+    if (!p.ok()) return absl::InvalidArgumentError("status." + std::string(p.status().message()));
+    s.restore.plan = *p;
+  }
   ES_RETURN_IF_ERROR(r.status());
   if (status.contains("conditions") && status["conditions"].is_array())
     s.conditions = status["conditions"];
@@ -61,18 +107,8 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
     ES_RETURN_IF_ERROR(ReadWorker(workers[i], absl::StrCat("status.workers[", i, "]"), &w));
     s.workers.push_back(w);
   }
-  const json draining = status.value("draining", json::array());
-  for (size_t i = 0; i < draining.size(); ++i) {
-    const std::string path = absl::StrCat("status.draining[", i, "]");
-    DrainingRecord d;
-    ES_RETURN_IF_ERROR(ReadWorker(draining[i], path, &d.worker));
-    FieldReader dr(draining[i], path);
-    dr.Int("generation", &d.generation, true, 1);
-    dr.Int("worldSize", &d.worldSize, true, 1);
-    dr.String("since", &d.since, true);
-    ES_RETURN_IF_ERROR(dr.status());
-    s.draining.push_back(d);
-  }
+  ES_RETURN_IF_ERROR(ReadDrainingList(status, "draining", &s.draining));
+  ES_RETURN_IF_ERROR(ReadDrainingList(status, "handover", &s.handover));
   return s;
 }
 
@@ -90,20 +126,12 @@ json ToJson(const JobStatus& s) {
     workers.push_back(WorkerJson(w));
     ests += static_cast<int>(w.ests.size());
   }
-  json draining = json::array();
-  for (const DrainingRecord& d : s.draining) {
-    json j = WorkerJson(d.worker);
-    j["generation"] = d.generation;
-    j["worldSize"] = d.worldSize;
-    j["since"] = d.since;
-    draining.push_back(j);
-  }
   json out = {{"phase", s.phase},
               {"observedGeneration", s.observedGeneration},
               {"generation", s.generation},
               {"runningGeneration", s.runningGeneration},
               {"workers", workers},
-              {"draining", draining},
+              {"draining", DrainingJson(s.draining)},
               {"step", s.step},
               {"preemptions", s.preemptions},
               {"scaleEvents", s.scaleEvents},
@@ -123,6 +151,16 @@ json ToJson(const JobStatus& s) {
   if (s.testAccuracy >= 0) out["testAccuracy"] = s.testAccuracy;
   if (!s.startTime.empty()) out["startTime"] = s.startTime;
   if (!s.completionTime.empty()) out["completionTime"] = s.completionTime;
+  if (!s.handover.empty()) out["handover"] = DrainingJson(s.handover);
+  if (s.restarts > 0) out["restarts"] = s.restarts;
+  if (s.failedGeneration > 0) out["failedGeneration"] = s.failedGeneration;
+  if (!s.restartAfter.empty()) out["restartAfter"] = s.restartAfter;
+  if (s.restore.generation > 0) {
+    json restore = ToJson(s.restore.plan);
+    restore["generation"] = s.restore.generation;
+    if (!s.restore.since.empty()) restore["since"] = s.restore.since;
+    out["restore"] = restore;
+  }
   return out;
 }
 

@@ -7,6 +7,14 @@
 //   workers             members of `generation`: pod, node, gpuType, rank, ests
 //   draining            workers of runningGeneration that must checkpoint before
 //                       `generation` may run (with the assignment they hold)
+//   restore             where the running generation took the job's state from
+//                       (live workers that hold it, the durable checkpoint, or
+//                       step 0), fixed when the generation is released
+//   handover            drained workers of an earlier generation kept alive to
+//                       serve the job's state to a generation with no
+//                       worker of its own that holds it
+//   restarts, restartAfter, failedGeneration  worker failures so far, the
+//                       backoff's end, the last generation whose failure counted
 //   phase, conditions (metav1.Condition), step, preemptions, scaleEvents,
 //   speed (samples/s per GPU type, measured), digest, testAccuracy,
 //   observedGeneration, startTime, completionTime
@@ -18,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/status.h"
 
@@ -40,6 +49,13 @@ struct DrainingRecord {
   bool operator==(const DrainingRecord&) const = default;
 };
 
+struct RestoreRecord {
+  int64_t generation = 0;  // 0: none yet
+  RestorePlan plan;
+  std::string since;  // when the generation was released
+  bool operator==(const RestoreRecord&) const = default;
+};
+
 struct JobStatus {
   std::string phase = "Pending";
   int64_t observedGeneration = 0;
@@ -47,6 +63,11 @@ struct JobStatus {
   int64_t runningGeneration = 0;
   std::vector<WorkerRecord> workers;
   std::vector<DrainingRecord> draining;
+  std::vector<DrainingRecord> handover;
+  RestoreRecord restore;
+  int restarts = 0;
+  std::string restartAfter;
+  int64_t failedGeneration = 0;
   int64_t step = 0;
   int64_t preemptions = 0;
   int64_t scaleEvents = 0;

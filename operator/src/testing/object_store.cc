@@ -48,7 +48,8 @@ bool HasFinalizers(const json& obj) {
 
 const std::vector<ResourceInfo>& ServedResources() {
   static const std::vector<ResourceInfo> r = {
-      {kPods, true}, {kNodes, true}, {kEvents, false}, {kLeases, false}, {kEasyScaleJobs, true}};
+      {kPods, true},          {kNodes, true},    {kEvents, false},         {kLeases, false},
+      {kEasyScaleJobs, true}, {kSecrets, false}, {kNetworkPolicies, false}};
   return r;
 }
 
