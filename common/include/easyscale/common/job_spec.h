@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "easyscale/common/status.h"
@@ -67,8 +69,12 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
 // Validates every field and the relations between them
 // (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set).
 StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path = "spec");
-// Checks a TrainingArgs built by code (CLI flags) with the same rules as parsing.
+// Every rule a TrainingArgs obeys (values in range and finite, known names,
+// warmupSteps < steps); parsing applies the same. Errors name the field as
+// "<path>.<field>", or as `name(field)` spells it (a CLI: "--batch-per-est").
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path);
+Status ValidateTrainingArgs(const TrainingArgs& t,
+                            const std::function<std::string(std::string_view field)>& name);
 
 nlohmann::json ToJson(const TrainingArgs& t);
 nlohmann::json ToJson(const JobSpec& s);
