@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 
+#include "absl/strings/str_split.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
@@ -170,9 +170,13 @@ nlohmann::json EstsPerWorker(const EstAssignment& a) {
 StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int ests,
                                                    int64_t steps) {
   std::vector<ScheduleEntry> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  if (text.empty()) return absl::InvalidArgumentError("--schedule: empty");
+  // StrSplit keeps empty pieces, so a stray comma anywhere is an error.
+  for (const std::string& item : std::vector<std::string>(absl::StrSplit(text, ','))) {
+    if (item.empty()) {
+      return absl::InvalidArgumentError("--schedule: empty entry in \"" + text +
+                                        "\" (a stray comma?)");
+    }
     const auto colon = item.find(':');
     ScheduleEntry e;
     char* end = nullptr;
@@ -204,7 +208,6 @@ StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int 
     }
     out.push_back(e);
   }
-  if (out.empty()) return absl::InvalidArgumentError("--schedule: empty");
   return out;
 }
 
