@@ -143,12 +143,14 @@ TEST_P(BadInput, ClearOneLineErrorAndNonZeroExit) {
   EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  // Errors speak of what the user gave, never of the workers' internal files.
+  EXPECT_EQ(r.output.find("/assignment-"), std::string::npos) << r.output;
 }
 INSTANTIATE_TEST_SUITE_P(
     Flags, BadInput,
     ::testing::Values(
         BadCase{"UnknownFlag", "local --estz 8", "unknown flag --estz"},
-        BadCase{"NotANumber", "local --ests eight", "--ests: expected an integer"},
+        BadCase{"NotANumber", "local --ests eight", "--ests: must be an integer"},
         BadCase{"MalformedSchedule", "local --schedule 0:2,x", "is not STEP:WORKERS"},
         BadCase{"ScheduleNotFromZero", "local --schedule 3:2", "must start at step 0"},
         BadCase{"MoreWorkersThanEsts", "local --ests 4 --schedule 0:5", "N < P"},
@@ -156,7 +158,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownCommand", "train", "unknown command"},
         BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
         BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
-        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"}),
+        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"},
+        // Regressions (issue 16), each checked to fail on the code before its fix: non-finite
+        // numbers ran with the defaults, a trailing comma was dropped, and values the workers
+        // checked were reported against their internal assignment file.
+        BadCase{"InfiniteLr", "local --steps 2 --schedule 0:1 --lr inf",
+                "--lr: must be a finite number"},
+        BadCase{"NanMomentum", "local --steps 2 --schedule 0:1 --momentum nan",
+                "--momentum: must be a finite number"},
+        BadCase{"InfiniteWeightDecay", "local --steps 2 --schedule 0:1 --weight-decay inf",
+                "--weight-decay: must be a finite number"},
+        BadCase{"ScheduleTrailingComma", "local --steps 2 --schedule 0:1,",
+                "--schedule: empty entry in \"0:1,\""},
+        BadCase{"BatchPerEstTooLarge", "local --steps 2 --schedule 0:1 --batch-per-est 100000",
+                "--batch-per-est: must be <= 65536, got 100000"},
+        BadCase{"WarmupNotBelowSteps", "local --steps 2 --schedule 0:1 --warmup-steps 5",
+                "--warmup-steps: must be < --steps (2), got 5"},
+        BadCase{"TooManyEstsForTheData", "local --steps 2 --schedule 0:1 --ests 1000",
+                "--ests 1000 with --batch-per-est 16: the 9000 training samples give each EST 9"},
+        BadCase{"TooManyEsts", "local --ests 2000000",
+                "--ests: must be an integer in [1, 1048576]"},
+        BadCase{"UnknownLrSchedule", "local --steps 2 --schedule 0:1 --lr-schedule linear",
+                "--lr-schedule: must be one of constant, step, cosine"}),
     [](const auto& info) { return info.param.name; });
 
 class DataAndCheckpointFiles : public ::testing::Test {

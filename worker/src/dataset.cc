@@ -157,6 +157,10 @@ DataSplit SplitTrainTest(size_t count) {
   return s;
 }
 
+uint64_t EstShardSize(const DataSplit& split, int total_ests) {
+  return split.train.size() / static_cast<uint64_t>(total_ests);
+}
+
 std::vector<uint32_t> EpochPermutation(uint64_t seed, uint64_t epoch, uint32_t n) {
   std::vector<uint32_t> perm(n);
   for (uint32_t i = 0; i < n; ++i) perm[i] = i;

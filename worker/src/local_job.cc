@@ -186,10 +186,13 @@ StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int 
       ok = *end == '\0';
       const std::string p = item.substr(colon + 1);
       const long long workers = std::strtoll(p.c_str(), &end, 10);
-      ok = ok && *end == '\0' && workers >= 1 && workers <= 1 << 20;
+      ok = ok && *end == '\0' && workers >= 1 && workers <= kMaxWorldSize;
       e.workers = static_cast<int>(workers);
     }
-    if (!ok) return absl::InvalidArgumentError("--schedule: \"" + item + "\" is not STEP:WORKERS");
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--schedule: \"", item, "\" is not STEP:WORKERS with 1 <= WORKERS <= ", kMaxWorldSize));
+    }
     if (out.empty() && e.step != 0) {
       return absl::InvalidArgumentError("--schedule: must start at step 0, got \"" + item + "\"");
     }

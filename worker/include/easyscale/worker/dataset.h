@@ -44,6 +44,9 @@ struct DataSplit {
   std::vector<uint32_t> test;
 };
 DataSplit SplitTrainTest(size_t count);
+// Samples in each EST's shard of an epoch: the training split shared equally
+// by `total_ests`, the remainder dropped (as DistributedSampler's drop_last).
+uint64_t EstShardSize(const DataSplit& split, int total_ests);
 
 // The global order of epoch `epoch`: a Fisher-Yates shuffle of [0, n) drawn
 // from a Philox stream keyed by (seed, epoch).
