@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "easyscale/common/checks.h"
 
 namespace easyscale {
 namespace {
@@ -20,6 +20,28 @@ Status ErrnoStatus(const std::string& what, const std::string& path) {
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
   if (err == ENOSPC) return absl::ResourceExhaustedError(msg);
   return absl::InternalError(msg);
+}
+
+Status TooLarge(const std::string& path, size_t max_bytes) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("reading ", path, ": larger than the ", max_bytes, " bytes such a file may hold"));
+}
+
+// Only regular files are read: a FIFO or a device (/dev/zero) never ends, a
+// folder is no file.
+Status CheckReadable(const struct stat& st, const std::string& path, size_t max_bytes) {
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file";
+    return absl::FailedPreconditionError(
+        absl::StrCat("reading ", path, ": is ", kind, ", not a regular file"));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return TooLarge(path, max_bytes);
+  return absl::OkStatus();
 }
 
 Status WriteAll(int fd, std::string_view content, const std::string& path) {
@@ -37,13 +59,32 @@ Status WriteAll(int fd, std::string_view content, const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("open", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return ErrnoStatus("read", path);
-  return ss.str();
+StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  // stat first: opening a FIFO blocks and opening some devices acts.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("opening", path);
+  ES_RETURN_IF_ERROR(CheckReadable(st, path, max_bytes));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("opening", path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The path may have been replaced between stat and open.
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("opening", path);
+  ES_RETURN_IF_ERROR(CheckReadable(st, path, max_bytes));
+  std::string content;
+  content.reserve(static_cast<size_t>(st.st_size));
+  char chunk[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("reading", path);
+    if (n == 0) return content;
+    // Files whose size stat does not know (/proc) or that grow while read.
+    if (content.size() + static_cast<size_t>(n) > max_bytes) return TooLarge(path, max_bytes);
+    content.append(chunk, static_cast<size_t>(n));
+  }
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view content) {

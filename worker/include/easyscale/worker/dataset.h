@@ -13,6 +13,7 @@
 // (about 9,000) is the training set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ struct Dataset {
 // with 784 values in [0, 1] per digit) and writes the binary file. Samples are
 // interleaved in (index within digit, digit) order so every split has all digits.
 Status ConvertMnistJson(const std::string& digits_dir, const std::string& out_path);
+// The largest digits file read (the npm digits make 7.9 MB).
+inline constexpr size_t kMaxDataFileBytes = size_t{1} << 30;
 StatusOr<Dataset> LoadDataset(const std::string& path);
 std::string EncodeDataset(const Dataset& d);
 Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, int classes,
