@@ -13,18 +13,26 @@
 namespace easyscale {
 namespace {
 
-Status ErrnoStatus(const std::string& what, const std::string& path) {
-  const int err = errno;
-  std::string msg = what + " " + path + ": " + std::strerror(err);
+// "<what>: No space left on device (ENOSPC)"; the code says whether to retry.
+Status ErrnoStatus(int err, const std::string& what) {
+  const char* name = strerrorname_np(err);
+  const std::string msg = absl::StrCat(what, ": ", std::strerror(err), " (",
+                                       name != nullptr ? name : std::to_string(err), ")");
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
   if (err == ENOSPC) return absl::ResourceExhaustedError(msg);
   return absl::InternalError(msg);
 }
 
+// The same for errno, after "<doing> <path>".
+Status ErrnoStatus(const std::string& doing, const std::string& path) {
+  const int err = errno;
+  return ErrnoStatus(err, doing + " " + path);
+}
+
 Status TooLarge(const std::string& path, size_t max_bytes) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("reading ", path, ": larger than the ", max_bytes, " bytes such a file may hold"));
+  return absl::FailedPreconditionError(absl::StrCat("reading ", path, ": larger than the ",
+                                                    max_bytes, " bytes such a file may hold"));
 }
 
 // Only regular files are read: a FIFO or a device (/dev/zero) never ends, a
@@ -50,7 +58,7 @@ Status WriteAll(int fd, std::string_view content, const std::string& path) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("write", path);
+      return ErrnoStatus("writing", path);
     }
     done += static_cast<size_t>(n);
   }
@@ -91,32 +99,34 @@ Status WriteFileAtomic(const std::string& path, std::string_view content) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string tmp_template = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(tmp_template.data());
-  if (fd < 0) return ErrnoStatus("create temporary file for", path);
-  ::fchmod(fd, 0644);  // mkstemp creates 0600; these files are shared data
-  Status st = WriteAll(fd, content, tmp_template);
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync", tmp_template);
-  if (::close(fd) != 0 && st.ok()) st = ErrnoStatus("close", tmp_template);
-  if (st.ok() && ::rename(tmp_template.c_str(), path.c_str()) != 0)
-    st = ErrnoStatus("rename", path);
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return ErrnoStatus("creating a temporary file beside", path);
+  // Every step is checked, and the first error names the target (the file the
+  // caller knows) and the errno, e.g. ENOSPC on a full disk; the temporary
+  // file goes and the target keeps its old content.
+  Status st;
+  if (::fchmod(fd, 0644) != 0) st = ErrnoStatus("writing", path);  // mkstemp makes 0600
+  if (st.ok()) st = WriteAll(fd, content, path);
+  if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("syncing", path);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoStatus("closing", path);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("renaming to", path);
   if (!st.ok()) {
-    ::unlink(tmp_template.c_str());
+    ::unlink(tmp.c_str());
     return st;
   }
   // The rename is durable only once the folder entry is on disk.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoStatus("syncing the folder of", path);
+  if (::fsync(dfd) != 0) st = ErrnoStatus("syncing the folder of", path);
+  ::close(dfd);
+  return st;
 }
 
 Status MakeDirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) return absl::InternalError("create folder " + path + ": " + ec.message());
+  if (ec) return ErrnoStatus(ec.value(), "creating folder " + path);
   if (!std::filesystem::is_directory(path)) {
     return absl::FailedPreconditionError(path + " exists and is not a folder");
   }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "testing/small_tmpfs.h"
+
 namespace easyscale {
 namespace {
 
@@ -72,6 +74,26 @@ TEST_F(FileIoTest, ReadsOnlyRegularFilesWithinTheBound) {
   ASSERT_TRUE(proc.ok()) << proc.status();
   EXPECT_NE(proc->find("Pid:"), std::string::npos);
   EXPECT_FALSE(ReadFile("/proc/self/status", 16).ok());
+}
+
+// Regression (issue 16): on a full disk the first error must say so, naming the
+// file the caller wrote, and the old content must stay.
+TEST_F(FileIoTest, FullDiskSaysSoAndKeepsTheOldContent) {
+  testing::SmallTmpfs fs(64 << 10);
+  if (!fs.ok()) GTEST_SKIP() << fs.why_not();
+  const std::string path = fs.path() + "/state.bin";
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  fs.Fill();
+  const Status s = WriteFileAtomic(path, std::string(16 << 10, 'n'));
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_EQ(s.message(), "writing " + path + ": No space left on device (ENOSPC)");
+  EXPECT_EQ(*ReadFile(path, 1 << 20), "old");
+  int files = 0;  // state.bin and the filler: no temporary file left behind
+  for (const auto& e : std::filesystem::directory_iterator(fs.path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 2);
 }
 
 TEST_F(FileIoTest, MissingFileIsNotFound) {

@@ -18,6 +18,8 @@ namespace easyscale {
 // or reads forever), a file over the limit before it is read; each caller
 // passes the bound that suits what the file holds.
 StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes);
+// Errors name `path` and the errno: "writing <path>: No space left on device
+// (ENOSPC)" (ResourceExhausted); the old content is then untouched.
 Status WriteFileAtomic(const std::string& path, std::string_view content);
 // Creates `path` and its parents; OK if it already exists as a folder.
 Status MakeDirs(const std::string& path);
