@@ -3,6 +3,7 @@
 #include <array>
 
 #include "easyscale/common/checks.h"
+#include "easyscale/common/est_assignment.h"
 #include "easyscale/common/json_fields.h"
 
 namespace easyscale {
@@ -148,9 +149,9 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   ES_RETURN_IF_ERROR(CheckApiVersion(r));
   r.String("job", &a.job, true);
   r.Int("generation", &a.generation, true, 0);
-  r.Int("worldSize", &a.worldSize, true, 1, 1 << 16);
+  r.Int("worldSize", &a.worldSize, true, 1, kMaxWorldSize);
   r.Int("rank", &a.rank, true, 0, a.worldSize - 1);
-  r.Int("totalEsts", &a.totalEsts, true, 1, 1 << 20);
+  r.Int("totalEsts", &a.totalEsts, true, 1, kMaxTotalEsts);
   r.IntList("ests", &a.ests, true, 0, a.totalEsts - 1);
   r.String("checkpointDir", &a.checkpointDir);
   r.Int("stopAtStep", &a.stopAtStep, false, 0);

@@ -107,7 +107,7 @@ nlohmann::json ToJson(const EstAssignment& a) {
 StatusOr<EstAssignment> ParseEstAssignment(const nlohmann::json& j, const std::string& path) {
   EstAssignment a;
   FieldReader r(j, path);
-  r.Int("totalEsts", &a.totalEsts, true, 1, 1 << 20);
+  r.Int("totalEsts", &a.totalEsts, true, 1, kMaxTotalEsts);
   const auto it = j.is_object() ? j.find("workers") : j.end();
   if (r.ok() && (it == j.end() || !it->is_array())) r.Fail("workers", "must be a list of lists");
   if (!r.ok()) return r.status();

@@ -1,6 +1,7 @@
 #include "easyscale/common/flags.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -30,11 +31,17 @@ Status ParseInt64InRange(const std::string& name, const std::string& text, int64
   return absl::OkStatus();
 }
 
+// Accepts finite numbers only: strtod also reads "inf", "nan" and overflows
+// such as 1e999 to infinity, which no flag means.
 Status ParseDouble(const std::string& name, const std::string& text, double* out) {
   char* end = nullptr;
   const double x = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0') {
     return absl::InvalidArgumentError("--" + name + ": expected a number, got \"" + text + "\"");
+  }
+  if (!std::isfinite(x)) {
+    return absl::InvalidArgumentError("--" + name + ": must be a finite number, got \"" + text +
+                                      "\"");
   }
   *out = x;
   return absl::OkStatus();
@@ -109,9 +116,8 @@ void FlagSet::Double(const std::string& name, double* out, const std::string& he
        [name, out, min, max, min_exclusive](const std::string& v) {
          double x = 0;
          const bool parsed = ParseDouble(name, v, &x).ok();
-         // Written so that NaN fails both bounds.
          const bool above_min = min_exclusive ? x > min : x >= min;
-         if (!parsed || !above_min || !(x <= max)) {
+         if (!parsed || !above_min || x > max) {
            return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a number in ",
                                                           min_exclusive ? "(" : "[", min, ", ", max,
                                                           "], got \"", v, "\""));

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace easyscale {
 namespace {
 
@@ -97,6 +99,25 @@ TEST(FlagSet, RangesAndChoices) {
   ExpectErrors(f, cases);
   EXPECT_NE(f.Help().find("how (auto | cpu | cuda) (default: auto)"), std::string::npos)
       << f.Help();
+}
+
+// Regression (issue 16): `--lr inf` ran with the default learning rate, because
+// infinity reached the assignment JSON as null and its reader took the default.
+TEST(FlagSet, NonFiniteNumbersAreRejected) {
+  double x = 1, bounded = 1;
+  FlagSet f("prog");
+  f.Double("x", &x, "");
+  f.Double("bounded", &bounded, "", 0, std::numeric_limits<double>::infinity());
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--x", "inf"}, "--x: must be a finite number, got \"inf\""},
+      {{"--x=-inf"}, "--x: must be a finite number"},
+      {{"--x", "nan"}, "--x: must be a finite number"},
+      {{"--x", "1e999"}, "--x: must be a finite number"},
+      {{"--bounded", "infinity"}, "--bounded: must be a number in [0, inf]"},
+  };
+  ExpectErrors(f, cases);
+  EXPECT_EQ(x, 1);
+  EXPECT_EQ(bounded, 1);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include "easyscale/common/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
+#include <type_traits>
 
+#include "absl/strings/str_join.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/json_fields.h"
 
@@ -142,40 +145,69 @@ Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path) {
   TrainingArgs t;
   FieldReader r(j, path);
-  r.Enum("model", &t.model, {"mlp", "cnn"});
-  r.Enum("dataset", &t.dataset, {"mnist", "synthetic"});
-  r.Int("steps", &t.steps, false, 1, 100000000);
+  r.String("model", &t.model);
+  r.String("dataset", &t.dataset);
+  r.Int("steps", &t.steps);
   int64_t seed = static_cast<int64_t>(t.seed);
   r.Int("seed", &seed, false, 0);
   t.seed = static_cast<uint64_t>(seed);
-  r.Int("batchPerEst", &t.batchPerEst, false, 1, 65536);
-  r.Enum("optimizer", &t.optimizer, {"sgd", "adam"});
-  r.Double("learningRate", &t.learningRate, false, 0.0, 10.0);
-  r.Double("momentum", &t.momentum, false, 0.0, 0.999999);
-  r.Double("weightDecay", &t.weightDecay, false, 0.0, 1.0);
-  r.Enum("lrSchedule", &t.lrSchedule, {"constant", "step", "cosine"});
-  r.Int("warmupSteps", &t.warmupSteps, false, 0, 100000000);
+  r.Int("batchPerEst", &t.batchPerEst);
+  r.String("optimizer", &t.optimizer);
+  r.Double("learningRate", &t.learningRate);
+  r.Double("momentum", &t.momentum);
+  r.Double("weightDecay", &t.weightDecay);
+  r.String("lrSchedule", &t.lrSchedule);
+  r.Int("warmupSteps", &t.warmupSteps);
   r.Bool("augment", &t.augment);
-  r.Int("checkpointEvery", &t.checkpointEvery, false, 0, 100000000);
+  r.Int("checkpointEvery", &t.checkpointEvery);
   if (!r.ok()) return r.status();
   ES_RETURN_IF_ERROR(ValidateTrainingArgs(t, path));
   return t;
 }
 
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path) {
-  const nlohmann::json j = ToJson(t);
-  FieldReader r(j, path);
-  if (t.model != "mlp" && t.model != "cnn") r.Fail("model", "must be one of mlp, cnn");
-  if (t.dataset != "mnist" && t.dataset != "synthetic") {
-    r.Fail("dataset", "must be one of mnist, synthetic");
+  return ValidateTrainingArgs(
+      t, [&path](std::string_view field) { return path + "." + std::string(field); });
+}
+
+Status ValidateTrainingArgs(const TrainingArgs& t,
+                            const std::function<std::string(std::string_view)>& name) {
+  auto fail = [&](std::string_view field, const std::string& message) {
+    return absl::InvalidArgumentError(name(field) + ": " + message);
+  };
+  auto one_of = [&](std::string_view field, const std::string& v,
+                    const std::vector<std::string>& allowed) {
+    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return absl::OkStatus();
+    return fail(field, "must be one of " + absl::StrJoin(allowed, ", ") + ", got \"" + v + "\"");
+  };
+  // NaN compares false with everything: it fails both bounds.
+  auto in_range = [&](std::string_view field, auto v, auto lo, auto hi) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      if (!std::isfinite(v)) return fail(field, absl::StrCat("must be a finite number, got ", v));
+    }
+    if (!(v >= lo)) return fail(field, absl::StrCat("must be >= ", lo, ", got ", v));
+    if (!(v <= hi)) return fail(field, absl::StrCat("must be <= ", hi, ", got ", v));
+    return absl::OkStatus();
+  };
+  constexpr int64_t kMaxSteps = 100000000;
+  ES_RETURN_IF_ERROR(one_of("model", t.model, {"mlp", "cnn"}));
+  ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic"}));
+  ES_RETURN_IF_ERROR(in_range("steps", t.steps, int64_t{1}, kMaxSteps));
+  ES_RETURN_IF_ERROR(in_range("batchPerEst", t.batchPerEst, 1, 65536));
+  ES_RETURN_IF_ERROR(one_of("optimizer", t.optimizer, {"sgd", "adam"}));
+  if (t.learningRate <= 0.0) {
+    return fail("learningRate", absl::StrCat("must be > 0, got ", t.learningRate));
   }
-  if (t.optimizer != "sgd" && t.optimizer != "adam")
-    r.Fail("optimizer", "must be one of sgd, adam");
-  if (t.steps < 1) r.Fail("steps", "must be >= 1");
-  if (t.batchPerEst < 1) r.Fail("batchPerEst", "must be >= 1");
-  if (!(t.learningRate > 0.0)) r.Fail("learningRate", "must be > 0");
-  if (t.warmupSteps >= t.steps) r.Fail("warmupSteps", "must be < steps");
-  return r.status();
+  ES_RETURN_IF_ERROR(in_range("learningRate", t.learningRate, 0.0, 10.0));
+  ES_RETURN_IF_ERROR(in_range("momentum", t.momentum, 0.0, 0.999999));
+  ES_RETURN_IF_ERROR(in_range("weightDecay", t.weightDecay, 0.0, 1.0));
+  ES_RETURN_IF_ERROR(one_of("lrSchedule", t.lrSchedule, {"constant", "step", "cosine"}));
+  ES_RETURN_IF_ERROR(in_range("warmupSteps", t.warmupSteps, int64_t{0}, kMaxSteps));
+  if (t.warmupSteps >= t.steps) {
+    return fail("warmupSteps",
+                absl::StrCat("must be < ", name("steps"), " (", t.steps, "), got ", t.warmupSteps));
+  }
+  return in_range("checkpointEvery", t.checkpointEvery, int64_t{0}, kMaxSteps);
 }
 
 StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace easyscale {
 namespace {
 
@@ -61,6 +64,49 @@ TEST(JobSpec, RejectsBadFieldsNamingThem) {
   j.erase("image");
   EXPECT_EQ(ParseJobSpec(j).status().message(), "spec.image: is required");
   EXPECT_FALSE(ParseJobSpec(nlohmann::json::array()).ok());
+}
+
+// Regression (issue 16): `--lr inf` reached the workers' assignment as
+// "learningRate": null, which the reader took as absent and replaced by the
+// default; and non-finite values built by code passed validation.
+TEST(TrainingArgs, NonFiniteNumbersAreRejectedNamingTheField) {
+  for (const char* field : {"learningRate", "momentum", "weightDecay"}) {
+    nlohmann::json j = ToJson(TrainingArgs{});
+    j[field] = std::numeric_limits<double>::infinity();  // dumps as null
+    const auto parsed = ParseTrainingArgs(nlohmann::json::parse(j.dump()), "training");
+    ASSERT_FALSE(parsed.ok()) << field;
+    EXPECT_NE(parsed.status().message().find(std::string("training.") + field +
+                                             ": must be a finite number"),
+              std::string::npos)
+        << parsed.status();
+  }
+  TrainingArgs t;
+  t.momentum = std::nan("");
+  EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
+            "flags.momentum: must be a finite number, got nan");
+  t = TrainingArgs{};
+  t.weightDecay = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(ValidateTrainingArgs(t, "flags").ok());
+  t = TrainingArgs{};
+  t.learningRate = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(ValidateTrainingArgs(t, "flags").ok());
+}
+
+// Code-built args get every rule parsing applies, in the caller's words.
+TEST(TrainingArgs, ValidationNamesFieldsTheCallersWay) {
+  TrainingArgs t;
+  t.batchPerEst = 100000;
+  EXPECT_EQ(ValidateTrainingArgs(t, "training").message(),
+            "training.batchPerEst: must be <= 65536, got 100000");
+  t = TrainingArgs{};
+  t.warmupSteps = 200;
+  const auto flag = [](std::string_view field) { return "--" + std::string(field); };
+  EXPECT_EQ(ValidateTrainingArgs(t, flag).message(),
+            "--warmupSteps: must be < --steps (120), got 200");
+  t = TrainingArgs{};
+  t.lrSchedule = "linear";
+  EXPECT_EQ(ValidateTrainingArgs(t, "spec").message(),
+            "spec.lrSchedule: must be one of constant, step, cosine, got \"linear\"");
 }
 
 }  // namespace

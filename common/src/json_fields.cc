@@ -56,6 +56,11 @@ void FieldReader::Int(const char* name, int* out, bool required, int64_t min, in
 }
 
 void FieldReader::Double(const char* name, double* out, bool required, double min, double max) {
+  // JSON has no NaN or infinity: nlohmann writes them as null. A null number
+  // is therefore an error, never "absent, take the default".
+  if (status_.ok() && obj_.contains(name) && obj_[name].is_null()) {
+    return Fail(name, "must be a finite number, got null (NaN and infinity are written as null)");
+  }
   const nlohmann::json* v = Find(name, required);
   if (v == nullptr) return;
   if (!v->is_number()) return Fail(name, std::string("must be a number, got ") + v->type_name());

@@ -47,7 +47,7 @@ class FileHealthProvider : public HealthProvider {
         std::unique_lock<std::mutex> lock(mu_);
         if (wake_.wait_for(lock, interval_, [&] { return stopping_; })) return;
       }
-      auto text = ReadFile(path_);
+      auto text = ReadFile(path_, kMaxInventoryFileBytes);
       if (!text.ok()) {
         if (!reported_unreadable) {
           LogError("device-plugin", "inventory file unreadable; health unchanged",

@@ -54,7 +54,7 @@ StatusOr<std::vector<GpuDevice>> ParseInventory(const std::string& text,
 }
 
 StatusOr<std::vector<GpuDevice>> LoadInventoryFile(const std::string& path) {
-  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxInventoryFileBytes));
   return ParseInventory(text, path);
 }
 

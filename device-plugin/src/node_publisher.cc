@@ -95,7 +95,7 @@ StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
   }
   const std::string h = host;
   c.url = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
-  auto token = ReadFile(service_account_dir + "/token");
+  auto token = ReadFile(service_account_dir + "/token", 1 << 20);
   if (!token.ok()) return token.status();
   c.token = *token;
   while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back())))

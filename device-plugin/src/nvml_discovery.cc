@@ -16,7 +16,7 @@ int NumaNodeOfPciBusId(const std::string& bus_id, const std::string& sysfs_root)
   if (id.size() > 12) id = id.substr(id.size() - 12);
   std::transform(id.begin(), id.end(), id.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  auto text = ReadFile(sysfs_root + "/" + id + "/numa_node");
+  auto text = ReadFile(sysfs_root + "/" + id + "/numa_node", 4096);
   if (!text.ok()) return -1;
   try {
     return std::max(-1, std::stoi(*text));

@@ -192,7 +192,7 @@ StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source) {
 }
 
 StatusOr<Trace> ReadTraceFile(const std::string& path) {
-  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxTraceFileBytes));
   return ParseTrace(text, path);
 }
 

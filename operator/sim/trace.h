@@ -6,6 +6,7 @@
 //   std::string csv = FormatTrace(*t);                     // parses back to *t
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ struct Trace {
 
 inline constexpr const char* kTraceMagic = "easyscale-trace";
 inline constexpr int kTraceVersion = 1;
+// The largest trace file read (the bundled default is 0.3 MB).
+inline constexpr size_t kMaxTraceFileBytes = 256 << 20;
 
 StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source);
 StatusOr<Trace> ReadTraceFile(const std::string& path);

@@ -323,7 +323,7 @@ std::vector<std::string> BinarySources(const std::string& part) {
     const std::string path = e.path().string();
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
-    auto text = ReadFile(path);
+    auto text = ReadFile(path, kMaxSourceFileBytes);
     if (!text.ok()) continue;
     if (name == "CMakeLists.txt") {
       has_binary |= text->find("add_executable(easyscale-" + part) != std::string::npos;
@@ -402,8 +402,9 @@ TEST(Chart, RefusesReplicasWithoutLeaderElection) {
 }
 
 TEST(Chart, CrdIsTheCopyOfCrdsFolder) {
-  auto source = ReadFile(SourcePath("crds/easyscale.io_easyscalejobs.yaml"));
-  auto copy = ReadFile(SourcePath("charts/easyscale/crds/easyscale.io_easyscalejobs.yaml"));
+  auto source = ReadFile(SourcePath("crds/easyscale.io_easyscalejobs.yaml"), kMaxSourceFileBytes);
+  auto copy = ReadFile(SourcePath("charts/easyscale/crds/easyscale.io_easyscalejobs.yaml"),
+                       kMaxSourceFileBytes);
   ASSERT_TRUE(source.ok() && copy.ok());
   EXPECT_TRUE(*source == *copy)
       << "charts/easyscale/crds/ differs from crds/: run deploy/render-manifests.sh";

@@ -22,7 +22,8 @@ const std::set<std::string> kOperatorMetrics = {"easyscale_gpus",
                                                 "easyscale_schedule_duration_seconds"};
 
 json LoadDashboard() {
-  auto text = ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"));
+  auto text =
+      ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"), kMaxSourceFileBytes);
   EXPECT_TRUE(text.ok()) << text.status();
   return text.ok() ? json::parse(*text, nullptr, /*allow_exceptions=*/false) : json();
 }
@@ -61,7 +62,8 @@ TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
 TEST(Dashboard, ShipsInAGrafanaSidecarConfigMap) {
   auto docs = RenderChart();
   ASSERT_TRUE(docs.ok()) << docs.status();
-  auto text = ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"));
+  auto text =
+      ReadFile(SourcePath("charts/easyscale/dashboards/easyscale.json"), kMaxSourceFileBytes);
   ASSERT_TRUE(text.ok());
   int found = 0;
   for (const auto& doc : *docs) {

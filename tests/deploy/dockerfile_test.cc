@@ -54,7 +54,7 @@ std::vector<std::pair<std::string, Stage>> ParseDockerfile(const std::string& te
 }
 
 TEST(Dockerfile, HasANonRootTargetPerBinary) {
-  auto text = ReadFile(SourcePath("deploy/docker/Dockerfile"));
+  auto text = ReadFile(SourcePath("deploy/docker/Dockerfile"), kMaxSourceFileBytes);
   ASSERT_TRUE(text.ok()) << text.status();
   const auto stages = ParseDockerfile(*text);
   std::map<std::string, Stage> by_name;

@@ -78,7 +78,7 @@ TEST_F(Examples, BrokenJobsAreRejectedWithTheSchemaMessage) {
   const auto files = ListFiles(SourcePath("deploy/examples/invalid"), ".yaml");
   ASSERT_GE(files.size(), 8u);
   for (const auto& file : files) {
-    auto text = ReadFile(file);
+    auto text = ReadFile(file, kMaxSourceFileBytes);
     ASSERT_TRUE(text.ok()) << text.status();
     const Expectations want = ReadExpectations(*text);
     ASSERT_FALSE(want.errors.empty()) << file << " has no # expect-error: line";

@@ -16,6 +16,8 @@ namespace easyscale::deploytest {
 
 // Absolute path of `relative` inside the source tree.
 std::string SourcePath(const std::string& relative);
+// ReadFile's bound for the repository's own files.
+inline constexpr size_t kMaxSourceFileBytes = 16 << 20;
 
 struct CommandResult {
   int exit_code = -1;

@@ -22,7 +22,7 @@ const std::set<std::string> kFreeForm = {"resources",    "affinity",       "tole
                                          "annotations"};
 
 TEST(Values, EveryValueIsDocumented) {
-  auto text = ReadFile(SourcePath("charts/easyscale/values.yaml"));
+  auto text = ReadFile(SourcePath("charts/easyscale/values.yaml"), kMaxSourceFileBytes);
   ASSERT_TRUE(text.ok()) << text.status();
   static const std::regex kKey("^( *)([A-Za-z][A-Za-z0-9]*):");
   std::istringstream lines(*text);
@@ -69,7 +69,8 @@ void ExpectSameKeys(const json& values, const json& schema, const std::string& p
 
 TEST(Values, SchemaCoversExactlyTheDefaults) {
   auto values = LoadYamlFile(SourcePath("charts/easyscale/values.yaml"));
-  auto schema_text = ReadFile(SourcePath("charts/easyscale/values.schema.json"));
+  auto schema_text =
+      ReadFile(SourcePath("charts/easyscale/values.schema.json"), kMaxSourceFileBytes);
   ASSERT_TRUE(values.ok() && schema_text.ok());
   const json schema = json::parse(*schema_text);
   ExpectSameKeys((*values)[0], schema, "values");

@@ -102,7 +102,7 @@ StatusOr<std::vector<nlohmann::json>> LoadYamlDocuments(const std::string& text,
 }
 
 StatusOr<std::vector<nlohmann::json>> LoadYamlFile(const std::string& path) {
-  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path, size_t{16} << 20));
   return LoadYamlDocuments(text, path);
 }
 

@@ -48,6 +48,16 @@ TEST(BadInput, MissingInventoryFile) {
   EXPECT_NE(r.err.find("absent.json"), std::string::npos) << r.err;
 }
 
+// Regression (issue 16): --inventory-file /dev/zero grew to gigabytes. Only a
+// regular file is read; checked that this fails on the code before the fix.
+TEST(BadInput, InventoryThatIsADevice) {
+  TempDir dir;
+  const Result r = RunToExit(dir, {"--inventory-file", "/dev/zero"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/dev/zero: is a character device, not a regular file"), std::string::npos)
+      << r.err;
+}
+
 TEST(BadInput, SocketFolderThatDoesNotExist) {
   TempDir dir;
   dir.Write("inv.json", R"({"devices": []})");

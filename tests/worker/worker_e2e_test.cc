@@ -2,6 +2,7 @@
 // augmentation on the MNIST digits, N = 8 ESTs, 120 steps) gives one digest
 // for every schedule of worker processes, through scale events and a SIGKILL.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <utility>
 
 #include "easyscale/common/file_io.h"
 
@@ -21,8 +23,11 @@ struct RunResult {
   double accuracy = -1;
 };
 
-RunResult Worker(const std::string& args) {
-  const std::string cmd = std::string(EASYSCALE_WORKER_BIN) + " " + args + " 2>&1";
+// `timeout_s` > 0: the run is SIGKILLed after that long (a run that must not hang).
+RunResult Worker(const std::string& args, int timeout_s = 0) {
+  const std::string limit =
+      timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
+  const std::string cmd = limit + EASYSCALE_WORKER_BIN + " " + args + " 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -36,6 +41,9 @@ RunResult Worker(const std::string& args) {
     r.accuracy = std::stod(m[1]);
   return r;
 }
+
+// ReadFile's bound for the files these tests read back.
+constexpr size_t kAnyFile = size_t{1} << 30;
 
 const std::string kJob = "--ests 8 --steps 120 --model cnn --dataset mnist --seed 1 ";
 
@@ -143,12 +151,14 @@ TEST_P(BadInput, ClearOneLineErrorAndNonZeroExit) {
   EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  // Errors speak of what the user gave, never of the workers' internal files.
+  EXPECT_EQ(r.output.find("/assignment-"), std::string::npos) << r.output;
 }
 INSTANTIATE_TEST_SUITE_P(
     Flags, BadInput,
     ::testing::Values(
         BadCase{"UnknownFlag", "local --estz 8", "unknown flag --estz"},
-        BadCase{"NotANumber", "local --ests eight", "--ests: expected an integer"},
+        BadCase{"NotANumber", "local --ests eight", "--ests: must be an integer"},
         BadCase{"MalformedSchedule", "local --schedule 0:2,x", "is not STEP:WORKERS"},
         BadCase{"ScheduleNotFromZero", "local --schedule 3:2", "must start at step 0"},
         BadCase{"MoreWorkersThanEsts", "local --ests 4 --schedule 0:5", "N < P"},
@@ -156,7 +166,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownCommand", "train", "unknown command"},
         BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
         BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
-        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"}),
+        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"},
+        // Regressions (issue 16), each checked to fail on the code before its fix: non-finite
+        // numbers ran with the defaults, a trailing comma was dropped, and values the workers
+        // checked were reported against their internal assignment file.
+        BadCase{"InfiniteLr", "local --steps 2 --schedule 0:1 --lr inf",
+                "--lr: must be a finite number"},
+        BadCase{"NanMomentum", "local --steps 2 --schedule 0:1 --momentum nan",
+                "--momentum: must be a finite number"},
+        BadCase{"InfiniteWeightDecay", "local --steps 2 --schedule 0:1 --weight-decay inf",
+                "--weight-decay: must be a finite number"},
+        BadCase{"ScheduleTrailingComma", "local --steps 2 --schedule 0:1,",
+                "--schedule: empty entry in \"0:1,\""},
+        BadCase{"BatchPerEstTooLarge", "local --steps 2 --schedule 0:1 --batch-per-est 100000",
+                "--batch-per-est: must be <= 65536, got 100000"},
+        BadCase{"WarmupNotBelowSteps", "local --steps 2 --schedule 0:1 --warmup-steps 5",
+                "--warmup-steps: must be < --steps (2), got 5"},
+        BadCase{"TooManyEstsForTheData", "local --steps 2 --schedule 0:1 --ests 1000",
+                "--ests 1000 with --batch-per-est 16: the 9000 training samples give each EST 9"},
+        BadCase{"TooManyEsts", "local --ests 2000000",
+                "--ests: must be an integer in [1, 1048576]"},
+        BadCase{"UnknownLrSchedule", "local --steps 2 --schedule 0:1 --lr-schedule linear",
+                "--lr-schedule: must be one of constant, step, cosine"}),
     [](const auto& info) { return info.param.name; });
 
 class DataAndCheckpointFiles : public ::testing::Test {
@@ -172,7 +203,7 @@ class DataAndCheckpointFiles : public ::testing::Test {
 };
 
 TEST_F(DataAndCheckpointFiles, CorruptDataFileIsRejected) {
-  auto data = easyscale::ReadFile(EASYSCALE_MNIST_DATA);
+  auto data = easyscale::ReadFile(EASYSCALE_MNIST_DATA, kAnyFile);
   ASSERT_TRUE(data.ok()) << data.status();
   std::string bytes = *data;
   bytes[bytes.size() / 2] ^= 0x55;
@@ -182,6 +213,23 @@ TEST_F(DataAndCheckpointFiles, CorruptDataFileIsRejected) {
   EXPECT_NE(r.output.find("checksum mismatch"), std::string::npos) << r.output;
 }
 
+// Regression (issue 16): --data /dev/zero read until memory ran out and a FIFO
+// blocked forever; checked that this fails on the code before the fix.
+TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {"/dev/zero", "/dev/zero: is a character device, not a regular file"},
+      {fifo, fifo + ": is a FIFO, not a regular file"},
+      {dir_, dir_ + ": is a folder, not a regular file"}};
+  for (const auto& [path, want] : cases) {
+    RunResult r = Worker("local --steps 2 --schedule 0:1 --data " + path, 60);
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_NE(r.output.find("error: data file " + path + ": reading " + want), std::string::npos)
+        << r.output;
+  }
+}
+
 // RunResult a short job keeping its checkpoints, damage them, and resume: a clear
 // error, and the damaged checkpoint is never silently replaced by a fresh start.
 TEST_F(DataAndCheckpointFiles, TruncatedOrTamperedCheckpointIsRejected) {
@@ -189,10 +237,10 @@ TEST_F(DataAndCheckpointFiles, TruncatedOrTamperedCheckpointIsRejected) {
       "local --ests 4 --steps 12 --schedule 0:2 --checkpoint-every 5 --checkpoint-dir " + dir_;
   RunResult first = Worker(job);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  auto latest = easyscale::ReadFile(dir_ + "/LATEST");
+  auto latest = easyscale::ReadFile(dir_ + "/LATEST", kAnyFile);
   ASSERT_TRUE(latest.ok()) << latest.status();
   const std::string est = dir_ + "/" + *latest + "/est-00002.esck";
-  auto good_bytes = easyscale::ReadFile(est);
+  auto good_bytes = easyscale::ReadFile(est, kAnyFile);
   ASSERT_TRUE(good_bytes.ok()) << good_bytes.status();
   const std::string good = *good_bytes;
 

@@ -17,6 +17,10 @@ namespace {
 constexpr char kMagic[8] = {'E', 'S', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 8 + 4 + 4 + 8;
+// ReadFile's bounds: LATEST names a folder; any other file of a checkpoint
+// (the job state, an EST, the manifest) stays below 1 GiB for the project's models.
+constexpr size_t kMaxLatestBytes = 4096;
+constexpr size_t kMaxCheckpointFileBytes = size_t{1} << 30;
 
 std::string EstFileName(int est) {
   char buf[32];
@@ -81,7 +85,7 @@ std::string CheckpointStore::StepDir(int64_t step) const {
 }
 
 StatusOr<int64_t> CheckpointStore::LatestStep() const {
-  auto latest = ReadFile(dir_ + "/LATEST");
+  auto latest = ReadFile(dir_ + "/LATEST", kMaxLatestBytes);
   if (!latest.ok()) {
     if (absl::IsNotFound(latest.status())) return absl::NotFoundError("no checkpoint in " + dir_);
     return latest.status();
@@ -111,7 +115,8 @@ Status CheckpointStore::Commit(int64_t step, int total_ests) const {
   std::vector<std::string> names = {"job.esck"};
   for (int e = 0; e < total_ests; ++e) names.push_back(EstFileName(e));
   for (const auto& name : names) {
-    ES_ASSIGN_OR_RETURN(std::string bytes, ReadFile(StepDir(step) + "/" + name));
+    ES_ASSIGN_OR_RETURN(std::string bytes,
+                        ReadFile(StepDir(step) + "/" + name, kMaxCheckpointFileBytes));
     files[name] = Sha256Hex(bytes.data(), bytes.size());
   }
   const nlohmann::json manifest = {
@@ -135,7 +140,8 @@ Status CheckpointStore::Commit(int64_t step, int total_ests) const {
 StatusOr<std::string> CheckpointStore::ReadVerified(int64_t step, const std::string& name,
                                                     CheckpointKind kind) const {
   const std::string dir = StepDir(step);
-  ES_ASSIGN_OR_RETURN(std::string manifest_text, ReadFile(dir + "/MANIFEST.json"));
+  ES_ASSIGN_OR_RETURN(std::string manifest_text,
+                      ReadFile(dir + "/MANIFEST.json", kMaxCheckpointFileBytes));
   const nlohmann::json manifest = nlohmann::json::parse(manifest_text, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
       !manifest["files"].is_object()) {
@@ -146,7 +152,7 @@ StatusOr<std::string> CheckpointStore::ReadVerified(int64_t step, const std::str
     return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
   }
   const std::string path = dir + "/" + name;
-  auto bytes = ReadFile(path);
+  auto bytes = ReadFile(path, kMaxCheckpointFileBytes);
   if (!bytes.ok())
     return absl::DataLossError("checkpoint file " + path + ": " +
                                std::string(bytes.status().message()));

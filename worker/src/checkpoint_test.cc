@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "easyscale/common/file_io.h"
+#include "testing/small_tmpfs.h"
 
 namespace easyscale {
 namespace {
@@ -61,7 +62,7 @@ TEST_F(CheckpointTest, TruncatedAndTamperedFilesAreRejected) {
   CheckpointStore s(dir_);
   Save(s, 10);
   const std::string est = s.StepDir(10) + "/est-00001.esck";
-  std::string bytes = *ReadFile(est);
+  std::string bytes = *ReadFile(est, 1 << 20);
   ASSERT_TRUE(WriteFileAtomic(est, bytes.substr(0, bytes.size() - 3)).ok());
   EXPECT_NE(std::string(s.ReadEst(10, 1).status().message()).find("does not match its manifest"),
             std::string::npos);
@@ -76,6 +77,24 @@ TEST_F(CheckpointTest, TruncatedAndTamperedFilesAreRejected) {
             std::string::npos);
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/LATEST", "garbage").ok());
   EXPECT_TRUE(absl::IsDataLoss(s.LatestStep().status()));
+}
+
+// Regression (issue 16): a save on a full disk fails saying so, naming the file
+// it wrote, and the previous checkpoint stays the one a resume starts from.
+TEST_F(CheckpointTest, SaveOnFullDiskSaysSoAndKeepsThePrevious) {
+  testing::SmallTmpfs fs(256 << 10);
+  if (!fs.ok()) GTEST_SKIP() << fs.why_not();
+  CheckpointStore s(fs.path() + "/job");
+  Save(s, 10);
+  fs.Fill();
+  const Status st = s.WriteJob(20, std::string(64 << 10, 'j'));
+  EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
+  EXPECT_EQ(st.message(),
+            "writing " + s.StepDir(20) + "/job.esck: No space left on device (ENOSPC)");
+  EXPECT_FALSE(s.Commit(20, 2).ok());
+  EXPECT_EQ(*s.LatestStep(), 10);
+  EXPECT_EQ(*s.ReadJob(10), "job@10");
+  EXPECT_EQ(*s.ReadEst(10, 1), "est1");
 }
 
 TEST_F(CheckpointTest, KindIsChecked) {

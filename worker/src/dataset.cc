@@ -16,6 +16,8 @@ namespace {
 constexpr char kMagic[8] = {'E', 'S', 'D', 'I', 'G', 'I', 'T', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderSize = 8 + 6 * 4;
+// ReadFile's bounds: the npm package's digits files are about 2.3 MB each.
+constexpr size_t kMaxMnistJsonBytes = 256 << 20;
 
 }  // namespace
 
@@ -24,7 +26,7 @@ Status ConvertMnistJson(const std::string& digits_dir, const std::string& out_pa
   std::vector<std::vector<uint8_t>> per_digit(10);
   for (int digit = 0; digit < 10; ++digit) {
     const std::string path = digits_dir + "/" + std::to_string(digit) + ".json";
-    ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    ES_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxMnistJsonBytes));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return absl::DataLossError(path + ": not valid JSON");
     if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) {
@@ -81,10 +83,14 @@ std::string EncodeDataset(const Dataset& d) {
 }
 
 StatusOr<Dataset> LoadDataset(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) {
+  auto text = ReadFile(path, kMaxDataFileBytes);
+  if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat("data file ", path, ": ", text.status().message(),
                                             " (run scripts/setup.sh, or pass --data)"));
+  }
+  if (!text.ok()) {
+    return Status(text.status().code(),
+                  absl::StrCat("data file ", path, ": ", text.status().message()));
   }
   const std::string& s = *text;
   if (s.size() < kHeaderSize + 32 || std::memcmp(s.data(), kMagic, sizeof kMagic) != 0) {
@@ -155,6 +161,10 @@ DataSplit SplitTrainTest(size_t count) {
   DataSplit s;
   for (uint32_t i = 0; i < count; ++i) ((i / 10) % 10 == 9 ? s.test : s.train).push_back(i);
   return s;
+}
+
+uint64_t EstShardSize(const DataSplit& split, int total_ests) {
+  return split.train.size() / static_cast<uint64_t>(total_ests);
 }
 
 std::vector<uint32_t> EpochPermutation(uint64_t seed, uint64_t epoch, uint32_t n) {

@@ -79,8 +79,7 @@ EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective
       kernels_(std::move(kernels)) {
   optimizer_ = MakeOptimizer(config_.args, model_->params());
   split_ = SplitTrainTest(data_.count());
-  // Equal shards, as DistributedSampler with drop_last: every EST sees as many samples.
-  shard_size_ = split_.train.size() / static_cast<uint64_t>(config_.total_ests);
+  shard_size_ = EstShardSize(split_, config_.total_ests);
   ByteWriter fresh;
   InitialEstContext(0, model_->InitialBuffers()).Save(fresh);
   context_bytes_ = fresh.bytes().size();

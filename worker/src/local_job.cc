@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <optional>
 #include <random>
-#include <sstream>
 
+#include "absl/strings/str_split.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
@@ -180,9 +180,13 @@ nlohmann::json EstsPerWorker(const EstAssignment& a) {
 StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int ests,
                                                    int64_t steps) {
   std::vector<ScheduleEntry> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  if (text.empty()) return absl::InvalidArgumentError("--schedule: empty");
+  // StrSplit keeps empty pieces, so a stray comma anywhere is an error.
+  for (const std::string& item : std::vector<std::string>(absl::StrSplit(text, ','))) {
+    if (item.empty()) {
+      return absl::InvalidArgumentError("--schedule: empty entry in \"" + text +
+                                        "\" (a stray comma?)");
+    }
     const auto colon = item.find(':');
     ScheduleEntry e;
     char* end = nullptr;
@@ -192,10 +196,13 @@ StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int 
       ok = *end == '\0';
       const std::string p = item.substr(colon + 1);
       const long long workers = std::strtoll(p.c_str(), &end, 10);
-      ok = ok && *end == '\0' && workers >= 1 && workers <= 1 << 20;
+      ok = ok && *end == '\0' && workers >= 1 && workers <= kMaxWorldSize;
       e.workers = static_cast<int>(workers);
     }
-    if (!ok) return absl::InvalidArgumentError("--schedule: \"" + item + "\" is not STEP:WORKERS");
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--schedule: \"", item, "\" is not STEP:WORKERS with 1 <= WORKERS <= ", kMaxWorldSize));
+    }
     if (out.empty() && e.step != 0) {
       return absl::InvalidArgumentError("--schedule: must start at step 0, got \"" + item + "\"");
     }
@@ -214,7 +221,6 @@ StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int 
     }
     out.push_back(e);
   }
-  if (out.empty()) return absl::InvalidArgumentError("--schedule: empty");
   return out;
 }
 

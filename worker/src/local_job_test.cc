@@ -30,5 +30,15 @@ TEST(Schedule, RejectsMalformed) {
   }
 }
 
+// Regression (issue 16): "0:2," was accepted as "0:2", a stray comma unnoticed.
+TEST(Schedule, RejectsEmptyEntries) {
+  for (const char* text : {"0:2,", ",0:2", "0:2,,10:3", ","}) {
+    auto s = ParseSchedule(text, 8, 120);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(s.status().message(),
+              "--schedule: empty entry in \"" + std::string(text) + "\" (a stray comma?)");
+  }
+}
+
 }  // namespace
 }  // namespace easyscale

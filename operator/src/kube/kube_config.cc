@@ -17,6 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// ReadFile's bounds: a kubeconfig may embed certificates of many clusters;
+// a token, a CA bundle, a client certificate or key is small.
+constexpr size_t kMaxKubeconfigBytes = 16 << 20;
+constexpr size_t kMaxCredentialBytes = 1 << 20;
+
 // A named entry of a kubeconfig list (clusters, users, contexts).
 StatusOr<YAML::Node> FindNamed(const YAML::Node& root, const std::string& list,
                                const std::string& name, const std::string& inner) {
@@ -56,7 +61,7 @@ StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& key,
   if (file.empty()) return std::string();
   fs::path p(file);
   if (p.is_relative()) p = dir / p;
-  StatusOr<std::string> content = ReadFile(p.string());
+  StatusOr<std::string> content = ReadFile(p.string(), kMaxCredentialBytes);
   if (!content.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": cannot read ", p.string(), ": ", content.status().message()));
@@ -77,19 +82,19 @@ StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir) {
   std::string h = host;
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6 literal
   c.server = absl::StrCat("https://", h, ":", port);
-  StatusOr<std::string> token = ReadFile(dir + "/token");
+  StatusOr<std::string> token = ReadFile(dir + "/token", kMaxCredentialBytes);
   if (!token.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("in-cluster config: token: ", token.status().message()));
   }
   c.token = std::string(absl::StripAsciiWhitespace(*token));
-  StatusOr<std::string> ca = ReadFile(dir + "/ca.crt");
+  StatusOr<std::string> ca = ReadFile(dir + "/ca.crt", kMaxCredentialBytes);
   if (!ca.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("in-cluster config: ca.crt: ", ca.status().message()));
   }
   c.caPem = *ca;
-  StatusOr<std::string> ns = ReadFile(dir + "/namespace");
+  StatusOr<std::string> ns = ReadFile(dir + "/namespace", kMaxCredentialBytes);
   if (ns.ok() && !absl::StripAsciiWhitespace(*ns).empty()) {
     c.defaultNamespace = std::string(absl::StripAsciiWhitespace(*ns));
   }
@@ -97,7 +102,7 @@ StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir) {
 }
 
 StatusOr<KubeConfig> LoadKubeconfigFile(const std::string& path, const std::string& context) {
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, kMaxKubeconfigBytes);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kubeconfig ", path, ": ", text.status().message()));
@@ -149,7 +154,7 @@ StatusOr<KubeConfig> LoadKubeconfigFile(const std::string& path, const std::stri
     if (c.token.empty() && !tokenFile.empty()) {
       fs::path p(tokenFile);
       if (p.is_relative()) p = dir / p;
-      StatusOr<std::string> t = ReadFile(p.string());
+      StatusOr<std::string> t = ReadFile(p.string(), kMaxCredentialBytes);
       if (!t.ok()) {
         return fail(
             absl::InvalidArgumentError(absl::StrCat(uprefix, "tokenFile: ", t.status().message())));

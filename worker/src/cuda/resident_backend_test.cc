@@ -11,7 +11,7 @@
 #include "device_buffer.h"
 #include "easyscale/worker/collective.h"
 #include "easyscale/worker/est_worker.h"
-#include "easyscale/worker/threaded_job.h"
+#include "testing/threaded_job.h"
 #include "testing/threaded_training.h"
 
 namespace easyscale {

@@ -15,6 +15,11 @@
 
 namespace easyscale {
 
+// The most ESTs a job has and worker processes a generation has (the control
+// protocol refuses more).
+inline constexpr int kMaxTotalEsts = 1 << 20;
+inline constexpr int kMaxWorldSize = 1 << 16;
+
 struct EstAssignment {
   int totalEsts = 0;
   std::vector<std::vector<int>> workers;  // workers[rank] = EST ids, ascending

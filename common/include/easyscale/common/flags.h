@@ -26,8 +26,9 @@ class FlagSet {
   void Int(const std::string& name, int* out, const std::string& help, int min, int max);
   void Int(const std::string& name, int64_t* out, const std::string& help, int64_t min,
            int64_t max);
+  // A finite number: "inf", "nan" and overflows (1e999) are errors.
   void Double(const std::string& name, double* out, const std::string& help);
-  // A number in [min, max], or in (min, max] with min_exclusive (durations
+  // A finite number in [min, max], or in (min, max] with min_exclusive (durations
   // that must be positive).
   void Double(const std::string& name, double* out, const std::string& help, double min, double max,
               bool min_exclusive = false);

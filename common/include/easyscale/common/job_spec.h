@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "easyscale/common/status.h"
@@ -95,8 +97,12 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
 // (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set,
 // Kubernetes names, label keys and quantities in spec.worker).
 StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path = "spec");
-// Checks a TrainingArgs built by code (CLI flags) with the same rules as parsing.
+// Every rule a TrainingArgs obeys (values in range and finite, known names,
+// warmupSteps < steps); parsing applies the same. Errors name the field as
+// "<path>.<field>", or as `name(field)` spells it (a CLI: "--batch-per-est").
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path);
+Status ValidateTrainingArgs(const TrainingArgs& t,
+                            const std::function<std::string(std::string_view field)>& name);
 
 // Kubernetes syntax checks, as the API server applies them.
 bool IsDns1123Subdomain(const std::string& s);

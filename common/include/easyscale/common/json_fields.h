@@ -6,7 +6,9 @@
 //   r.Int("ests", &spec.ests, /*required=*/true, 1);
 //   r.String("image", &spec.image, /*required=*/true);
 //   if (!r.ok()) return r.status();   // "spec.ests: must be >= 1, got 0"
-// Absent optional fields leave the output untouched, so defaults stay put.
+// Absent optional fields (or null ones) leave the output untouched, so defaults
+// stay put; numbers are the exception: a null number is an error (it is how a
+// NaN or infinity was written) and so is a non-finite one.
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,8 @@ namespace easyscale::dp {
 
 // `source` names the input in messages (usually the path).
 StatusOr<std::vector<GpuDevice>> ParseInventory(const std::string& text, const std::string& source);
+// The largest inventory file read (a node's list of GPUs is a few KB).
+inline constexpr size_t kMaxInventoryFileBytes = 1 << 20;
 StatusOr<std::vector<GpuDevice>> LoadInventoryFile(const std::string& path);
 // The inverse of ParseInventory: {"devices": [...]} in the format above.
 nlohmann::json InventoryToJson(const std::vector<GpuDevice>& devices);

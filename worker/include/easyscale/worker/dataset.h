@@ -13,6 +13,7 @@
 // (about 9,000) is the training set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ struct Dataset {
 // with 784 values in [0, 1] per digit) and writes the binary file. Samples are
 // interleaved in (index within digit, digit) order so every split has all digits.
 Status ConvertMnistJson(const std::string& digits_dir, const std::string& out_path);
+// The largest digits file read (the npm digits make 7.9 MB).
+inline constexpr size_t kMaxDataFileBytes = size_t{1} << 30;
 StatusOr<Dataset> LoadDataset(const std::string& path);
 std::string EncodeDataset(const Dataset& d);
 Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, int classes,
@@ -44,6 +47,9 @@ struct DataSplit {
   std::vector<uint32_t> test;
 };
 DataSplit SplitTrainTest(size_t count);
+// Samples in each EST's shard of an epoch: the training split shared equally
+// by `total_ests`, the remainder dropped (as DistributedSampler's drop_last).
+uint64_t EstShardSize(const DataSplit& split, int total_ests);
 
 // The global order of epoch `epoch`: a Fisher-Yates shuffle of [0, n) drawn
 // from a Philox stream keyed by (seed, epoch).
