@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
@@ -126,16 +127,25 @@ Status EstWorker::LoadJobPayload(const std::string& payload, const std::string& 
 
 StatusOr<int64_t> EstWorker::Restore() {
   CheckpointStore store(config_.checkpoint_dir);
-  auto latest = store.LatestStep();
+  ES_ASSIGN_OR_RETURN(const RestorePoint point, store.NewestRestorable());
+  const std::optional<int64_t> latest = point.step;
   contexts_.clear();
   buffers_on_backend_ = false;
-  if (absl::IsNotFound(latest.status())) {
+  if (!point.skipped.empty() || !point.latest.empty()) {
+    LogWarn("worker",
+            latest ? "resuming from the newest intact checkpoint"
+                   : "no committed checkpoint; starting at step 0",
+            {{"dir", config_.checkpoint_dir},
+             {"step", latest.value_or(0)},
+             {"skipped", point.skipped},
+             {"latest", point.latest}});
+  }
+  if (!latest) {
     model_->InitParams(config_.args.seed);
     step_ = 0;
     for (int e : config_.ests) contexts_.emplace(e, InitialEstContext(e, model_->InitialBuffers()));
     return step_;
   }
-  if (!latest.ok()) return latest.status();
   ES_ASSIGN_OR_RETURN(std::string job, store.ReadJob(*latest));
   ES_RETURN_IF_ERROR(LoadJobPayload(job, store.StepDir(*latest) + "/job.esck"));
   for (int e : config_.ests) {
