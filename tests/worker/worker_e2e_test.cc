@@ -13,6 +13,8 @@
 #include <utility>
 
 #include "easyscale/common/file_io.h"
+#include "easyscale/common/sha256.h"
+#include "easyscale/worker/dataset.h"
 
 namespace {
 
@@ -290,6 +292,30 @@ TEST_F(DataAndCheckpointFiles, MissingLatestResumesFromTheStepFolders) {
   EXPECT_EQ(resumed.output.find("\"event\":\"step\""), std::string::npos)
       << "trained again: " << resumed.output;
   EXPECT_EQ(resumed.digest, first.digest);
+}
+
+// Regression (issue 16): another (valid) data file was accepted on resume and
+// silently changed the result; checked that this fails on the code before the
+// fix. The data's SHA-256 is part of the job identity checkpoints carry.
+TEST_F(DataAndCheckpointFiles, ResumeWithOtherDataIsRefused) {
+  auto data = easyscale::LoadDataset(EASYSCALE_MNIST_DATA);
+  ASSERT_TRUE(data.ok()) << data.status();
+  data->pixels[123] ^= 0x10;
+  const std::string other = dir_ + "/other.esd";
+  ASSERT_TRUE(easyscale::WriteFileAtomic(other, easyscale::EncodeDataset(*data)).ok());
+  auto Sha = [](const std::string& path) {
+    auto bytes = easyscale::ReadFile(path, kAnyFile);
+    return bytes.ok() ? easyscale::Sha256Hex(bytes->data(), bytes->size()) : "";
+  };
+  const std::string ckpt = dir_ + "/ckpt";
+  RunResult first = Worker(ShortJob(ckpt) + " --data " + EASYSCALE_MNIST_DATA);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  RunResult resumed = Worker(ShortJob(ckpt) + " --data " + other);
+  EXPECT_EQ(resumed.exit_code, 3) << resumed.output;
+  EXPECT_NE(resumed.output.find("dataSha256: the checkpoint's is \"" + Sha(EASYSCALE_MNIST_DATA) +
+                                "\", this job's is \"" + Sha(other) + "\""),
+            std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace
