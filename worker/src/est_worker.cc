@@ -45,7 +45,8 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend, int device) {
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend,
+                                                           [[maybe_unused]] int device) {
   if (backend == "cpu") return std::unique_ptr<KernelBackend>();
   if (backend == "cuda") {
 #if defined(EASYSCALE_WITH_CUDA)
