@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_join.h"
 #include "easyscale/common/checks.h"
@@ -86,6 +87,52 @@ StatusOr<std::string> DecodeEnvelope(const std::string& bytes, CheckpointKind ki
   if (want != have) return absl::DataLossError(what + ": checksum mismatch (corrupt or tampered)");
   return bytes.substr(kHeader, size);
 }
+
+namespace {
+
+// What a step folder's MANIFEST.json says.
+struct Manifest {
+  int total_ests = 0;
+  nlohmann::json files;  // file name -> SHA-256 (hex)
+};
+
+StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = dir + "/MANIFEST.json";
+  auto text = ReadFile(path, kMaxCheckpointFileBytes);
+  if (absl::IsNotFound(text.status())) {
+    return absl::DataLossError(path + ": missing (a save interrupted before its commit)");
+  }
+  if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  Manifest m;
+  FieldReader r(j, "");
+  r.Int("totalEsts", &m.total_ests, true, 1, kMaxTotalEsts);
+  if (const nlohmann::json* files = r.Object("files", true)) m.files = *files;
+  if (!r.ok()) {
+    return absl::DataLossError(path + ": malformed: " + std::string(r.status().message()));
+  }
+  return m;
+}
+
+// The payload of `dir`/`name`, once its bytes match the manifest and its envelope is sound.
+StatusOr<std::string> ReadVerified(const std::string& dir, const Manifest& manifest,
+                                   const std::string& name, CheckpointKind kind) {
+  const auto it = manifest.files.find(name);
+  if (it == manifest.files.end() || !it->is_string()) {
+    return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
+  }
+  const std::string path = dir + "/" + name;
+  auto bytes = ReadFile(path, kMaxCheckpointFileBytes);
+  if (!bytes.ok())
+    return absl::DataLossError("checkpoint file " + path + ": " +
+                               std::string(bytes.status().message()));
+  if (Sha256Hex(bytes->data(), bytes->size()) != it->get<std::string>()) {
+    return absl::DataLossError(path + ": does not match its manifest (corrupt or tampered)");
+  }
+  return DecodeEnvelope(*bytes, kind, path);
+}
+
+}  // namespace
 
 std::string CheckpointStore::StepDir(int64_t step) const { return dir_ + "/" + FolderName(step); }
 
@@ -187,60 +234,24 @@ StatusOr<RestorePoint> CheckpointStore::NewestRestorable() const {
   return point;
 }
 
-StatusOr<CheckpointStore::Manifest> CheckpointStore::ReadManifest(int64_t step) const {
-  const std::string path = StepDir(step) + "/MANIFEST.json";
-  auto text = ReadFile(path, kMaxCheckpointFileBytes);
-  if (absl::IsNotFound(text.status())) {
-    return absl::DataLossError(path + ": missing (a save interrupted before its commit)");
-  }
-  if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
-  Manifest m;
-  m.json = nlohmann::json::parse(*text, nullptr, false);
-  FieldReader r(m.json, "");
-  r.Int("totalEsts", &m.total_ests, true, 1, kMaxTotalEsts);
-  const nlohmann::json* files = r.Object("files", true);
-  if (!r.ok())
-    return absl::DataLossError(path + ": malformed: " + std::string(r.status().message()));
-  m.files = files;
-  return m;
-}
-
 Status CheckpointStore::Verify(int64_t step) const {
-  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(step));
-  ES_RETURN_IF_ERROR(ReadVerified(step, m, "job.esck", CheckpointKind::kJob).status());
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  ES_RETURN_IF_ERROR(ReadVerified(StepDir(step), m, "job.esck", CheckpointKind::kJob).status());
   for (int e = 0; e < m.total_ests; ++e) {
-    ES_RETURN_IF_ERROR(ReadVerified(step, m, EstFileName(e), CheckpointKind::kEst).status());
+    ES_RETURN_IF_ERROR(
+        ReadVerified(StepDir(step), m, EstFileName(e), CheckpointKind::kEst).status());
   }
   return absl::OkStatus();
 }
 
-StatusOr<std::string> CheckpointStore::ReadVerified(int64_t step, const Manifest& manifest,
-                                                    const std::string& name,
-                                                    CheckpointKind kind) const {
-  const std::string dir = StepDir(step);
-  const auto it = manifest.files->find(name);
-  if (it == manifest.files->end() || !it->is_string()) {
-    return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
-  }
-  const std::string path = dir + "/" + name;
-  auto bytes = ReadFile(path, kMaxCheckpointFileBytes);
-  if (!bytes.ok())
-    return absl::DataLossError("checkpoint file " + path + ": " +
-                               std::string(bytes.status().message()));
-  if (Sha256Hex(bytes->data(), bytes->size()) != it->get<std::string>()) {
-    return absl::DataLossError(path + ": does not match its manifest (corrupt or tampered)");
-  }
-  return DecodeEnvelope(*bytes, kind, path);
-}
-
 StatusOr<std::string> CheckpointStore::ReadJob(int64_t step) const {
-  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(step));
-  return ReadVerified(step, m, "job.esck", CheckpointKind::kJob);
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  return ReadVerified(StepDir(step), m, "job.esck", CheckpointKind::kJob);
 }
 
 StatusOr<std::string> CheckpointStore::ReadEst(int64_t step, int est) const {
-  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(step));
-  return ReadVerified(step, m, EstFileName(est), CheckpointKind::kEst);
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  return ReadVerified(StepDir(step), m, EstFileName(est), CheckpointKind::kEst);
 }
 
 }  // namespace easyscale

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,14 +71,6 @@ class CheckpointStore {
   bool Committed(int64_t step) const;
   // OK when every file the manifest of `step` lists is intact.
   Status Verify(int64_t step) const;
-  struct Manifest {
-    nlohmann::json json;
-    int total_ests = 0;
-    const nlohmann::json* files = nullptr;  // into `json`
-  };
-  StatusOr<Manifest> ReadManifest(int64_t step) const;
-  StatusOr<std::string> ReadVerified(int64_t step, const Manifest& manifest,
-                                     const std::string& name, CheckpointKind kind) const;
   std::string dir_;
 };
 
