@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -132,8 +133,10 @@ std::string RenderSvg(const std::vector<PolicyResult>& results, const std::strin
       << "<text x=\"" << kLeft - 8 << "\" y=\"" << y(p / 100.0) + 4 << "\" text-anchor=\"end\">"
       << p << "%</text>\n";
   }
-  const double step =
-      horizon > 2 * 86400.0 ? 86400.0 : (horizon > 12 * 3600.0 ? 6 * 3600.0 : 3600.0);
+  // Every hour, 6 hours or day; past a dozen ticks, every so many days.
+  constexpr double kMaxTicks = 12;
+  double step = horizon > 2 * 86400.0 ? 86400.0 : (horizon > 12 * 3600.0 ? 6 * 3600.0 : 3600.0);
+  step *= std::max(1.0, std::ceil(horizon / step / kMaxTicks));
   const bool days = step >= 86400.0;
   for (double t = 0.0; t <= horizon + 1e-6; t += step) {
     s << "<line x1=\"" << x(t) << "\" x2=\"" << x(t) << "\" y1=\"" << kTop << "\" y2=\""

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "report.h"
+
 namespace easyscale::sim {
 namespace {
 
@@ -67,6 +69,21 @@ TEST(SimulatorTest, RescalePauseDelaysProgress) {
   o.rescalePause = 30;
   const PolicyResult r = Simulate(Tiny(), Policy::kStatic, o);
   EXPECT_NEAR(r.completionSeconds.mean, 1030.0, 1e-6);
+}
+
+// Regression (issue 16): the plot drew a time tick a day however long the
+// horizon, so a huge horizon never finished. Ticks are now at most a dozen.
+TEST(SimulatorTest, PlotHasBoundedTicksForAnyHorizon) {
+  PolicyResult r;
+  r.horizon = 1e9;  // 31 years
+  r.utilisationSeries.assign(480, 0.5);
+  r.inferenceSeries = r.utilisationSeries;
+  const std::string svg = RenderSvg({r}, "long");
+  size_t ticks = 0;
+  for (size_t at = svg.find("d</text>"); at != std::string::npos; at = svg.find("d</text>", at + 1))
+    ++ticks;
+  EXPECT_GE(ticks, 2u);
+  EXPECT_LE(ticks, 13u);
 }
 
 TEST(SimulatorTest, SummaryUsesNearestRank) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -14,6 +15,13 @@
 
 namespace easyscale::sim {
 namespace {
+
+// 315360000 rather than StrCat's 3.1536e+08.
+std::string Plain(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
 
 // Reads the fields of one CSV record; every error names the line and field.
 class Record {
@@ -41,11 +49,12 @@ class Record {
     }
     return absl::OkStatus();
   }
-  Status Number(int i, double lo, double* out) const {
+  Status Number(int i, double lo, double hi, double* out) const {
     const std::string& s = fields_[i];
     const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
-    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(*out) || *out < lo) {
-      return FieldError(i, absl::StrCat("must be a number >= ", lo, ", got '", s, "'"));
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || !(*out >= lo && *out <= hi)) {
+      return FieldError(
+          i, absl::StrCat("must be a number in [", Plain(lo), ", ", Plain(hi), "], got '", s, "'"));
     }
     return absl::OkStatus();
   }
@@ -79,14 +88,14 @@ Status GpuType(const Record& r, int i, const std::string& type) {
 }
 
 Status ParseJob(const Record& r, TraceJob* j) {
-  ES_RETURN_IF_ERROR(r.Number(1, 0.0, &j->submit));
+  ES_RETURN_IF_ERROR(r.Number(1, 0.0, kMaxTraceSeconds, &j->submit));
   ES_RETURN_IF_ERROR(r.Name(2));
   j->name = r.Text(2);
   ES_RETURN_IF_ERROR(r.Int(3, 1, 1 << 20, &j->ests));
   ES_RETURN_IF_ERROR(r.Int(4, 1, j->ests, &j->minWorkers));
   ES_RETURN_IF_ERROR(r.Int(5, j->minWorkers, j->ests, &j->maxWorkers));
   ES_RETURN_IF_ERROR(r.Int(6, -1000000, 1000000, &j->priority));
-  ES_RETURN_IF_ERROR(r.Number(7, 0.0, &j->workSamples));
+  ES_RETURN_IF_ERROR(r.Number(7, 0.0, kMaxWorkSamples, &j->workSamples));
   if (!(j->workSamples > 0.0)) return r.FieldError(7, "must be > 0");
   if (r.Text(8) != "*") {
     for (const std::string& t : std::vector<std::string>(absl::StrSplit(r.Text(8), '|'))) {
@@ -101,9 +110,10 @@ Status ParseJob(const Record& r, TraceJob* j) {
       if (kv.size() != 2 ||
           std::from_chars(kv[1].data(), kv[1].data() + kv[1].size(), v).ptr !=
               kv[1].data() + kv[1].size() ||
-          !(v > 0.0) || !std::isfinite(v)) {
-        return r.FieldError(9,
-                            absl::StrCat("entry '", pair, "' must be <gpuType>=<samples/s > 0>"));
+          !(v > 0.0 && v <= kMaxSpeed)) {
+        return r.FieldError(
+            9, absl::StrCat("entry '", pair, "' must be <gpuType>=<samples/s in (0, ", kMaxSpeed,
+                            "]>"));
       }
       ES_RETURN_IF_ERROR(GpuType(r, 9, kv[0]));
       j->speed[kv[0]] = v;
@@ -140,7 +150,7 @@ StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source) {
       sawMagic = true;
     } else if (kind == "horizon") {
       ES_RETURN_IF_ERROR(r.Arity({"seconds"}));
-      ES_RETURN_IF_ERROR(r.Number(1, 1.0, &trace.horizon));
+      ES_RETURN_IF_ERROR(r.Number(1, 1.0, kMaxTraceSeconds, &trace.horizon));
       sawHorizon = true;
     } else if (kind == "node") {
       ES_RETURN_IF_ERROR(r.Arity({"name", "gpuType", "gpus"}));
@@ -151,12 +161,15 @@ StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source) {
       ES_RETURN_IF_ERROR(GpuType(r, 2, r.Text(2)));
       n.gpuType = r.Text(2);
       ES_RETURN_IF_ERROR(r.Int(3, 1, 1024, &n.gpus));
+      if (trace.TotalGpus() > kMaxTraceGpus - n.gpus) {
+        return r.Error(absl::StrCat("the nodes have more than ", kMaxTraceGpus, " GPUs"));
+      }
       nodeGpus[n.name] = n.gpus;
       trace.nodes.push_back(n);
     } else if (kind == "inference") {
       ES_RETURN_IF_ERROR(r.Arity({"time_s", "node", "gpus"}));
       InferenceLevel l;
-      ES_RETURN_IF_ERROR(r.Number(1, 0.0, &l.time));
+      ES_RETURN_IF_ERROR(r.Number(1, 0.0, kMaxTraceSeconds, &l.time));
       l.node = r.Text(2);
       const auto it = nodeGpus.find(l.node);
       if (it == nodeGpus.end())
@@ -169,6 +182,9 @@ StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source) {
       TraceJob j;
       ES_RETURN_IF_ERROR(ParseJob(r, &j));
       if (!jobNames.insert(j.name).second) return r.FieldError(2, "repeats job '" + j.name + "'");
+      if (trace.jobs.size() == kMaxTraceJobs) {
+        return r.Error(absl::StrCat("more than ", kMaxTraceJobs, " job records"));
+      }
       trace.jobs.push_back(std::move(j));
     } else {
       return r.Error(absl::StrCat("field 1 (record) must be horizon, node, inference or job, got '",

@@ -50,8 +50,14 @@ struct Trace {
 
 inline constexpr const char* kTraceMagic = "easyscale-trace";
 inline constexpr int kTraceVersion = 1;
-// The largest trace file read (the bundled default is 0.3 MB).
+// Bounds on what sizes a replay's work and memory (the bundled default trace:
+// 0.3 MB, 3 days, 1,024 GPUs, 300 jobs).
 inline constexpr size_t kMaxTraceFileBytes = 256 << 20;
+inline constexpr double kMaxTraceSeconds = 3650.0 * 86400.0;  // horizon and event times: 10 years
+inline constexpr int kMaxTraceGpus = 1000000;                 // all nodes together
+inline constexpr int kMaxTraceJobs = 1000000;
+inline constexpr double kMaxWorkSamples = 1e15;  // a job's work
+inline constexpr double kMaxSpeed = 1e9;         // samples/s of one worker
 
 StatusOr<Trace> ParseTrace(const std::string& text, const std::string& source);
 StatusOr<Trace> ReadTraceFile(const std::string& path);

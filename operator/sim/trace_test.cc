@@ -75,5 +75,19 @@ TEST(TraceTest, MalformedLinesNameTheLineAndField) {
   EXPECT_NE(t.status().message().find("nomagic.csv:1:"), std::string::npos);
 }
 
+// Regression (issue 16): "horizon,1e300" was accepted, and the SVG plot then
+// looped forever drawing a tick a day. The inputs that size the work are bounded.
+TEST(TraceTest, InputsThatSizeTheWorkAreBounded) {
+  ExpectError("horizon,1e300\n",
+              "bad.csv:3:", "field 2 (seconds) must be a number in [1, 315360000]");
+  ExpectError("inference,1e12,n1,1\n", "bad.csv:3:", "field 2 (time_s) must be a number in [0, ");
+  ExpectError("job,1e12,j,1,1,1,0,10,*,-\n", "bad.csv:3:", "field 2 (submit_s)");
+  ExpectError("job,0,j,1,1,1,0,1e300,*,-\n", "bad.csv:3:", "field 8 (work_samples)");
+  ExpectError("job,0,j,1,1,1,0,10,*,a100=1e300\n", "bad.csv:3:", "field 10 (speeds)");
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += "node,m" + std::to_string(i) + ",a100,1024\n";
+  ExpectError(many, "bad.csv:", "more than 1000000 GPUs");
+}
+
 }  // namespace
 }  // namespace easyscale::sim

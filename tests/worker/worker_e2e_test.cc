@@ -13,6 +13,8 @@
 #include <utility>
 
 #include "easyscale/common/file_io.h"
+#include "easyscale/common/sha256.h"
+#include "easyscale/worker/dataset.h"
 
 namespace {
 
@@ -230,37 +232,90 @@ TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
   }
 }
 
-// RunResult a short job keeping its checkpoints, damage them, and resume: a clear
-// error, and the damaged checkpoint is never silently replaced by a fresh start.
-TEST_F(DataAndCheckpointFiles, TruncatedOrTamperedCheckpointIsRejected) {
-  const std::string job =
-      "local --ests 4 --steps 12 --schedule 0:2 --checkpoint-every 5 --checkpoint-dir " + dir_;
-  RunResult first = Worker(job);
+// A short job that keeps its checkpoints: steps 10 and 12 stay on disk.
+std::string ShortJob(const std::string& dir) {
+  return "local --ests 4 --steps 12 --schedule 0:2 --checkpoint-every 5 --checkpoint-dir " + dir;
+}
+
+// Damaged checkpoints are never silently replaced by a fresh start.
+// Regression (issue 16): one corrupt file in the newest checkpoint failed the
+// resume although the previous checkpoint was intact beside it; checked that
+// this fails on the code before the fix. The resume now starts from the
+// previous checkpoint, says which file it skipped and why, and ends with the
+// same digest; with no intact checkpoint left it fails listing each.
+TEST_F(DataAndCheckpointFiles, DamagedNewestCheckpointFallsBackToThePrevious) {
+  RunResult first = Worker(ShortJob(dir_));
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  auto latest = easyscale::ReadFile(dir_ + "/LATEST", kAnyFile);
-  ASSERT_TRUE(latest.ok()) << latest.status();
-  const std::string est = dir_ + "/" + *latest + "/est-00002.esck";
-  auto good_bytes = easyscale::ReadFile(est, kAnyFile);
-  ASSERT_TRUE(good_bytes.ok()) << good_bytes.status();
-  const std::string good = *good_bytes;
+  const std::string newest = dir_ + "/ckpt-000000012/est-00002.esck";
+  const std::string previous = dir_ + "/ckpt-000000010/est-00002.esck";
+  auto good = easyscale::ReadFile(newest, kAnyFile);
+  ASSERT_TRUE(good.ok()) << good.status();
 
-  ASSERT_TRUE(easyscale::WriteFileAtomic(est, good.substr(0, good.size() / 2)).ok());
-  RunResult truncated = Worker(job);
-  EXPECT_EQ(truncated.exit_code, 3) << truncated.output;
-  EXPECT_NE(truncated.output.find("est-00002.esck"), std::string::npos) << truncated.output;
-
-  std::string tampered = good;
-  tampered[40] ^= 0x01;
-  ASSERT_TRUE(easyscale::WriteFileAtomic(est, tampered).ok());
-  RunResult bad = Worker(job);
-  EXPECT_EQ(bad.exit_code, 3) << bad.output;
-  EXPECT_NE(bad.output.find("corrupt or tampered"), std::string::npos) << bad.output;
-
-  // Restored file: the same job resumes and finishes with its digest.
-  ASSERT_TRUE(easyscale::WriteFileAtomic(est, good).ok());
-  RunResult resumed = Worker(job);
+  ASSERT_TRUE(easyscale::WriteFileAtomic(newest, good->substr(0, good->size() / 2)).ok());
+  RunResult resumed = Worker(ShortJob(dir_));
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from the newest intact checkpoint"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find(newest + ": does not match its manifest"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("\"step\":11"), std::string::npos) << resumed.output;
   EXPECT_EQ(resumed.digest, first.digest);
+
+  // Both checkpoints damaged: a clear error naming each, exit code 3.
+  for (const std::string& est : {newest, previous}) {
+    auto bytes = easyscale::ReadFile(est, kAnyFile);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    std::string tampered = *bytes;
+    tampered[40] ^= 0x01;
+    ASSERT_TRUE(easyscale::WriteFileAtomic(est, tampered).ok());
+  }
+  RunResult bad = Worker(ShortJob(dir_));
+  EXPECT_EQ(bad.exit_code, 3) << bad.output;
+  EXPECT_NE(bad.output.find("no intact checkpoint in " + dir_), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find(newest + ": does not match its manifest (corrupt or tampered)"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find(previous + ": does not match its manifest"), std::string::npos)
+      << bad.output;
+}
+
+// Regression (issue 16): deleting LATEST restarted training from step 0
+// without a word while checkpoints existed; checked that this fails on the
+// code before the fix. The step folders are found by scanning, and it says so.
+TEST_F(DataAndCheckpointFiles, MissingLatestResumesFromTheStepFolders) {
+  RunResult first = Worker(ShortJob(dir_));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::filesystem::remove(dir_ + "/LATEST");
+  RunResult resumed = Worker(ShortJob(dir_));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("LATEST is missing"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("\"event\":\"step\""), std::string::npos)
+      << "trained again: " << resumed.output;
+  EXPECT_EQ(resumed.digest, first.digest);
+}
+
+// Regression (issue 16): another (valid) data file was accepted on resume and
+// silently changed the result; checked that this fails on the code before the
+// fix. The data's SHA-256 is part of the job identity checkpoints carry.
+TEST_F(DataAndCheckpointFiles, ResumeWithOtherDataIsRefused) {
+  auto data = easyscale::LoadDataset(EASYSCALE_MNIST_DATA);
+  ASSERT_TRUE(data.ok()) << data.status();
+  data->pixels[123] ^= 0x10;
+  const std::string other = dir_ + "/other.esd";
+  ASSERT_TRUE(easyscale::WriteFileAtomic(other, easyscale::EncodeDataset(*data)).ok());
+  auto Sha = [](const std::string& path) {
+    auto bytes = easyscale::ReadFile(path, kAnyFile);
+    return bytes.ok() ? easyscale::Sha256Hex(bytes->data(), bytes->size()) : "";
+  };
+  const std::string ckpt = dir_ + "/ckpt";
+  RunResult first = Worker(ShortJob(ckpt) + " --data " + EASYSCALE_MNIST_DATA);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  RunResult resumed = Worker(ShortJob(ckpt) + " --data " + other);
+  EXPECT_EQ(resumed.exit_code, 3) << resumed.output;
+  EXPECT_NE(resumed.output.find("dataSha256: the checkpoint's is \"" + Sha(EASYSCALE_MNIST_DATA) +
+                                "\", this job's is \"" + Sha(other) + "\""),
+            std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace

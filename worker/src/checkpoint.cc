@@ -1,13 +1,17 @@
 #include "easyscale/worker/checkpoint.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "absl/strings/str_join.h"
 #include "easyscale/common/checks.h"
+#include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
+#include "easyscale/common/json_fields.h"
 #include "easyscale/common/sha256.h"
 #include "easyscale/worker/serialize.h"
 
@@ -21,6 +25,12 @@ constexpr size_t kHeader = 8 + 4 + 4 + 8;
 // (the job state, an EST, the manifest) stays below 1 GiB for the project's models.
 constexpr size_t kMaxLatestBytes = 4096;
 constexpr size_t kMaxCheckpointFileBytes = size_t{1} << 30;
+
+std::string FolderName(int64_t step) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "ckpt-%09lld", static_cast<long long>(step));
+  return buf;
+}
 
 std::string EstFileName(int est) {
   char buf[32];
@@ -78,25 +88,53 @@ StatusOr<std::string> DecodeEnvelope(const std::string& bytes, CheckpointKind ki
   return bytes.substr(kHeader, size);
 }
 
-std::string CheckpointStore::StepDir(int64_t step) const {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "ckpt-%09lld", static_cast<long long>(step));
-  return dir_ + "/" + buf;
+namespace {
+
+// What a step folder's MANIFEST.json says.
+struct Manifest {
+  int total_ests = 0;
+  nlohmann::json files;  // file name -> SHA-256 (hex)
+};
+
+StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = dir + "/MANIFEST.json";
+  auto text = ReadFile(path, kMaxCheckpointFileBytes);
+  if (absl::IsNotFound(text.status())) {
+    return absl::DataLossError(path + ": missing (a save interrupted before its commit)");
+  }
+  if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  Manifest m;
+  FieldReader r(j, "");
+  r.Int("totalEsts", &m.total_ests, true, 1, kMaxTotalEsts);
+  if (const nlohmann::json* files = r.Object("files", true)) m.files = *files;
+  if (!r.ok()) {
+    return absl::DataLossError(path + ": malformed: " + std::string(r.status().message()));
+  }
+  return m;
 }
 
-StatusOr<int64_t> CheckpointStore::LatestStep() const {
-  auto latest = ReadFile(dir_ + "/LATEST", kMaxLatestBytes);
-  if (!latest.ok()) {
-    if (absl::IsNotFound(latest.status())) return absl::NotFoundError("no checkpoint in " + dir_);
-    return latest.status();
+// The payload of `dir`/`name`, once its bytes match the manifest and its envelope is sound.
+StatusOr<std::string> ReadVerified(const std::string& dir, const Manifest& manifest,
+                                   const std::string& name, CheckpointKind kind) {
+  const auto it = manifest.files.find(name);
+  if (it == manifest.files.end() || !it->is_string()) {
+    return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
   }
-  long long step = -1;
-  char tail = 0;
-  if (std::sscanf(latest->c_str(), "ckpt-%lld%c", &step, &tail) < 1 || step < 0) {
-    return absl::DataLossError(dir_ + "/LATEST: malformed (\"" + latest->substr(0, 40) + "\")");
+  const std::string path = dir + "/" + name;
+  auto bytes = ReadFile(path, kMaxCheckpointFileBytes);
+  if (!bytes.ok())
+    return absl::DataLossError("checkpoint file " + path + ": " +
+                               std::string(bytes.status().message()));
+  if (Sha256Hex(bytes->data(), bytes->size()) != it->get<std::string>()) {
+    return absl::DataLossError(path + ": does not match its manifest (corrupt or tampered)");
   }
-  return static_cast<int64_t>(step);
+  return DecodeEnvelope(*bytes, kind, path);
 }
+
+}  // namespace
+
+std::string CheckpointStore::StepDir(int64_t step) const { return dir_ + "/" + FolderName(step); }
 
 Status CheckpointStore::WriteJob(int64_t step, const std::string& payload) const {
   ES_RETURN_IF_ERROR(MakeDirs(StepDir(step)));
@@ -122,52 +160,98 @@ Status CheckpointStore::Commit(int64_t step, int total_ests) const {
   const nlohmann::json manifest = {
       {"version", kVersion}, {"step", step}, {"totalEsts", total_ests}, {"files", files}};
   ES_RETURN_IF_ERROR(WriteFileAtomic(StepDir(step) + "/MANIFEST.json", manifest.dump(1)));
-  const int64_t previous = LatestStep().value_or(-1);
-  ES_RETURN_IF_ERROR(
-      WriteFileAtomic(dir_ + "/LATEST", std::filesystem::path(StepDir(step)).filename().string()));
-  // Keep the new checkpoint and the one before it; remove anything older.
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    long long s = -1;
-    if (std::sscanf(name.c_str(), "ckpt-%lld", &s) == 1 && s != step && s != previous && s < step) {
-      std::filesystem::remove_all(entry.path(), ec);
+  ES_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/LATEST", FolderName(step)));
+  // Retention (checkpoint.h): the new checkpoint and the newest committed one before it.
+  const std::vector<int64_t> steps = Steps();
+  std::optional<int64_t> previous;
+  for (int64_t s : steps) {
+    if (s < step && Committed(s)) {
+      previous = s;
+      break;
+    }
+  }
+  for (int64_t s : steps) {
+    if (s < step && (!previous || s < *previous)) {
+      std::error_code ignored;  // what cannot be removed now is removed by a later commit
+      std::filesystem::remove_all(StepDir(s), ignored);
     }
   }
   return absl::OkStatus();
 }
 
-StatusOr<std::string> CheckpointStore::ReadVerified(int64_t step, const std::string& name,
-                                                    CheckpointKind kind) const {
-  const std::string dir = StepDir(step);
-  ES_ASSIGN_OR_RETURN(std::string manifest_text,
-                      ReadFile(dir + "/MANIFEST.json", kMaxCheckpointFileBytes));
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_text, nullptr, false);
-  if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
-      !manifest["files"].is_object()) {
-    return absl::DataLossError(dir + "/MANIFEST.json: malformed");
+std::vector<int64_t> CheckpointStore::Steps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = -1;
+    const char* end = name.data() + name.size();
+    if (name.rfind("ckpt-", 0) != 0 || !entry.is_directory(ec)) continue;
+    const auto r = std::from_chars(name.data() + 5, end, step);
+    if (r.ec == std::errc() && r.ptr == end && step >= 0 && name == FolderName(step)) {
+      steps.push_back(step);
+    }
   }
-  const auto it = manifest["files"].find(name);
-  if (it == manifest["files"].end() || !it->is_string()) {
-    return absl::DataLossError(dir + "/MANIFEST.json: files." + name + " missing");
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+bool CheckpointStore::Committed(int64_t step) const {
+  std::error_code ec;
+  return std::filesystem::exists(StepDir(step) + "/MANIFEST.json", ec);
+}
+
+StatusOr<RestorePoint> CheckpointStore::NewestRestorable() const {
+  RestorePoint point;
+  bool committed = false;
+  for (int64_t step : Steps()) {
+    const Status intact = Verify(step);
+    if (intact.ok()) {
+      point.step = step;
+      break;
+    }
+    committed = committed || Committed(step);
+    point.skipped.emplace_back(intact.message());
   }
-  const std::string path = dir + "/" + name;
-  auto bytes = ReadFile(path, kMaxCheckpointFileBytes);
-  if (!bytes.ok())
-    return absl::DataLossError("checkpoint file " + path + ": " +
-                               std::string(bytes.status().message()));
-  if (Sha256Hex(bytes->data(), bytes->size()) != it->get<std::string>()) {
-    return absl::DataLossError(path + ": does not match its manifest (corrupt or tampered)");
+  const auto latest = ReadFile(dir_ + "/LATEST", kMaxLatestBytes);
+  if (latest.ok()) {
+    committed = true;
+    if (!point.step || *latest != FolderName(*point.step)) {
+      point.latest = "LATEST names \"" + latest->substr(0, 40) + "\"";
+    }
+  } else if (!absl::IsNotFound(latest.status())) {
+    committed = true;
+    point.latest = std::string(latest.status().message());
+  } else if (point.step) {
+    point.latest = "LATEST is missing";
   }
-  return DecodeEnvelope(*bytes, kind, path);
+  if (!point.step && committed) {
+    return absl::DataLossError(absl::StrCat(
+        "no intact checkpoint in ", dir_, " although checkpoints were committed",
+        point.latest.empty() ? "" : " (" + point.latest + ")", ": ",
+        point.skipped.empty() ? "no step folder" : absl::StrJoin(point.skipped, "; ")));
+  }
+  return point;
+}
+
+Status CheckpointStore::Verify(int64_t step) const {
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  ES_RETURN_IF_ERROR(ReadVerified(StepDir(step), m, "job.esck", CheckpointKind::kJob).status());
+  for (int e = 0; e < m.total_ests; ++e) {
+    ES_RETURN_IF_ERROR(
+        ReadVerified(StepDir(step), m, EstFileName(e), CheckpointKind::kEst).status());
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<std::string> CheckpointStore::ReadJob(int64_t step) const {
-  return ReadVerified(step, "job.esck", CheckpointKind::kJob);
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  return ReadVerified(StepDir(step), m, "job.esck", CheckpointKind::kJob);
 }
 
 StatusOr<std::string> CheckpointStore::ReadEst(int64_t step, int est) const {
-  return ReadVerified(step, EstFileName(est), CheckpointKind::kEst);
+  ES_ASSIGN_OR_RETURN(const Manifest m, ReadManifest(StepDir(step)));
+  return ReadVerified(StepDir(step), m, EstFileName(est), CheckpointKind::kEst);
 }
 
 Status CheckpointStore::Save(const TrainingSnapshot& s, int total_ests) const {

@@ -132,6 +132,7 @@ StatusOr<Dataset> LoadDataset(const std::string& path) {
   }
   p += count;
   d.pixels.assign(p, p + static_cast<size_t>(count) * c * h * w);
+  d.sha256 = Sha256Hex(s.data(), s.size());
   return d;
 }
 
@@ -142,6 +143,9 @@ Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, 
   d.height = height;
   d.width = width;
   d.classes = classes;
+  const std::string params = absl::StrCat("synthetic count=", count, " shape=", channels, "x",
+                                          height, "x", width, " classes=", classes, " seed=", seed);
+  d.sha256 = Sha256Hex(params.data(), params.size());
   PhiloxStream rng(DeriveKey(seed, 0x5EED), 0);
   d.labels.resize(count);
   d.pixels.resize(count * d.sample_size());

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 
+#include "absl/strings/str_join.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
 #include "easyscale/common/sha256.h"
@@ -16,13 +18,35 @@
 namespace easyscale {
 namespace {
 
+// The fields in which two identities differ: "seed: the checkpoint's is 1,
+// this job's is 2; ...".
+std::string IdentityDifference(const std::string& checkpoint, const std::string& job) {
+  const nlohmann::json theirs = nlohmann::json::parse(checkpoint, nullptr, false);
+  const nlohmann::json ours = nlohmann::json::parse(job);
+  if (!theirs.is_object()) return "unreadable identity " + checkpoint;
+  std::vector<std::string> fields;
+  for (const auto& [key, value] : ours.items()) {
+    const auto it = theirs.find(key);
+    if (it == theirs.end() || *it != value) {
+      fields.push_back(absl::StrCat(key, ": the checkpoint's is ",
+                                    it == theirs.end() ? "absent" : it->dump(), ", this job's is ",
+                                    value.dump()));
+    }
+  }
+  for (const auto& [key, value] : theirs.items()) {
+    if (!ours.contains(key)) fields.push_back(key + ": this job has none");
+  }
+  return absl::StrJoin(fields, "; ");
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend, int device) {
+StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend,
+                                                           [[maybe_unused]] int device) {
   if (backend == "cpu") return std::unique_ptr<KernelBackend>();
   if (backend == "cuda") {
 #if defined(EASYSCALE_WITH_CUDA)
@@ -102,6 +126,7 @@ std::string EstWorker::IdentityJson() const {
   nlohmann::json id = ToJson(config_.args);
   id.erase("checkpointEvery");  // how often we save changes no bit
   id["totalEsts"] = config_.total_ests;
+  id["dataSha256"] = data_.sha256;
   return id.dump();
 }
 
@@ -119,8 +144,8 @@ Status EstWorker::LoadJobPayload(const std::string& payload, const std::string& 
   std::string identity;
   ES_RETURN_IF_ERROR(r.Str(&identity, "identity"));
   if (identity != IdentityJson()) {
-    return absl::FailedPreconditionError(what + ": written by a different job configuration (" +
-                                         identity + "), this one is " + IdentityJson());
+    return absl::FailedPreconditionError(what + ": written by a different job configuration: " +
+                                         IdentityDifference(identity, IdentityJson()));
   }
   ES_RETURN_IF_ERROR(r.I64(&step_, "step"));
   for (Param* p : model_->params()) ES_RETURN_IF_ERROR(r.TensorInto(&p->value, "parameter"));

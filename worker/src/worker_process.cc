@@ -46,10 +46,18 @@ StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& 
 StatusOr<std::optional<TrainingSnapshot>> LoadNewestCheckpoint(const std::string& dir,
                                                                int total_ests) {
   CheckpointStore store(dir);
-  StatusOr<int64_t> latest = store.LatestStep();
-  if (absl::IsNotFound(latest.status())) return std::optional<TrainingSnapshot>();
-  ES_RETURN_IF_ERROR(latest.status());
-  ES_ASSIGN_OR_RETURN(TrainingSnapshot s, store.Load(*latest, total_ests));
+  ES_ASSIGN_OR_RETURN(const RestorePoint point, store.NewestRestorable());
+  if (!point.skipped.empty() || !point.latest.empty()) {
+    LogWarn("worker",
+            point.step ? "resuming from the newest intact checkpoint"
+                       : "no committed checkpoint; starting at step 0",
+            {{"dir", dir},
+             {"step", point.step.value_or(0)},
+             {"skipped", point.skipped},
+             {"latest", point.latest}});
+  }
+  if (!point.step) return std::optional<TrainingSnapshot>();
+  ES_ASSIGN_OR_RETURN(TrainingSnapshot s, store.Load(*point.step, total_ests));
   return std::optional<TrainingSnapshot>(std::move(s));
 }
 

@@ -27,6 +27,9 @@ struct Dataset {
   int channels = 1, height = 28, width = 28, classes = 10;
   std::vector<uint8_t> labels;
   std::vector<uint8_t> pixels;
+  // SHA-256 (hex) of the file's bytes, or of a synthetic set's parameters:
+  // part of a job's identity, so that a resume with other data fails.
+  std::string sha256;
   size_t count() const { return labels.size(); }
   size_t sample_size() const { return static_cast<size_t>(channels) * height * width; }
 };
