@@ -18,28 +18,35 @@ ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
 
 ProcessRuntime::~ProcessRuntime() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [pod, p] : running_) p->Signal(SIGTERM);
-  for (auto& [pod, p] : running_) p->WaitOrKill(10000);
-  for (auto& p : stopping_) p->WaitOrKill(10000);
+  for (auto& [pod, p] : running_) p.Signal(SIGTERM);
+  running_.clear();  // each gets up to its stop grace to end
+  stopping_.clear();
 }
 
-void ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
-  std::vector<std::string> args;
+Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> args = {binary_};
   const json command = pod["spec"]["containers"][0].value("command", json::array());
   for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
   std::map<std::string, std::string> all = extraEnv_;
   for (const auto& [k, v] : env) all[k] = v;
   const std::string name = pod["metadata"].value("name", "");
+  StatusOr<Subprocess> p =
+      Subprocess::Start({.argv = std::move(args),
+                         .env = std::move(all),
+                         .stdoutTo = Output::File(logDir_ + "/" + name + ".log", true),
+                         .stderrTo = Output::SameAsStdout(),
+                         .stopGrace = std::chrono::seconds(10)});
+  if (!p.ok()) return p.status();
   std::lock_guard<std::mutex> lock(mu_);
-  running_[name] =
-      std::make_unique<ChildProcess>(binary_, args, all, logDir_ + "/" + name + ".log");
+  running_.insert_or_assign(name, std::move(*p));
+  return absl::OkStatus();
 }
 
 void ProcessRuntime::Stop(const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = running_.find(pod);
   if (it == running_.end()) return;
-  it->second->Signal(SIGTERM);  // the grace period runs out in the destructor
+  it->second.Signal(SIGTERM);  // the grace period runs out in the destructor
   stopping_.push_back(std::move(it->second));
   running_.erase(it);
 }
@@ -47,7 +54,7 @@ void ProcessRuntime::Stop(const std::string& pod) {
 std::optional<int> ProcessRuntime::Exited(const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = running_.find(pod);
-  return it == running_.end() ? std::nullopt : it->second->Poll();
+  return it == running_.end() ? std::nullopt : it->second.Poll();
 }
 
 ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)
@@ -61,7 +68,8 @@ ProtocolWorkerRuntime::~ProtocolWorkerRuntime() {
   }
 }
 
-void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
+Status ProtocolWorkerRuntime::Start(const json& pod,
+                                    const std::map<std::string, std::string>& env) {
   const std::string name = pod["metadata"].value("name", "");
   auto w = std::make_unique<Worker>();
   Worker* raw = w.get();
@@ -78,6 +86,7 @@ void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, s
                             get("EASYSCALE_JOB"), get("POD_NAME"), samplesPerSecond);
   std::lock_guard<std::mutex> lock(mu_);
   workers_[name] = std::move(w);
+  return absl::OkStatus();
 }
 
 void ProtocolWorkerRuntime::Stop(const std::string& pod) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "child_process.h"
+#include "easyscale/common/subprocess.h"
 #include "stand_in_kubelet.h"
 
 namespace easyscale::op::testing {
@@ -26,7 +26,7 @@ class ProcessRuntime : public PodRuntime {
   ProcessRuntime(std::string binary, std::string logDir,
                  std::map<std::string, std::string> extraEnv);
   ~ProcessRuntime() override;
-  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
   void Stop(const std::string& pod) override;
   std::optional<int> Exited(const std::string& pod) override;
 
@@ -35,15 +35,15 @@ class ProcessRuntime : public PodRuntime {
   std::string logDir_;
   std::map<std::string, std::string> extraEnv_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<ChildProcess>> running_;
-  std::vector<std::unique_ptr<ChildProcess>> stopping_;
+  std::map<std::string, Subprocess> running_;
+  std::vector<Subprocess> stopping_;
 };
 
 class ProtocolWorkerRuntime : public PodRuntime {
  public:
   explicit ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch);
   ~ProtocolWorkerRuntime() override;
-  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
   void Stop(const std::string& pod) override;
   std::optional<int> Exited(const std::string& pod) override;
 

@@ -123,7 +123,14 @@ void StandInKubelet::Sync() {
     if (!running.ok()) continue;
     used[node] += need(p);
     if (IsWorkerPod(p) && runtime_ != nullptr) {
-      runtime_->Start(*running, ResolvePodEnv(*running));
+      if (Status s = runtime_->Start(*running, ResolvePodEnv(*running)); !s.ok()) {
+        LogError("kubelet", "cannot start the pod's container",
+                 {{"pod", ObjectKey(p)}, {"error", std::string(s.message())}});
+        (void)client_->MergePatch(
+            kPods, p["metadata"].value("namespace", ""), p["metadata"].value("name", ""),
+            {{"status", {{"phase", "Failed"}, {"message", s.message()}}}}, true);
+        continue;
+      }
       started_.insert(ObjectKey(p));
     }
   }

@@ -27,7 +27,8 @@ namespace easyscale::op::testing {
 class PodRuntime {
  public:
   virtual ~PodRuntime() = default;
-  virtual void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) = 0;
+  virtual Status Start(const nlohmann::json& pod,
+                       const std::map<std::string, std::string>& env) = 0;
   // Like SIGTERM then SIGKILL after a grace period.
   virtual void Stop(const std::string& pod) = 0;
   // The exit code once the pod's process has ended.

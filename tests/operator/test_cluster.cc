@@ -2,6 +2,8 @@
 #include "test_cluster.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +14,24 @@
 namespace easyscale::op::testing {
 
 using nlohmann::json;
+
+namespace {
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(s);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
 
 std::string OperatorBinary() { return EASYSCALE_OPERATOR_BIN; }
 
@@ -50,11 +70,8 @@ TestCluster::~TestCluster() {
   if (service_) service_->stop();
   if (serviceThread_.joinable()) serviceThread_.join();
   runtime_.reset();
-  for (auto& o : operators_) {
-    o->process->Signal(SIGTERM);
-    o->process->WaitOrKill(5000);
-  }
-  operators_.clear();
+  for (auto& o : operators_) o->process->Signal(SIGTERM);
+  operators_.clear();  // each gets up to its stop grace to end
   client_.reset();
   server_.reset();
   if (std::getenv("EASYSCALE_KEEP_TEST_DIR") == nullptr) std::filesystem::remove_all(dir_);
@@ -92,10 +109,16 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
       "--control-addr", "127.0.0.1:" + std::to_string(o->controlPort),
       "--control-url",  controlUrl.empty() ? o->controlUrl() : controlUrl,
       "--resync",       "0.5"};
+  args.insert(args.begin(), OperatorBinary());
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  o->process =
-      std::make_unique<ChildProcess>(OperatorBinary(), args, std::map<std::string, std::string>{},
-                                     dir_ + "/operator-" + identity + ".log");
+  const std::string log = dir_ + "/operator-" + identity + ".log";
+  StatusOr<Subprocess> started = Subprocess::Start({.argv = std::move(args),
+                                                    .stdoutTo = Output::File(log, true),
+                                                    .stderrTo = Output::SameAsStdout(),
+                                                    .parentDeathSignal = SIGKILL,
+                                                    .stopGrace = std::chrono::seconds(5)});
+  ES_CHECK(started.ok()) << started.status();
+  o->process = std::move(*started);
   operators_.push_back(std::move(o));
   return operators_.back().get();
 }

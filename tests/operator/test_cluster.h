@@ -9,11 +9,12 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
+#include "easyscale/common/subprocess.h"
 
 namespace httplib {
 class Server;
@@ -29,7 +30,7 @@ struct OperatorProcess {
   int healthPort = 0;
   int metricsPort = 0;
   int controlPort = 0;
-  std::unique_ptr<ChildProcess> process;
+  std::optional<Subprocess> process;
   std::string controlUrl() const { return "http://127.0.0.1:" + std::to_string(controlPort); }
   int Get(int port, const std::string& path, std::string* body = nullptr) const;
   bool Ready() const { return Get(healthPort, "/readyz") == 200; }
@@ -45,7 +46,8 @@ class TestCluster {
   // inference pod `inference` (Running once the kubelet admits it), and n2
   // with two idle h100s.
   Status AddTwoNodesWithInference(const std::string& inference);
-  // `controlUrl` empty: the operator's own control port.
+  // `controlUrl` empty: the operator's own control port. A binary that cannot
+  // start fails the test (InternalError).
   OperatorProcess* StartOperator(const std::string& identity, std::vector<std::string> extraArgs,
                                  const std::string& controlUrl = "");
   void StartKubelet(std::unique_ptr<PodRuntime> runtime);
