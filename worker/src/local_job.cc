@@ -13,6 +13,7 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
+#include "easyscale/common/dir_lock.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
@@ -23,10 +24,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long interrupted workers get to checkpoint and exit before SIGKILL.
+constexpr std::chrono::seconds kStopGrace(10);
+
 // One attempt at one segment: the processes, rank 0's stdout, what it said.
+// The workers die with the runner (SIGKILL when it ends, however it ends) and
+// hold the checkpoint folder's lock with it until the last of them is gone.
 class Generation {
  public:
-  explicit Generation(const LocalJobOptions& o) : options_(o) {}
+  Generation(const LocalJobOptions& o, const DirLock& lock) : options_(o), lock_(lock) {}
 
   // `fault_step` >= 0: the last rank's backend fails in that step (test-only).
   Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder,
@@ -46,10 +52,10 @@ class Generation {
         args.push_back("--test-fault-at");
         args.push_back(std::to_string(fault_step));
       }
-      ES_ASSIGN_OR_RETURN(
-          Subprocess p,
-          Subprocess::Start({.argv = std::move(args),
-                             .stdoutTo = w.rank == 0 ? Output::Pipe() : Output::Inherit()}));
+      SubprocessOptions worker{
+          .argv = std::move(args), .keepFds = {lock_.fd()}, .parentDeathSignal = SIGKILL};
+      if (w.rank == 0) worker.stdoutTo = Output::Pipe();
+      ES_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(std::move(worker)));
       children_.push_back({w.rank, std::move(p)});
     }
     return absl::OkStatus();
@@ -87,6 +93,16 @@ class Generation {
   void Kill(int rank) { Find(rank).process.Signal(SIGKILL); }
   // Kills and reaps every worker.
   void KillAll() { children_.clear(); }
+  // SIGTERM to every worker (they checkpoint at the next step and exit), then
+  // SIGKILL to those still running after `grace`.
+  void Stop(std::chrono::milliseconds grace) {
+    for (Child& c : children_) c.process.Signal(SIGTERM);
+    const auto deadline = Clock::now() + grace;
+    for (Child& c : children_) {
+      c.process.WaitOrKill(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    }
+  }
 
  private:
   struct Child {
@@ -101,6 +117,7 @@ class Generation {
   }
 
   const LocalJobOptions& options_;
+  const DirLock& lock_;
   std::vector<Child> children_;  // in rank order
 };
 
@@ -164,6 +181,12 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     remove_dir = true;
   }
   ES_RETURN_IF_ERROR(MakeDirs(dir));
+  // One run at a time writes checkpoints into a folder.
+  StatusOr<DirLock> lock = DirLock::Acquire(dir);
+  if (!lock.ok()) {
+    return Status(lock.status().code(),
+                  "--checkpoint-dir: " + std::string(lock.status().message()));
+  }
   // Rendezvous keys of an earlier run in a kept folder would collide with ours.
   std::error_code ignored;
   std::filesystem::remove_all(dir + "/rendezvous", ignored);
@@ -215,15 +238,16 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
                               .c_str());
       std::fflush(stdout);
       std::optional<Clock::time_point> last_step_at;
-      Generation gen(o);
+      Generation gen(o, *lock);
       // The fault is injected into the first attempt that reaches its step only.
       const bool inject = o.fault_worker_at > 0 && !faulted_once &&
                           o.fault_worker_at >= entry.step &&
                           (stop_at == 0 || o.fault_worker_at < stop_at);
       faulted_once = faulted_once || inject;
       ES_RETURN_IF_ERROR(gen.Start(workers, dir, inject ? o.fault_worker_at : -1));
+      const auto stop_requested = [&o] { return o.stop_requested && o.stop_requested(); };
       int failed = -1;
-      while (failed < 0 && !gen.AllExited()) {
+      while (failed < 0 && !gen.AllExited() && !stop_requested()) {
         while (std::optional<std::string> line = gen.ReadLine(std::chrono::milliseconds(50))) {
           nlohmann::json ev = nlohmann::json::parse(*line, nullptr, false);
           if (ev.is_discarded() || !ev.is_object()) {
@@ -268,9 +292,17 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
           }
           std::printf("%s\n", ev.dump().c_str());
           std::fflush(stdout);
-          if ((failed = gen.Failed()) >= 0) break;
+          if ((failed = gen.Failed()) >= 0 || stop_requested()) break;
         }
         if (failed < 0) failed = gen.Failed();
+      }
+      if (stop_requested()) {
+        gen.Stop(kStopGrace);
+        return absl::CancelledError(
+            absl::StrCat("interrupted (SIGTERM or SIGINT); the workers are stopped",
+                         o.checkpoint_dir.empty()
+                             ? ""
+                             : "; the same --checkpoint-dir resumes from the last checkpoint"));
       }
       if (failed < 0) break;
       const std::string why = gen.Describe(failed);

@@ -138,6 +138,7 @@ int LocalCommand(int argc, char** argv) {
   // Validate the data once here, so a bad file is one clear error, not P.
   if (auto data = LoadTrainingData(o.args, o.data_path); !data.ok()) return Fail(data.status());
   o.worker_binary = SelfPath();
+  o.stop_requested = InstallStopSignalHandlers();
   auto result = RunLocalJob(o);
   if (!result.ok()) return Fail(result.status());
   std::printf("test accuracy: %.4f\n", result->test_accuracy);
