@@ -16,45 +16,40 @@ ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
                                std::map<std::string, std::string> extraEnv)
     : binary_(std::move(binary)), logDir_(std::move(logDir)), extraEnv_(std::move(extraEnv)) {}
 
-ProcessRuntime::~ProcessRuntime() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [pod, p] : running_) p.Signal(SIGTERM);
-  running_.clear();  // each gets up to its stop grace to end
-  stopping_.clear();
-}
-
 Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
-  std::vector<std::string> args = {binary_};
-  const json command = pod["spec"]["containers"][0].value("command", json::array());
-  for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
+  std::vector<std::string> argv =
+      pod["spec"]["containers"][0].value("command", std::vector<std::string>());
+  if (argv.empty()) return absl::InvalidArgumentError("the container has no command");
+  if (!binary_.empty()) argv[0] = binary_;
   std::map<std::string, std::string> all = extraEnv_;
   for (const auto& [k, v] : env) all[k] = v;
   const std::string name = pod["metadata"].value("name", "");
   StatusOr<Subprocess> p =
-      Subprocess::Start({.argv = std::move(args),
+      Subprocess::Start({.argv = std::move(argv),
                          .env = std::move(all),
                          .stdoutTo = Output::File(logDir_ + "/" + name + ".log", true),
                          .stderrTo = Output::SameAsStdout(),
-                         .stopGrace = std::chrono::seconds(10)});
+                         .parentDeathSignal = SIGKILL});
   if (!p.ok()) return p.status();
   std::lock_guard<std::mutex> lock(mu_);
-  running_.insert_or_assign(name, std::move(*p));
+  processes_.insert_or_assign(ObjectKey(pod), std::move(*p));
   return absl::OkStatus();
 }
 
-void ProcessRuntime::Stop(const std::string& pod) {
+void ProcessRuntime::Signal(const std::string& pod, int signal) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(pod);
-  if (it == running_.end()) return;
-  it->second.Signal(SIGTERM);  // the grace period runs out in the destructor
-  stopping_.push_back(std::move(it->second));
-  running_.erase(it);
+  if (auto it = processes_.find(pod); it != processes_.end()) it->second.Signal(signal);
 }
 
 std::optional<int> ProcessRuntime::Exited(const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(pod);
-  return it == running_.end() ? std::nullopt : it->second.Poll();
+  auto it = processes_.find(pod);
+  return it == processes_.end() ? std::nullopt : it->second.Poll();
+}
+
+void ProcessRuntime::Remove(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  processes_.erase(pod);
 }
 
 ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)
@@ -70,7 +65,6 @@ ProtocolWorkerRuntime::~ProtocolWorkerRuntime() {
 
 Status ProtocolWorkerRuntime::Start(const json& pod,
                                     const std::map<std::string, std::string>& env) {
-  const std::string name = pod["metadata"].value("name", "");
   auto w = std::make_unique<Worker>();
   Worker* raw = w.get();
   const auto get = [&](const char* k) {
@@ -85,11 +79,26 @@ Status ProtocolWorkerRuntime::Start(const json& pod,
   raw->thread = std::thread(&ProtocolWorkerRuntime::Run, this, raw, get("EASYSCALE_CONTROL_URL"),
                             get("EASYSCALE_JOB"), get("POD_NAME"), samplesPerSecond);
   std::lock_guard<std::mutex> lock(mu_);
-  workers_[name] = std::move(w);
+  workers_[ObjectKey(pod)] = std::move(w);
   return absl::OkStatus();
 }
 
-void ProtocolWorkerRuntime::Stop(const std::string& pod) {
+void ProtocolWorkerRuntime::Signal(const std::string& pod, int signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(pod);
+  if (it == workers_.end()) return;
+  if (signal == SIGKILL) it->second->killed = true;
+  it->second->stop = true;
+}
+
+std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(pod);
+  if (it == workers_.end() || !it->second->done) return std::nullopt;
+  return it->second->killed ? 128 + SIGKILL : 0;
+}
+
+void ProtocolWorkerRuntime::Remove(const std::string& pod) {
   std::unique_ptr<Worker> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -100,13 +109,6 @@ void ProtocolWorkerRuntime::Stop(const std::string& pod) {
   }
   w->stop = true;
   if (w->thread.joinable()) w->thread.join();
-}
-
-std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = workers_.find(pod);
-  if (it == workers_.end() || !it->second->done) return std::nullopt;
-  return 0;
 }
 
 // One worker: step every mini-batch while told Run; checkpoint when a newer
@@ -157,7 +159,7 @@ void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std
     }
     report(running, WorkerState::kRunning);
   }
-  if (w->stop && running != 0) report(running, WorkerState::kCheckpointed);  // SIGTERM
+  if (w->stop && !w->killed && running != 0) report(running, WorkerState::kCheckpointed);
   w->done = true;
 }
 

@@ -87,9 +87,15 @@ Status TestCluster::StartApiServer() {
   return absl::OkStatus();
 }
 
+Status TestCluster::AddNodes(const std::vector<NodeSpec>& nodes) {
+  for (const NodeSpec& n : nodes) {
+    ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode(n.name, n.gpuType, n.gpus)).status());
+  }
+  return absl::OkStatus();
+}
+
 Status TestCluster::AddTwoNodesWithInference(const std::string& inference) {
-  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n1", "a100", 2)).status());
-  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n2", "h100", 2)).status());
+  ES_RETURN_IF_ERROR(AddNodes({{"n1", "a100", 2}, {"n2", "h100", 2}}));
   return client_->Create(kPods, "default", InferencePod(inference, "n1", 2)).status();
 }
 

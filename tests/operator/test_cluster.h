@@ -36,12 +36,20 @@ struct OperatorProcess {
   bool Ready() const { return Get(healthPort, "/readyz") == 200; }
 };
 
+struct NodeSpec {
+  std::string name;
+  std::string gpuType;
+  int gpus = 0;
+};
+
 class TestCluster {
  public:
   explicit TestCluster(const std::string& name);
   ~TestCluster();
 
   Status StartApiServer();
+  // Nodes as the device plugin labels them.
+  Status AddNodes(const std::vector<NodeSpec>& nodes);
   // The standard two-node cluster: n1 with two a100s, both held by the
   // inference pod `inference` (Running once the kubelet admits it), and n2
   // with two idle h100s.
