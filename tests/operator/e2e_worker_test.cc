@@ -4,8 +4,6 @@
 // fixed 8-worker run (`easyscale-worker local --schedule 0:8`).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "easyscale/common/subprocess.h"
 #include "pod_runtimes.h"
 #include "test_cluster.h"
@@ -54,12 +52,7 @@ TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
   ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
 
   ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
-  const std::string data =
-      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
-  c.StartKubelet(std::make_unique<ProcessRuntime>(
-      worker, c.dir(), std::map<std::string, std::string>{{"EASYSCALE_DATA", data}}));
-  OperatorProcess* op =
-      c.StartOperator("e2e", {"--worker-backend", "cpu", "--worker-command", worker});
+  OperatorProcess* op = c.StartWithRealWorkers("e2e", worker);
   ASSERT_TRUE(Eventually([&] { return op->Ready(); }));
   const json spec = {{"image", "easyscale/worker:test"},
                      {"ests", 8},

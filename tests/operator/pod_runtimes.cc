@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <filesystem>
+
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/log.h"
 #include "easyscale/operator/scheduler.h"
@@ -16,7 +18,8 @@ ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
                                std::map<std::string, std::string> extraEnv)
     : binary_(std::move(binary)), logDir_(std::move(logDir)), extraEnv_(std::move(extraEnv)) {}
 
-Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
+Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env,
+                             const PodSandbox* sandbox) {
   std::vector<std::string> argv =
       pod["spec"]["containers"][0].value("command", std::vector<std::string>());
   if (argv.empty()) return absl::InvalidArgumentError("the container has no command");
@@ -24,12 +27,19 @@ Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::s
   std::map<std::string, std::string> all = extraEnv_;
   for (const auto& [k, v] : env) all[k] = v;
   const std::string name = pod["metadata"].value("name", "");
-  StatusOr<Subprocess> p =
-      Subprocess::Start({.argv = std::move(argv),
-                         .env = std::move(all),
-                         .stdoutTo = Output::File(logDir_ + "/" + name + ".log", true),
-                         .stderrTo = Output::SameAsStdout(),
-                         .parentDeathSignal = SIGKILL});
+  SubprocessOptions options{.argv = std::move(argv),
+                            .env = std::move(all),
+                            .stdoutTo = Output::File(logDir_ + "/" + name + ".log", true),
+                            .stderrTo = Output::SameAsStdout(),
+                            .parentDeathSignal = SIGKILL};
+  std::optional<SandboxEntry> entry;
+  if (sandbox != nullptr) {
+    StatusOr<SandboxEntry> opened = SandboxEntry::Open(*sandbox);
+    if (!opened.ok()) return opened.status();
+    entry.emplace(std::move(*opened));
+    options.beforeExec = [&entry] { return entry->Enter(); };
+  }
+  StatusOr<Subprocess> p = Subprocess::Start(std::move(options));
   if (!p.ok()) return p.status();
   std::lock_guard<std::mutex> lock(mu_);
   processes_.insert_or_assign(ObjectKey(pod), std::move(*p));
@@ -52,6 +62,14 @@ void ProcessRuntime::Remove(const std::string& pod) {
   processes_.erase(pod);
 }
 
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker,
+                                              const std::string& logDir) {
+  const std::string data =
+      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
+  return std::make_unique<ProcessRuntime>(
+      worker, logDir, std::map<std::string, std::string>{{"EASYSCALE_DATA", data}});
+}
+
 ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)
     : miniBatch_(miniBatch) {}
 
@@ -63,8 +81,8 @@ ProtocolWorkerRuntime::~ProtocolWorkerRuntime() {
   }
 }
 
-Status ProtocolWorkerRuntime::Start(const json& pod,
-                                    const std::map<std::string, std::string>& env) {
+Status ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, std::string>& env,
+                                    const PodSandbox*) {
   auto w = std::make_unique<Worker>();
   Worker* raw = w.get();
   const auto get = [&](const char* k) {

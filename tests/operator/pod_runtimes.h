@@ -26,11 +26,13 @@ class ProcessRuntime : public PodRuntime {
  public:
   // `binary` plays the image: it runs in place of the command's first word;
   // empty, the command runs as it is. Output goes to <logDir>/<pod name>.log,
-  // `extraEnv` is added to every pod's env, and the processes die with the
-  // thread that starts them (the kubelet's).
+  // `extraEnv` is added to every pod's env, a sandbox is entered between fork
+  // and exec, and the processes die with the thread that starts them (the
+  // kubelet's).
   ProcessRuntime(std::string binary, std::string logDir,
                  std::map<std::string, std::string> extraEnv);
-  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+               const PodSandbox* sandbox) override;
   void Signal(const std::string& pod, int signal) override;
   std::optional<int> Exited(const std::string& pod) override;
   void Remove(const std::string& pod) override;
@@ -43,11 +45,17 @@ class ProcessRuntime : public PodRuntime {
   std::map<std::string, Subprocess> processes_;
 };
 
+// Real `easyscale-worker k8s` pods: `worker` plays the image, and reads the
+// digits file installed beside it (<prefix>/data/mnist-digits.esd).
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir);
+
 class ProtocolWorkerRuntime : public PodRuntime {
  public:
   explicit ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch);
   ~ProtocolWorkerRuntime() override;
-  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
+  // The worker runs in this process, whatever the sandbox.
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+               const PodSandbox* sandbox) override;
   // SIGTERM: the worker reports its checkpoint and leaves at the next
   // mini-batch; SIGKILL: it leaves without a word.
   void Signal(const std::string& pod, int signal) override;

@@ -88,8 +88,13 @@ StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const json& pod, Kube
   return env;
 }
 
-StandInKubelet::StandInKubelet(KubeClient* client, PodRuntime* runtime)
-    : client_(client), runtime_(runtime), pods_(client, kPods, {}), nodes_(client, kNodes, {}) {}
+StandInKubelet::StandInKubelet(KubeClient* client, PodRuntime* runtime,
+                               std::optional<PodIsolation> isolation)
+    : client_(client),
+      runtime_(runtime),
+      isolation_(isolation),
+      pods_(client, kPods, {}),
+      nodes_(client, kNodes, {}) {}
 
 StandInKubelet::~StandInKubelet() { Stop(); }
 
@@ -180,6 +185,7 @@ void StandInKubelet::Follow() {
         continue;
       }
       if (p.has_value()) (void)client_->Delete(kPods, Namespace(*p), Name(*p), 0);
+      Release(key, true);
       it = admitted_.erase(it);
       continue;
     }
@@ -188,6 +194,7 @@ void StandInKubelet::Follow() {
         ReportTerminated(*p, *code, *code == 0 ? "Completed" : "Error");
         runtime_->Remove(key);
         a.process = false;
+        Release(key, false);
       }
     }
     ++it;
@@ -214,8 +221,16 @@ bool StandInKubelet::Terminate(const std::string& key, Admitted& a, int graceSec
 bool StandInKubelet::Admit(const json& p) {
   const std::string key = ObjectKey(p);
   if (auto r = retryAt_.find(key); r != retryAt_.end() && Clock::now() < r->second) return false;
+  StatusOr<std::string> podIp = PodIp(key);
+  if (!podIp.ok()) {
+    LogError("kubelet", "no network for the pod",
+             {{"pod", key}, {"error", std::string(podIp.status().message())}});
+    admitted_.emplace(key, Admitted{});  // ended before it ran; forgotten once deleted
+    ReportTerminated(p, 128, "StartError", std::string(podIp.status().message()));
+    return true;
+  }
   json pod = p;
-  pod["status"]["podIP"] = "127.0.0.1";
+  pod["status"]["podIP"] = *podIp;
   StatusOr<std::map<std::string, std::string>> env = ResolvePodEnv(pod, *client_);
   if (!env.ok()) {  // as kubelet: the pod waits, and its status says why
     retryAt_[key] = Clock::now() + kEnvRetry;
@@ -242,7 +257,7 @@ bool StandInKubelet::Admit(const json& p) {
   if (!running.ok()) return false;
   Admitted& a = admitted_[key];
   if (runtime_ == nullptr || !HasCommand(p)) return true;
-  if (Status s = runtime_->Start(*running, *env); !s.ok()) {
+  if (Status s = StartContainer(*running, *env); !s.ok()) {
     LogError("kubelet", "cannot start the pod's container",
              {{"pod", key}, {"error", std::string(s.message())}});
     ReportTerminated(*running, 128, "StartError", std::string(s.message()));
@@ -250,6 +265,28 @@ bool StandInKubelet::Admit(const json& p) {
   }
   a.process = true;
   return true;
+}
+
+StatusOr<std::string> StandInKubelet::PodIp(const std::string& key) {
+  if (!isolation_.has_value()) return std::string("127.0.0.1");
+  ES_ASSIGN_OR_RETURN(const PodNetwork::Pod net, isolation_->network->AddPod(key));
+  return net.ip;
+}
+
+Status StandInKubelet::StartContainer(const json& pod,
+                                      const std::map<std::string, std::string>& env) {
+  if (!isolation_.has_value()) return runtime_->Start(pod, env, nullptr);
+  ES_ASSIGN_OR_RETURN(const PodNetwork::Pod net, isolation_->network->AddPod(ObjectKey(pod)));
+  ES_ASSIGN_OR_RETURN(std::vector<BindMount> mounts, isolation_->volumes->Prepare(pod));
+  const PodSandbox sandbox{net.netns, std::move(mounts), isolation_->volumes->root()};
+  return runtime_->Start(pod, env, &sandbox);
+}
+
+void StandInKubelet::Release(const std::string& key, bool deleted) {
+  if (!isolation_.has_value()) return;
+  isolation_->network->RemovePod(key);
+  const size_t slash = key.find('/');
+  if (deleted) isolation_->volumes->Release(key.substr(0, slash), key.substr(slash + 1));
 }
 
 void StandInKubelet::ReportTerminated(const json& pod, int exitCode, const std::string& reason,

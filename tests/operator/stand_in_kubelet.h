@@ -12,7 +12,8 @@
 // its grace period, and its deletion is confirmed once the process is gone. A
 // GPU stays used until its pod object is gone. Pods without a command (the
 // tests' inference pods) only hold their GPUs. The pods still running when the
-// kubelet stops get SIGTERM, and SIGKILL after 10 s.
+// kubelet stops get SIGTERM, and SIGKILL after 10 s. With PodIsolation each pod
+// has its own network and mount namespaces (status.podIP is its address).
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,8 @@
 
 #include "easyscale/operator/informer.h"
 #include "easyscale/operator/kube_client.h"
+#include "pod_network.h"
+#include "pod_sandbox.h"
 
 namespace easyscale::op::testing {
 
@@ -32,9 +35,10 @@ namespace easyscale::op::testing {
 class PodRuntime {
  public:
   virtual ~PodRuntime() = default;
-  // Starts the pod's container with `env`. Called from the kubelet's thread only.
-  virtual Status Start(const nlohmann::json& pod,
-                       const std::map<std::string, std::string>& env) = 0;
+  // Starts the pod's container with `env`, inside `sandbox` when there is one.
+  // Called from the kubelet's thread only.
+  virtual Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+                       const PodSandbox* sandbox) = 0;
   // SIGTERM asks the pod's process to stop; SIGKILL ends it.
   virtual void Signal(const std::string& pod, int signal) = 0;
   // The exit code (128 + the signal when killed) once the process has ended.
@@ -48,9 +52,18 @@ class PodRuntime {
 StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const nlohmann::json& pod,
                                                            KubeClient& client);
 
+// Pods isolated like pods on nodes of their own: each gets a network namespace
+// and address on `network`, and its volumes from `volumes` in a mount
+// namespace of its own. Without it pods run on the host, at 127.0.0.1.
+struct PodIsolation {
+  PodNetwork* network = nullptr;
+  const PodVolumes* volumes = nullptr;
+};
+
 class StandInKubelet {
  public:
-  StandInKubelet(KubeClient* client, PodRuntime* runtime);
+  StandInKubelet(KubeClient* client, PodRuntime* runtime,
+                 std::optional<PodIsolation> isolation = std::nullopt);
   ~StandInKubelet();
   void Start();
   // Stops the pods still running, then the kubelet.
@@ -76,10 +89,17 @@ class StandInKubelet {
   // Writes the end of the pod's container: phase and state.terminated.
   void ReportTerminated(const nlohmann::json& pod, int exitCode, const std::string& reason,
                         const std::string& message = "");
+  // The pod's address: its own with isolation (made on the first call), else 127.0.0.1.
+  StatusOr<std::string> PodIp(const std::string& key);
+  // Starts the pod's container, in its sandbox with isolation.
+  Status StartContainer(const nlohmann::json& pod, const std::map<std::string, std::string>& env);
+  // Frees what isolation gave an ended pod: its address; once deleted, its emptyDirs too.
+  void Release(const std::string& key, bool deleted);
   void StopAll();
 
   KubeClient* client_;
   PodRuntime* runtime_;
+  std::optional<PodIsolation> isolation_;
   Informer pods_;
   Informer nodes_;
   std::map<std::string, Admitted> admitted_;

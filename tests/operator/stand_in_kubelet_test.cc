@@ -1,8 +1,9 @@
-// The stand-in kubelet against the test API server, with shell pods: what the
-// container's end writes (phase, containerStatuses), secretKeyRef resolved
-// through the API server, and deletion: SIGTERM, SIGKILL after the pod's
-// grace, then the deletion confirmed.
+// The stand-in kubelet against the test API server, with shell pods on the
+// host and isolated: what the container's end writes (phase,
+// containerStatuses), secretKeyRef resolved through the API server, and
+// deletion: SIGTERM, SIGKILL after the pod's grace, then the deletion confirmed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -26,9 +27,11 @@ json ShellPod(const std::string& name, const std::string& script, int graceSecon
              {{{"name", "main"}, {"image", "debian"}, {"command", {"/bin/sh", "-c", script}}}}}}}};
 }
 
-class KubeletTest : public ::testing::Test {
+// Pods on the host, and isolated pods (which need root).
+class KubeletTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
+    if (GetParam() && geteuid() != 0) GTEST_SKIP() << "isolated pods need root";
     ASSERT_TRUE(c_.StartApiServer().ok());
     ASSERT_TRUE(c_.AddNodes({{"n1", "a100", 1}}).ok());
     c_.StartKubelet(
@@ -50,10 +53,10 @@ class KubeletTest : public ::testing::Test {
     return p["status"]["containerStatuses"][0]["state"];
   }
 
-  TestCluster c_{"kubelet"};
+  TestCluster c_{"kubelet", {.isolatePods = GetParam()}};
 };
 
-TEST_F(KubeletTest, ExitCodesReachContainerStatuses) {
+TEST_P(KubeletTest, ExitCodesReachContainerStatuses) {
   Create(ShellPod("ok", "exit 0"));
   Create(ShellPod("bad", "exit 3"));
   ASSERT_TRUE(Eventually([&] { return Phase("ok") == "Succeeded"; })) << Pod("ok");
@@ -64,7 +67,7 @@ TEST_F(KubeletTest, ExitCodesReachContainerStatuses) {
   EXPECT_EQ(ContainerState("bad")["terminated"]["reason"], "Error");
 }
 
-TEST_F(KubeletTest, SecretKeyRefIsReadFromTheApiServer) {
+TEST_P(KubeletTest, SecretKeyRefIsReadFromTheApiServer) {
   json pod = ShellPod("reader", "test \"$TOKEN\" = s3cret");
   pod["spec"]["containers"][0]["env"] = {
       {{"name", "TOKEN"},
@@ -81,7 +84,7 @@ TEST_F(KubeletTest, SecretKeyRefIsReadFromTheApiServer) {
   ASSERT_TRUE(Eventually([&] { return Phase("reader") == "Succeeded"; })) << Pod("reader");
 }
 
-TEST_F(KubeletTest, DeletionSendsSigtermThenSigkillAfterTheGrace) {
+TEST_P(KubeletTest, DeletionSendsSigtermThenSigkillAfterTheGrace) {
   const auto ready = [&](const std::string& pod) { return c_.dir() + "/" + pod + ".ready"; };
   Create(ShellPod("ignores-term",
                   "trap '' TERM; touch " + ready("ignores-term") + "; exec sleep 1000", 2));
@@ -103,6 +106,9 @@ TEST_F(KubeletTest, DeletionSendsSigtermThenSigkillAfterTheGrace) {
   EXPECT_GE(took, 2s);  // its grace
   EXPECT_LT(took, 6s);
 }
+
+INSTANTIATE_TEST_SUITE_P(Pods, KubeletTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Isolated" : "OnTheHost"; });
 
 }  // namespace
 }  // namespace easyscale::op::testing
