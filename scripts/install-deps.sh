@@ -13,6 +13,7 @@ apt_packages=(
   libgloo-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus-cpp-dev
+  iproute2  # `ip`: the pod network of isolated test clusters
   nodejs npm
 )
 

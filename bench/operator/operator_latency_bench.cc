@@ -10,7 +10,6 @@
 //   operator_latency_bench [--rounds N] [--protocol-workers]
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -84,18 +83,13 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "operator_latency_bench: %s\n", s.ToString().c_str());
     return 1;
   }
+  OperatorProcess* op = nullptr;
   if (worker.empty()) {
     c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
+    op = c.StartOperator("bench", {"--worker-backend", "cpu"});
   } else {
-    const std::string data =
-        (std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd")
-            .string();
-    c.StartKubelet(std::make_unique<ProcessRuntime>(
-        worker, c.dir(), std::map<std::string, std::string>{{"EASYSCALE_DATA", data}}));
+    op = c.StartWithRealWorkers("bench", worker);
   }
-  std::vector<std::string> args = {"--worker-backend", "cpu"};
-  if (!worker.empty()) args.insert(args.end(), {"--worker-command", worker});
-  OperatorProcess* op = c.StartOperator("bench", args);
   if (!Eventually([&] { return op->Ready(); }, 20s)) {
     std::fprintf(stderr, "operator_latency_bench: the operator did not get ready (%s)\n",
                  c.dir().c_str());

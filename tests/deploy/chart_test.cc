@@ -184,7 +184,7 @@ TEST(Helm, LintsWithDefaultAndCustomValues) {
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = RunHelm(args);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_EQ(r->exitCode, 0) << r->out << r->err;
     EXPECT_NE(r->out.find("0 chart(s) failed"), std::string::npos) << r->out;
   }
 }
@@ -419,7 +419,7 @@ namespace {
 TEST(Manifests, AreUpToDateWithTheChart) {
   auto r = RunCommand({"/bin/bash", SourcePath("deploy/render-manifests.sh"), "--check"});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->exitCode, 0) << r->err;
 }
 
 TEST(Manifests, AreValidAndWired) {

@@ -107,7 +107,7 @@ TEST(Dockerfile, CollectRuntimeLibsMakesARunnableTree) {
   auto r =
       RunCommand({"/bin/bash", SourcePath("deploy/docker/collect-runtime-libs.sh"), dir, self});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->exitCode, 0) << r->err;
   const std::string lib = dir + "/lib";
   EXPECT_TRUE(std::filesystem::exists(lib + "/libyaml-cpp.so.0.7"))
       << "linked libraries are copied";
@@ -117,7 +117,7 @@ TEST(Dockerfile, CollectRuntimeLibsMakesARunnableTree) {
                          dir + "/bin/" + std::filesystem::path(self).filename().string(),
                          "--gtest_list_tests", "--gtest_filter=Dockerfile.*"});
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->exit_code, 0) << run->err;
+  EXPECT_EQ(run->exitCode, 0) << run->err;
   EXPECT_NE(run->out.find("CollectRuntimeLibsMakesARunnableTree"), std::string::npos);
   std::filesystem::remove_all(dir);
 }

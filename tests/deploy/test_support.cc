@@ -1,7 +1,5 @@
 #include "test_support.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,62 +10,15 @@
 #include "yaml_loader.h"
 
 namespace easyscale::deploytest {
-namespace {
-
-// Reads a file descriptor to its end.
-std::string Drain(int fd) {
-  std::string out;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string SourcePath(const std::string& relative) {
   return std::string(EASYSCALE_SOURCE_DIR) + "/" + relative;
 }
 
 StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
-  // stderr goes to an unlinked temp file so a chatty child cannot block on a
-  // full pipe while we read stdout.
-  char err_path[] = "/tmp/easyscale-deploy-test-XXXXXX";
-  const int err_fd = mkstemp(err_path);
-  if (err_fd < 0) return absl::InternalError("mkstemp failed");
-  unlink(err_path);
-  int out_pipe[2];
-  if (pipe(out_pipe) != 0) {
-    close(err_fd);
-    return absl::InternalError("pipe failed");
-  }
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  CommandResult result;
-  result.out = Drain(out_pipe[0]);
-  close(out_pipe[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  lseek(err_fd, 0, SEEK_SET);
-  result.err = Drain(err_fd);
-  close(err_fd);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return easyscale::RunCommand(
+      {.argv = argv, .stdoutTo = Output::Pipe(), .stderrTo = Output::Pipe()},
+      std::chrono::minutes(2));
 }
 
 StatusOr<CommandResult> RunHelm(const std::vector<std::string>& args) {
@@ -89,7 +40,7 @@ StatusOr<std::vector<nlohmann::json>> RenderChart(const std::vector<std::string>
       "--namespace", "easyscale-system", "--include-crds"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   ES_ASSIGN_OR_RETURN(CommandResult r, RunHelm(args));
-  if (r.exit_code != 0) {
+  if (r.exitCode != 0) {
     return absl::InvalidArgumentError("helm " + absl::StrJoin(args, " ") + " failed: " + r.err);
   }
   return LoadYamlDocuments(r.out, "helm template");

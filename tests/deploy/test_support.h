@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "easyscale/common/status.h"
+#include "easyscale/common/subprocess.h"
 #include "object_shapes.h"
 
 namespace easyscale::deploytest {
@@ -19,12 +20,7 @@ std::string SourcePath(const std::string& relative);
 // ReadFile's bound for the repository's own files.
 inline constexpr size_t kMaxSourceFileBytes = 16 << 20;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-// Runs argv (no shell) and collects its output.
+// Runs argv (no shell, at most two minutes) and collects its stdout and stderr.
 StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv);
 
 // Runs third_party/tools/helm with `args`; fails with an install hint when helm

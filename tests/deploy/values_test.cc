@@ -97,7 +97,7 @@ TEST(Values, InstallNotesSayHowToWatchJobs) {
   auto r = RunHelm({"install", "easyscale", SourcePath("charts/easyscale"), "--namespace",
                     "easyscale-system", "--dry-run=client"});
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit_code, 0) << r->err;
+  ASSERT_EQ(r->exitCode, 0) << r->err;
   const std::string notes = r->out.substr(std::min(r->out.find("NOTES:"), r->out.size()));
   for (const auto& want :
        {"kubectl apply -f deploy/examples/mnist-cpu.yaml", "kubectl get esj -w",

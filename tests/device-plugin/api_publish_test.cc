@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "easyscale/common/subprocess.h"
 #include "fake_kubelet.h"
 #include "plugin_process.h"
 
@@ -109,11 +110,14 @@ TEST(ApiServerPublish, PatchesTheNodeOverHttp) {
 
 // A self-signed certificate for 127.0.0.1 at <dir>/<name>.crt and .key.
 void MakeCertificate(const std::string& dir, const std::string& name) {
-  const std::string cmd =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-      " -addext subjectAltName=IP:127.0.0.1 -keyout " +
-      dir + "/" + name + ".key -out " + dir + "/" + name + ".crt 2>/dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  StatusOr<CommandResult> r =
+      RunCommand({.argv = {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".crt"},
+                  .stderrTo = Output::Pipe()},
+                 seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exitCode, 0) << r->err;
 }
 
 // Runs the plugin in-cluster style against an HTTPS API server using

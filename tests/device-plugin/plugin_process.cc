@@ -1,8 +1,6 @@
 #include "plugin_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -46,45 +44,19 @@ std::string TempDir::Read(const std::string& name) const { return ReadAll(path_ 
 
 PluginProcess::PluginProcess(const std::string& dir, const std::vector<std::string>& args)
     : dir_(dir) {
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    const int out = open((dir + "/plugin.stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open((dir + "/plugin.stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    std::vector<char*> argv;
-    std::string bin = EASYSCALE_DEVICE_PLUGIN_BIN;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-}
-
-PluginProcess::~PluginProcess() {
-  if (exit_code_ >= 0 || pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  if (Wait(std::chrono::seconds(5)) < 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+  std::vector<std::string> argv = {EASYSCALE_DEVICE_PLUGIN_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  StatusOr<Subprocess> p = Subprocess::Start({.argv = std::move(argv),
+                                              .stdoutTo = Output::File(dir + "/plugin.stdout"),
+                                              .stderrTo = Output::File(dir + "/plugin.stderr"),
+                                              .parentDeathSignal = SIGKILL,
+                                              .stopGrace = std::chrono::seconds(5)});
+  if (!p.ok()) throw std::runtime_error(p.status().ToString());
+  process_ = std::move(*p);
 }
 
 int PluginProcess::Wait(std::chrono::milliseconds timeout) {
-  if (exit_code_ >= 0) return exit_code_;
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      return exit_code_;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return -1;
+  return process_->Wait(timeout).value_or(-1);
 }
 
 std::string PluginProcess::Stdout() const { return ReadAll(dir_ + "/plugin.stdout"); }

@@ -1,13 +1,14 @@
 // Runs the easyscale-device-plugin binary as a child process in a temp folder;
-// SIGTERM then SIGKILL on destruction, and the folder removed.
+// SIGTERM, then SIGKILL after 5 s on destruction, and the folder removed.
 #pragma once
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "easyscale/common/subprocess.h"
 
 namespace easyscale::dp::testing {
 
@@ -28,7 +29,6 @@ class PluginProcess {
  public:
   // Starts the binary with `args`; stdout and stderr go to files in `dir`.
   PluginProcess(const std::string& dir, const std::vector<std::string>& args);
-  ~PluginProcess();
 
   // Waits for exit; the exit code, or -1 when it is still running at `timeout`.
   int Wait(std::chrono::milliseconds timeout);
@@ -37,8 +37,7 @@ class PluginProcess {
 
  private:
   std::string dir_;
-  pid_t pid_ = -1;
-  int exit_code_ = -1;
+  std::optional<Subprocess> process_;
 };
 
 // Polls `done` every 20 ms until it is true or `timeout` passes.

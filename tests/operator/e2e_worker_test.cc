@@ -4,9 +4,7 @@
 // fixed 8-worker run (`easyscale-worker local --schedule 0:8`).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
+#include "easyscale/common/subprocess.h"
 #include "pod_runtimes.h"
 #include "test_cluster.h"
 #include "testing/test_util.h"
@@ -22,24 +20,23 @@ using nlohmann::json;
 std::string WorkerWithK8sMode() {
   const std::string bin = WorkerBinary();
   if (bin.empty()) return "";
-  const std::string probe = "'" + bin + "' k8s --help >/dev/null 2>&1";
-  return std::system(probe.c_str()) == 0 ? bin : "";
+  StatusOr<CommandResult> probe =
+      RunCommand({.argv = {bin, "k8s", "--help"}, .stdoutTo = Output::File("/dev/null")}, 30s);
+  return probe.ok() && probe->exitCode == 0 ? bin : "";
 }
 
 // Runs the reference: the same training on a fixed layout of 8 workers (one
 // EST each) with `easyscale-worker local`, and reads its `digest:` line.
 std::string ReferenceDigest(const std::string& bin, const std::string& dir, int64_t steps) {
-  const std::string out = dir + "/reference.txt";
-  const std::string cmd = "'" + bin + "' local --ests 8 --schedule 0:8 --model mlp --steps " +
-                          std::to_string(steps) + " --checkpoint-dir '" + dir + "/ref-ckpt' > '" +
-                          out + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0) return "";
-  std::ifstream in(out);
-  std::string line, digest;
-  while (std::getline(in, line)) {
-    if (line.rfind("digest: ", 0) == 0) digest = line.substr(8);
-  }
-  return digest;
+  StatusOr<CommandResult> r =
+      RunCommand({.argv = {bin, "local", "--ests", "8", "--schedule", "0:8", "--model", "mlp",
+                           "--steps", std::to_string(steps), "--checkpoint-dir", dir + "/ref-ckpt"},
+                  .stdoutTo = Output::Pipe(),
+                  .stderrTo = Output::File(dir + "/reference.stderr")},
+                 300s);
+  if (!r.ok() || r->exitCode != 0) return "";
+  const size_t at = r->out.rfind("\ndigest: ");
+  return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
 }
 
 TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
@@ -55,13 +52,7 @@ TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
   ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
 
   ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
-  const std::string data =
-      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
-  c.StartKubelet(std::make_unique<ProcessRuntime>(
-      worker, c.dir(),
-      std::map<std::string, std::string>{{"EASYSCALE_DATA", data}, {"EASYSCALE_STATE_PORT", "0"}}));
-  OperatorProcess* op =
-      c.StartOperator("e2e", {"--worker-backend", "cpu", "--worker-command", worker});
+  OperatorProcess* op = c.StartWithRealWorkers("e2e", worker);
   ASSERT_TRUE(Eventually([&] { return op->Ready(); }));
   const json spec = {{"image", "easyscale/worker:test"},
                      {"ests", 8},

@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <filesystem>
+
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/log.h"
 #include "easyscale/operator/scheduler.h"
@@ -16,38 +18,56 @@ ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
                                std::map<std::string, std::string> extraEnv)
     : binary_(std::move(binary)), logDir_(std::move(logDir)), extraEnv_(std::move(extraEnv)) {}
 
-ProcessRuntime::~ProcessRuntime() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [pod, p] : running_) p->Signal(SIGTERM);
-  for (auto& [pod, p] : running_) p->WaitOrKill(10000);
-  for (auto& p : stopping_) p->WaitOrKill(10000);
-}
-
-void ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
-  std::vector<std::string> args;
-  const json command = pod["spec"]["containers"][0].value("command", json::array());
-  for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
+Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env,
+                             const PodSandbox* sandbox) {
+  std::vector<std::string> argv =
+      pod["spec"]["containers"][0].value("command", std::vector<std::string>());
+  if (argv.empty()) return absl::InvalidArgumentError("the container has no command");
+  if (!binary_.empty()) argv[0] = binary_;
   std::map<std::string, std::string> all = extraEnv_;
   for (const auto& [k, v] : env) all[k] = v;
   const std::string name = pod["metadata"].value("name", "");
+  SubprocessOptions options{.argv = std::move(argv),
+                            .env = std::move(all),
+                            .stdoutTo = Output::File(logDir_ + "/" + name + ".log", true),
+                            .stderrTo = Output::SameAsStdout(),
+                            .parentDeathSignal = SIGKILL};
+  std::optional<SandboxEntry> entry;
+  if (sandbox != nullptr) {
+    StatusOr<SandboxEntry> opened = SandboxEntry::Open(*sandbox);
+    if (!opened.ok()) return opened.status();
+    entry.emplace(std::move(*opened));
+    options.beforeExec = [&entry] { return entry->Enter(); };
+  }
+  StatusOr<Subprocess> p = Subprocess::Start(std::move(options));
+  if (!p.ok()) return p.status();
   std::lock_guard<std::mutex> lock(mu_);
-  running_[name] =
-      std::make_unique<ChildProcess>(binary_, args, all, logDir_ + "/" + name + ".log");
+  processes_.insert_or_assign(ObjectKey(pod), std::move(*p));
+  return absl::OkStatus();
 }
 
-void ProcessRuntime::Stop(const std::string& pod) {
+void ProcessRuntime::Signal(const std::string& pod, int signal) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(pod);
-  if (it == running_.end()) return;
-  it->second->Signal(SIGTERM);  // the grace period runs out in the destructor
-  stopping_.push_back(std::move(it->second));
-  running_.erase(it);
+  if (auto it = processes_.find(pod); it != processes_.end()) it->second.Signal(signal);
 }
 
 std::optional<int> ProcessRuntime::Exited(const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(pod);
-  return it == running_.end() ? std::nullopt : it->second->Poll();
+  auto it = processes_.find(pod);
+  return it == processes_.end() ? std::nullopt : it->second.Poll();
+}
+
+void ProcessRuntime::Remove(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  processes_.erase(pod);
+}
+
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker,
+                                              const std::string& logDir) {
+  const std::string data =
+      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
+  return std::make_unique<ProcessRuntime>(
+      worker, logDir, std::map<std::string, std::string>{{"EASYSCALE_DATA", data}});
 }
 
 ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)
@@ -61,8 +81,8 @@ ProtocolWorkerRuntime::~ProtocolWorkerRuntime() {
   }
 }
 
-void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, std::string>& env) {
-  const std::string name = pod["metadata"].value("name", "");
+Status ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, std::string>& env,
+                                    const PodSandbox*) {
   auto w = std::make_unique<Worker>();
   Worker* raw = w.get();
   const auto get = [&](const char* k) {
@@ -78,10 +98,26 @@ void ProtocolWorkerRuntime::Start(const json& pod, const std::map<std::string, s
                             get("EASYSCALE_JOB"), get("POD_NAME"), get("EASYSCALE_CONTROL_TOKEN"),
                             samplesPerSecond);
   std::lock_guard<std::mutex> lock(mu_);
-  workers_[name] = std::move(w);
+  workers_[ObjectKey(pod)] = std::move(w);
+  return absl::OkStatus();
 }
 
-void ProtocolWorkerRuntime::Stop(const std::string& pod) {
+void ProtocolWorkerRuntime::Signal(const std::string& pod, int signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(pod);
+  if (it == workers_.end()) return;
+  if (signal == SIGKILL) it->second->killed = true;
+  it->second->stop = true;
+}
+
+std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(pod);
+  if (it == workers_.end() || !it->second->done) return std::nullopt;
+  return it->second->killed ? 128 + SIGKILL : 0;
+}
+
+void ProtocolWorkerRuntime::Remove(const std::string& pod) {
   std::unique_ptr<Worker> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,13 +128,6 @@ void ProtocolWorkerRuntime::Stop(const std::string& pod) {
   }
   w->stop = true;
   if (w->thread.joinable()) w->thread.join();
-}
-
-std::optional<int> ProtocolWorkerRuntime::Exited(const std::string& pod) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = workers_.find(pod);
-  if (it == workers_.end() || !it->second->done) return std::nullopt;
-  return 0;
 }
 
 // One worker: step every mini-batch while told Run; stop when a newer
@@ -157,7 +186,7 @@ void ProtocolWorkerRuntime::Run(Worker* w, std::string url, std::string job, std
     }
     report(running, WorkerState::kRunning);
   }
-  if (w->stop && running != 0) report(running, WorkerState::kCheckpointed);  // SIGTERM
+  if (w->stop && !w->killed && running != 0) report(running, WorkerState::kCheckpointed);
   w->done = true;
 }
 

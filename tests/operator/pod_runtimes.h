@@ -1,7 +1,8 @@
 // File: tests/operator/pod_runtimes.h
 //
-// What runs in a worker pod for the stand-in kubelet:
-//  - ProcessRuntime: the real `easyscale-worker k8s` process, env from the pod;
+// What runs in a pod for the stand-in kubelet:
+//  - ProcessRuntime: a real process, e.g. `easyscale-worker k8s`, running the
+//    container's command with the pod's env;
 //  - ProtocolWorkerRuntime: a thread that speaks the control protocol like a
 //    worker (poll the assignment once per mini-batch, train while told Run,
 //    checkpoint on a newer generation or CheckpointAndStop, exit on 404),
@@ -16,40 +17,55 @@
 #include <string>
 #include <thread>
 
-#include "child_process.h"
+#include "easyscale/common/subprocess.h"
 #include "stand_in_kubelet.h"
 
 namespace easyscale::op::testing {
 
 class ProcessRuntime : public PodRuntime {
  public:
+  // `binary` plays the image: it runs in place of the command's first word;
+  // empty, the command runs as it is. Output goes to <logDir>/<pod name>.log,
+  // `extraEnv` is added to every pod's env, a sandbox is entered between fork
+  // and exec, and the processes die with the thread that starts them (the
+  // kubelet's).
   ProcessRuntime(std::string binary, std::string logDir,
                  std::map<std::string, std::string> extraEnv);
-  ~ProcessRuntime() override;
-  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
-  void Stop(const std::string& pod) override;
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+               const PodSandbox* sandbox) override;
+  void Signal(const std::string& pod, int signal) override;
   std::optional<int> Exited(const std::string& pod) override;
+  void Remove(const std::string& pod) override;
 
  private:
   std::string binary_;
   std::string logDir_;
   std::map<std::string, std::string> extraEnv_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<ChildProcess>> running_;
-  std::vector<std::unique_ptr<ChildProcess>> stopping_;
+  std::map<std::string, Subprocess> processes_;
 };
+
+// Real `easyscale-worker k8s` pods: `worker` plays the image, and reads the
+// digits file installed beside it (<prefix>/data/mnist-digits.esd).
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir);
 
 class ProtocolWorkerRuntime : public PodRuntime {
  public:
   explicit ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch);
   ~ProtocolWorkerRuntime() override;
-  void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) override;
-  void Stop(const std::string& pod) override;
+  // The worker runs in this process, whatever the sandbox.
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+               const PodSandbox* sandbox) override;
+  // SIGTERM: the worker reports its checkpoint and leaves at the next
+  // mini-batch; SIGKILL: it leaves without a word.
+  void Signal(const std::string& pod, int signal) override;
   std::optional<int> Exited(const std::string& pod) override;
+  void Remove(const std::string& pod) override;
 
  private:
   struct Worker {
     std::atomic<bool> stop{false};
+    std::atomic<bool> killed{false};
     std::atomic<bool> done{false};
     std::thread thread;
   };

@@ -1,10 +1,13 @@
-// Admission, start, stop and exit of pods for tests.
+// Admission, env, start, exit, deletion and shutdown of pods for tests.
 #include "stand_in_kubelet.h"
+
+#include <signal.h>
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "controller/gpu_inventory.h"
+#include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
 #include "easyscale/operator/kube_time.h"
 
@@ -12,27 +15,86 @@ namespace easyscale::op::testing {
 
 using nlohmann::json;
 
-std::map<std::string, std::string> ResolvePodEnv(const json& pod) {
+namespace {
+
+// How often a pod whose env cannot be resolved (a missing secret) is retried.
+constexpr std::chrono::seconds kEnvRetry(1);
+// What the pods still running when the kubelet stops get between SIGTERM and SIGKILL.
+constexpr std::chrono::seconds kShutdownGrace(10);
+
+std::string Namespace(const json& pod) { return pod["metadata"].value("namespace", ""); }
+std::string Name(const json& pod) { return pod["metadata"].value("name", ""); }
+const json& Container(const json& pod) { return pod["spec"]["containers"][0]; }
+bool HasCommand(const json& pod) { return !Container(pod).value("command", json::array()).empty(); }
+
+// The grace the deletion asked for, else the pod's own (30 s by default).
+int GraceSeconds(const json& pod) {
+  const json& m = pod["metadata"];
+  if (m.contains("deletionGracePeriodSeconds")) return m["deletionGracePeriodSeconds"].get<int>();
+  return pod["spec"].value("terminationGracePeriodSeconds", 30);
+}
+
+StatusOr<std::string> SecretValue(KubeClient& client, const std::string& ns, const json& ref) {
+  const std::string name = ref.value("name", "");
+  const std::string key = ref.value("key", "");
+  ES_ASSIGN_OR_RETURN(const json secret, client.Get(kSecrets, ns, name));
+  const json data = secret.value("data", json::object());
+  if (!data.contains(key)) {
+    return absl::NotFoundError("couldn't find key " + key + " in Secret " + ns + "/" + name);
+  }
+  std::string value;
+  if (!absl::Base64Unescape(data[key].get<std::string>(), &value)) {
+    return absl::DataLossError("Secret " + ns + "/" + name + ": " + key + " is not base64");
+  }
+  return value;
+}
+
+json ContainerStatus(const json& pod, const json& state) {
+  const bool running = state.contains("running");
+  return json::array({{{"name", Container(pod).value("name", "")},
+                       {"image", Container(pod).value("image", "")},
+                       {"ready", running},
+                       {"started", running},
+                       {"restartCount", 0},
+                       {"state", state}}});
+}
+
+}  // namespace
+
+StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const json& pod, KubeClient& client) {
   std::map<std::string, std::string> env;
-  const json& c = pod["spec"]["containers"][0];
-  for (const json& e : c.value("env", json::array())) {
+  for (const json& e : Container(pod).value("env", json::array())) {
     const std::string name = e.value("name", "");
     if (e.contains("value")) {
       env[name] = e["value"].get<std::string>();
       continue;
     }
-    const std::string path = e.value("valueFrom", json::object())
-                                 .value("fieldRef", json::object())
-                                 .value("fieldPath", "");
-    if (path == "metadata.name") env[name] = pod["metadata"].value("name", "");
-    if (path == "metadata.namespace") env[name] = pod["metadata"].value("namespace", "");
-    if (path == "status.podIP") env[name] = "127.0.0.1";
+    const json from = e.value("valueFrom", json::object());
+    if (from.contains("secretKeyRef")) {
+      const json& ref = from["secretKeyRef"];
+      StatusOr<std::string> value = SecretValue(client, Namespace(pod), ref);
+      if (value.ok()) {
+        env[name] = *value;
+      } else if (!ref.value("optional", false) || !absl::IsNotFound(value.status())) {
+        return value.status();
+      }
+      continue;
+    }
+    const std::string path = from.value("fieldRef", json::object()).value("fieldPath", "");
+    if (path == "metadata.name") env[name] = Name(pod);
+    if (path == "metadata.namespace") env[name] = Namespace(pod);
+    if (path == "status.podIP") env[name] = pod.value("status", json::object()).value("podIP", "");
   }
   return env;
 }
 
-StandInKubelet::StandInKubelet(KubeClient* client, PodRuntime* runtime)
-    : client_(client), runtime_(runtime), pods_(client, kPods, {}), nodes_(client, kNodes, {}) {}
+StandInKubelet::StandInKubelet(KubeClient* client, PodRuntime* runtime,
+                               std::optional<PodIsolation> isolation)
+    : client_(client),
+      runtime_(runtime),
+      isolation_(isolation),
+      pods_(client, kPods, {}),
+      nodes_(client, kNodes, {}) {}
 
 StandInKubelet::~StandInKubelet() { Stop(); }
 
@@ -45,10 +107,6 @@ void StandInKubelet::Start() {
 void StandInKubelet::Stop() {
   stopped_ = true;
   if (thread_.joinable()) thread_.join();
-  if (runtime_ != nullptr) {
-    for (const std::string& key : started_) runtime_->Stop(key.substr(key.find('/') + 1));
-  }
-  started_.clear();
   pods_.Stop();
   nodes_.Stop();
 }
@@ -58,9 +116,27 @@ void StandInKubelet::Loop() {
     if (pods_.HasSynced() && nodes_.HasSynced()) Sync();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  StopAll();  // on this thread, which the runtime's processes die with
+}
+
+void StandInKubelet::StopAll() {
+  const auto deadline = Clock::now() + kShutdownGrace;
+  for (auto& [key, a] : admitted_) {
+    if (a.process) runtime_->Signal(key, SIGTERM);
+  }
+  for (auto& [key, a] : admitted_) {
+    if (!a.process) continue;
+    while (!runtime_->Exited(key).has_value() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!runtime_->Exited(key).has_value()) runtime_->Signal(key, SIGKILL);
+    runtime_->Remove(key);
+  }
+  admitted_.clear();
 }
 
 void StandInKubelet::Sync() {
+  Follow();
   std::map<std::string, int> capacity;
   for (const json& n : nodes_.List()) {
     int count = 0;
@@ -78,55 +154,151 @@ void StandInKubelet::Sync() {
   });
   std::map<std::string, int> used;
   for (const json& p : pods) {
-    const std::string phase = p["status"].value("phase", "");
-    if (phase == "Running") used[p["spec"].value("nodeName", "")] += need(p);  // until it is gone
-    // Terminating: stop the containers, then confirm with a grace-0 delete.
-    if (p["metadata"].contains("deletionTimestamp") &&
-        capacity.count(p["spec"].value("nodeName", "")) != 0) {
-      if (runtime_ != nullptr && started_.erase(ObjectKey(p)) != 0) {
-        runtime_->Stop(p["metadata"].value("name", ""));
-      }
-      (void)client_->Delete(kPods, p["metadata"].value("namespace", ""),
-                            p["metadata"].value("name", ""), 0);
+    const std::string node = p["spec"].value("nodeName", "");
+    if (p["status"].value("phase", "") == "Running") used[node] += need(p);  // until it is gone
+    // Terminating with nothing of it running here: confirm with a grace-0 delete.
+    if (p["metadata"].contains("deletionTimestamp") && capacity.count(node) != 0 &&
+        admitted_.count(ObjectKey(p)) == 0) {
+      (void)client_->Delete(kPods, Namespace(p), Name(p), 0);
     }
-  }
-  for (auto it = started_.begin(); it != started_.end();) {
-    const std::optional<json> p = pods_.Get(*it);
-    if (!p.has_value()) {  // removed without a graceful phase
-      if (runtime_ != nullptr) runtime_->Stop(it->substr(it->find('/') + 1));
-      it = started_.erase(it);
-      continue;
-    }
-    std::optional<int> code =
-        runtime_ != nullptr ? runtime_->Exited(it->substr(it->find('/') + 1)) : std::nullopt;
-    if (code.has_value()) {
-      const std::string phase = *code == 0 ? "Succeeded" : "Failed";
-      (void)client_->MergePatch(kPods, (*p)["metadata"].value("namespace", ""),
-                                (*p)["metadata"].value("name", ""),
-                                {{"status", {{"phase", phase}}}}, true);
-      it = started_.erase(it);
-      continue;
-    }
-    ++it;
   }
   for (const json& p : pods) {
     const std::string node = p["spec"].value("nodeName", "");
     if (node.empty() || capacity.count(node) == 0 || p["status"].value("phase", "") != "Pending" ||
-        PodTerminated(p)) {
+        PodTerminated(p) || admitted_.count(ObjectKey(p)) != 0) {
       continue;
     }
     if (used[node] + need(p) > capacity[node]) continue;  // waits for GPUs
-    StatusOr<json> running = client_->MergePatch(
-        kPods, p["metadata"].value("namespace", ""), p["metadata"].value("name", ""),
-        {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"startTime", NowTime()}}}},
-        true);
-    if (!running.ok()) continue;
-    used[node] += need(p);
-    if (IsWorkerPod(p) && runtime_ != nullptr) {
-      runtime_->Start(*running, ResolvePodEnv(*running));
-      started_.insert(ObjectKey(p));
-    }
+    if (Admit(p)) used[node] += need(p);
   }
+}
+
+void StandInKubelet::Follow() {
+  for (auto it = admitted_.begin(); it != admitted_.end();) {
+    const std::string& key = it->first;
+    Admitted& a = it->second;
+    const std::optional<json> p = pods_.Get(key);
+    if (!p.has_value() || (*p)["metadata"].contains("deletionTimestamp")) {
+      // Gone without a graceful deletion: no grace.
+      if (!Terminate(key, a, p.has_value() ? GraceSeconds(*p) : 0)) {
+        ++it;
+        continue;
+      }
+      if (p.has_value()) (void)client_->Delete(kPods, Namespace(*p), Name(*p), 0);
+      Release(key, true);
+      it = admitted_.erase(it);
+      continue;
+    }
+    if (a.process) {
+      if (std::optional<int> code = runtime_->Exited(key)) {
+        ReportTerminated(*p, *code, *code == 0 ? "Completed" : "Error");
+        runtime_->Remove(key);
+        a.process = false;
+        Release(key, false);
+      }
+    }
+    ++it;
+  }
+}
+
+bool StandInKubelet::Terminate(const std::string& key, Admitted& a, int graceSeconds) {
+  if (!a.process) return true;
+  const auto now = Clock::now();
+  if (!a.killAt.has_value()) {
+    runtime_->Signal(key, SIGTERM);
+    a.killAt = now + std::chrono::seconds(graceSeconds);
+  }
+  if (!a.killed && now >= *a.killAt) {
+    runtime_->Signal(key, SIGKILL);
+    a.killed = true;
+  }
+  if (!runtime_->Exited(key).has_value()) return false;
+  runtime_->Remove(key);
+  a.process = false;
+  return true;
+}
+
+bool StandInKubelet::Admit(const json& p) {
+  const std::string key = ObjectKey(p);
+  if (auto r = retryAt_.find(key); r != retryAt_.end() && Clock::now() < r->second) return false;
+  StatusOr<std::string> podIp = PodIp(key);
+  if (!podIp.ok()) {
+    LogError("kubelet", "no network for the pod",
+             {{"pod", key}, {"error", std::string(podIp.status().message())}});
+    admitted_.emplace(key, Admitted{});  // ended before it ran; forgotten once deleted
+    ReportTerminated(p, 128, "StartError", std::string(podIp.status().message()));
+    return true;
+  }
+  json pod = p;
+  pod["status"]["podIP"] = *podIp;
+  StatusOr<std::map<std::string, std::string>> env = ResolvePodEnv(pod, *client_);
+  if (!env.ok()) {  // as kubelet: the pod waits, and its status says why
+    retryAt_[key] = Clock::now() + kEnvRetry;
+    const json waiting = {
+        {"waiting",
+         {{"reason", "CreateContainerConfigError"}, {"message", env.status().message()}}}};
+    (void)client_->MergePatch(kPods, Namespace(p), Name(p),
+                              {{"status", {{"containerStatuses", ContainerStatus(p, waiting)}}}},
+                              true);
+    return false;
+  }
+  retryAt_.erase(key);
+  const std::string now = NowTime();
+  const std::string ip = pod["status"]["podIP"];
+  StatusOr<json> running = client_->MergePatch(
+      kPods, Namespace(p), Name(p),
+      {{"status",
+        {{"phase", "Running"},
+         {"podIP", ip},
+         {"podIPs", {{{"ip", ip}}}},
+         {"startTime", now},
+         {"containerStatuses", ContainerStatus(p, {{"running", {{"startedAt", now}}}})}}}},
+      true);
+  if (!running.ok()) return false;
+  Admitted& a = admitted_[key];
+  if (runtime_ == nullptr || !HasCommand(p)) return true;
+  if (Status s = StartContainer(*running, *env); !s.ok()) {
+    LogError("kubelet", "cannot start the pod's container",
+             {{"pod", key}, {"error", std::string(s.message())}});
+    ReportTerminated(*running, 128, "StartError", std::string(s.message()));
+    return true;
+  }
+  a.process = true;
+  return true;
+}
+
+StatusOr<std::string> StandInKubelet::PodIp(const std::string& key) {
+  if (!isolation_.has_value()) return std::string("127.0.0.1");
+  ES_ASSIGN_OR_RETURN(const PodNetwork::Pod net, isolation_->network->AddPod(key));
+  return net.ip;
+}
+
+Status StandInKubelet::StartContainer(const json& pod,
+                                      const std::map<std::string, std::string>& env) {
+  if (!isolation_.has_value()) return runtime_->Start(pod, env, nullptr);
+  ES_ASSIGN_OR_RETURN(const PodNetwork::Pod net, isolation_->network->AddPod(ObjectKey(pod)));
+  ES_ASSIGN_OR_RETURN(std::vector<BindMount> mounts, isolation_->volumes->Prepare(pod));
+  const PodSandbox sandbox{net.netns, std::move(mounts), isolation_->volumes->root()};
+  return runtime_->Start(pod, env, &sandbox);
+}
+
+void StandInKubelet::Release(const std::string& key, bool deleted) {
+  if (!isolation_.has_value()) return;
+  isolation_->network->RemovePod(key);
+  const size_t slash = key.find('/');
+  if (deleted) isolation_->volumes->Release(key.substr(0, slash), key.substr(slash + 1));
+}
+
+void StandInKubelet::ReportTerminated(const json& pod, int exitCode, const std::string& reason,
+                                      const std::string& message) {
+  json terminated = {{"exitCode", exitCode}, {"reason", reason}, {"finishedAt", NowTime()}};
+  if (!message.empty()) terminated["message"] = message;
+  (void)client_->MergePatch(
+      kPods, Namespace(pod), Name(pod),
+      {{"status",
+        {{"phase", exitCode == 0 ? "Succeeded" : "Failed"},
+         {"containerStatuses", ContainerStatus(pod, {{"terminated", terminated}})}}}},
+      true);
 }
 
 }  // namespace easyscale::op::testing

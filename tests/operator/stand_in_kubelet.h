@@ -1,58 +1,109 @@
 // File: tests/operator/stand_in_kubelet.h
 //
-// The kubelet's part for multi-process tests, for every node at once: admits
-// Pending pods bound to a node when the node's GPUs (easyscale.io/gpu-count)
-// have room (a worker pod takes one, an inference pod its nvidia.com/gpu),
-// marks them Running with podIP 127.0.0.1, starts worker pods' containers
-// through a PodRuntime with the pod's env resolved (downward API fields
-// included), stops them when the pod is terminating and then confirms the
-// deletion (grace 0), and writes Succeeded/Failed when they exit. A GPU stays
-// used until its pod object is gone.
+// The kubelet's part for multi-process tests, for every node at once. It
+// admits Pending pods bound to a node when the node's GPUs
+// (easyscale.io/gpu-count) have room (a worker pod takes one, an inference pod
+// its nvidia.com/gpu), resolves the container's env (downward API fields,
+// secretKeyRef through the API server; a missing secret keeps the pod Pending
+// with CreateContainerConfigError), marks it Running with its IP and starts
+// the container's command through a PodRuntime. When the process ends it
+// writes Succeeded/Failed and containerStatuses[0].state.terminated (exitCode,
+// reason Completed or Error). A pod being deleted gets SIGTERM, SIGKILL after
+// its grace period, and its deletion is confirmed once the process is gone. A
+// GPU stays used until its pod object is gone. Pods without a command (the
+// tests' inference pods) only hold their GPUs. The pods still running when the
+// kubelet stops get SIGTERM, and SIGKILL after 10 s. With PodIsolation each pod
+// has its own network and mount namespaces (status.podIP is its address).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 
 #include "easyscale/operator/informer.h"
 #include "easyscale/operator/kube_client.h"
+#include "pod_network.h"
+#include "pod_sandbox.h"
 
 namespace easyscale::op::testing {
 
+// Runs the containers of pods; pods are named by their "namespace/name" key.
 class PodRuntime {
  public:
   virtual ~PodRuntime() = default;
-  virtual void Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env) = 0;
-  // Like SIGTERM then SIGKILL after a grace period.
-  virtual void Stop(const std::string& pod) = 0;
-  // The exit code once the pod's process has ended.
+  // Starts the pod's container with `env`, inside `sandbox` when there is one.
+  // Called from the kubelet's thread only.
+  virtual Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+                       const PodSandbox* sandbox) = 0;
+  // SIGTERM asks the pod's process to stop; SIGKILL ends it.
+  virtual void Signal(const std::string& pod, int signal) = 0;
+  // The exit code (128 + the signal when killed) once the process has ended.
   virtual std::optional<int> Exited(const std::string& pod) = 0;
+  // Forgets an ended pod.
+  virtual void Remove(const std::string& pod) = 0;
 };
 
-// Environment of the pod's first container, downward API fields resolved.
-std::map<std::string, std::string> ResolvePodEnv(const nlohmann::json& pod);
+// Environment of the pod's first container: values, downward API fields, and
+// secretKeyRef read from the API server.
+StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const nlohmann::json& pod,
+                                                           KubeClient& client);
+
+// Pods isolated like pods on nodes of their own: each gets a network namespace
+// and address on `network`, and its volumes from `volumes` in a mount
+// namespace of its own. Without it pods run on the host, at 127.0.0.1.
+struct PodIsolation {
+  PodNetwork* network = nullptr;
+  const PodVolumes* volumes = nullptr;
+};
 
 class StandInKubelet {
  public:
-  StandInKubelet(KubeClient* client, PodRuntime* runtime);
+  StandInKubelet(KubeClient* client, PodRuntime* runtime,
+                 std::optional<PodIsolation> isolation = std::nullopt);
   ~StandInKubelet();
   void Start();
+  // Stops the pods still running, then the kubelet.
   void Stop();
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // A pod admitted to run here.
+  struct Admitted {
+    bool process = false;                     // its container's process is known to the runtime
+    std::optional<Clock::time_point> killAt;  // SIGTERM sent; SIGKILL at this time
+    bool killed = false;
+  };
+
   void Loop();
   void Sync();
+  // Follows admitted pods: ended processes, deletions, pods that are gone.
+  void Follow();
+  // Starts a pod; false when it has to wait (its env cannot be resolved yet).
+  bool Admit(const nlohmann::json& pod);
+  // Ends the process of a pod being deleted; true once it is gone.
+  bool Terminate(const std::string& key, Admitted& a, int graceSeconds);
+  // Writes the end of the pod's container: phase and state.terminated.
+  void ReportTerminated(const nlohmann::json& pod, int exitCode, const std::string& reason,
+                        const std::string& message = "");
+  // The pod's address: its own with isolation (made on the first call), else 127.0.0.1.
+  StatusOr<std::string> PodIp(const std::string& key);
+  // Starts the pod's container, in its sandbox with isolation.
+  Status StartContainer(const nlohmann::json& pod, const std::map<std::string, std::string>& env);
+  // Frees what isolation gave an ended pod: its address; once deleted, its emptyDirs too.
+  void Release(const std::string& key, bool deleted);
+  void StopAll();
 
   KubeClient* client_;
   PodRuntime* runtime_;
+  std::optional<PodIsolation> isolation_;
   Informer pods_;
   Informer nodes_;
-  std::set<std::string> started_;  // ns/name of pods whose containers run
+  std::map<std::string, Admitted> admitted_;
+  std::map<std::string, Clock::time_point> retryAt_;  // pods waiting for their env
   std::atomic<bool> stopped_{false};
   std::thread thread_;
 };

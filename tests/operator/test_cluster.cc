@@ -2,16 +2,32 @@
 #include "test_cluster.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "easyscale/common/checks.h"
+#include "pod_runtimes.h"
 #include "testing/test_util.h"
 
 namespace easyscale::op::testing {
 
 using nlohmann::json;
+
+int FreePort() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(s);
+  return ntohs(addr.sin_port);
+}
 
 std::string OperatorBinary() { return EASYSCALE_OPERATOR_BIN; }
 
@@ -38,7 +54,7 @@ int OperatorProcess::Get(int port, const std::string& path, std::string* body) c
   return res->status;
 }
 
-TestCluster::TestCluster(const std::string& name) {
+TestCluster::TestCluster(const std::string& name, TestClusterOptions options) : options_(options) {
   dir_ = (std::filesystem::temp_directory_path() /
           (name + "-" + std::to_string(getpid()) + "-" + std::to_string(rand())))
              .string();
@@ -50,13 +66,11 @@ TestCluster::~TestCluster() {
   if (service_) service_->stop();
   if (serviceThread_.joinable()) serviceThread_.join();
   runtime_.reset();
-  for (auto& o : operators_) {
-    o->process->Signal(SIGTERM);
-    o->process->WaitOrKill(5000);
-  }
-  operators_.clear();
+  for (auto& o : operators_) o->process->Signal(SIGTERM);
+  operators_.clear();  // each gets up to its stop grace to end
   client_.reset();
   server_.reset();
+  network_.reset();  // the pods are gone
   if (std::getenv("EASYSCALE_KEEP_TEST_DIR") == nullptr) std::filesystem::remove_all(dir_);
 }
 
@@ -67,12 +81,26 @@ Status TestCluster::StartApiServer() {
   kubeconfig_ = dir_ + "/kubeconfig";
   ES_RETURN_IF_ERROR(server_->WriteKubeconfig(kubeconfig_));
   ES_ASSIGN_OR_RETURN(client_, KubeClient::Create(server_->ClientConfig()));
+  if (options_.isolatePods) {
+    ES_ASSIGN_OR_RETURN(network_, PodNetwork::Create());
+    volumes_ = std::make_unique<PodVolumes>(dir_ + "/volumes");
+  }
+  return absl::OkStatus();
+}
+
+std::string TestCluster::hostAddress() const {
+  return network_ != nullptr ? network_->hostAddress() : "127.0.0.1";
+}
+
+Status TestCluster::AddNodes(const std::vector<NodeSpec>& nodes) {
+  for (const NodeSpec& n : nodes) {
+    ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode(n.name, n.gpuType, n.gpus)).status());
+  }
   return absl::OkStatus();
 }
 
 Status TestCluster::AddTwoNodesWithInference(const std::string& inference) {
-  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n1", "a100", 2)).status());
-  ES_RETURN_IF_ERROR(client_->Create(kNodes, "", GpuNode("n2", "h100", 2)).status());
+  ES_RETURN_IF_ERROR(AddNodes({{"n1", "a100", 2}, {"n2", "h100", 2}}));
   return client_->Create(kPods, "default", InferencePod(inference, "n1", 2)).status();
 }
 
@@ -83,27 +111,42 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
   o->identity = identity;
   o->healthPort = FreePort();
   o->metricsPort = FreePort();
+  o->controlHost = hostAddress();
   o->controlPort = FreePort();
   std::vector<std::string> args = {
       "--kubeconfig",   kubeconfig_,
       "--identity",     identity,
       "--health-addr",  "127.0.0.1:" + std::to_string(o->healthPort),
       "--metrics-addr", "127.0.0.1:" + std::to_string(o->metricsPort),
-      "--control-addr", "127.0.0.1:" + std::to_string(o->controlPort),
+      "--control-addr", o->controlHost + ":" + std::to_string(o->controlPort),
       "--control-url",  controlUrl.empty() ? o->controlUrl() : controlUrl,
       "--resync",       "0.5"};
+  args.insert(args.begin(), OperatorBinary());
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  o->process =
-      std::make_unique<ChildProcess>(OperatorBinary(), args, std::map<std::string, std::string>{},
-                                     dir_ + "/operator-" + identity + ".log");
+  const std::string log = dir_ + "/operator-" + identity + ".log";
+  StatusOr<Subprocess> started = Subprocess::Start({.argv = std::move(args),
+                                                    .stdoutTo = Output::File(log, true),
+                                                    .stderrTo = Output::SameAsStdout(),
+                                                    .parentDeathSignal = SIGKILL,
+                                                    .stopGrace = std::chrono::seconds(5)});
+  ES_CHECK(started.ok()) << started.status();
+  o->process = std::move(*started);
   operators_.push_back(std::move(o));
   return operators_.back().get();
 }
 
 void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {
   runtime_ = std::move(runtime);
-  kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get());
+  std::optional<PodIsolation> isolation;
+  if (network_ != nullptr) isolation = PodIsolation{network_.get(), volumes_.get()};
+  kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get(), isolation);
   kubelet_->Start();
+}
+
+OperatorProcess* TestCluster::StartWithRealWorkers(const std::string& identity,
+                                                   const std::string& worker) {
+  StartKubelet(WorkerRuntime(worker, dir_));
+  return StartOperator(identity, {"--worker-backend", "cpu", "--worker-command", worker});
 }
 
 std::string TestCluster::StartControlService() {
@@ -111,7 +154,7 @@ std::string TestCluster::StartControlService() {
   auto forward = [this](const httplib::Request& req, httplib::Response& res) {
     for (const auto& o : operators_) {
       if (o->process->Poll().has_value() || !o->Ready()) continue;
-      httplib::Client c("127.0.0.1", o->controlPort);
+      httplib::Client c(o->controlHost, o->controlPort);
       c.set_read_timeout(5, 0);
       std::string target = req.path;
       if (!req.params.empty()) {
@@ -131,10 +174,10 @@ std::string TestCluster::StartControlService() {
   };
   service_->Get("/v1/.*", forward);
   service_->Post("/v1/.*", forward);
-  const int port = service_->bind_to_any_port("127.0.0.1");
+  const int port = service_->bind_to_any_port(hostAddress());
   httplib::Server* s = service_.get();
   serviceThread_ = std::thread([s] { s->listen_after_bind(); });
-  return "http://127.0.0.1:" + std::to_string(port);
+  return "http://" + hostAddress() + ":" + std::to_string(port);
 }
 
 json TestCluster::Job(const std::string& name) {

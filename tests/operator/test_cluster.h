@@ -3,17 +3,24 @@
 // A whole simulated cluster for multi-process tests and benches: the test API
 // server over HTTPS (self-signed CA, token, a kubeconfig file), easyscale-operator
 // processes (optionally two, with leader election), and the stand-in kubelet
-// running worker pods through a PodRuntime. Everything lives under one temp
-// folder that is removed at the end.
+// running pods through a PodRuntime, on the host or isolated on a pod network
+// of their own. Everything lives under one temp folder that is removed at the
+// end, with the pod network.
+//
+//   TestCluster c("scale", {.isolatePods = true});
+//   ASSERT_TRUE(c.StartApiServer().ok());
+//   ASSERT_TRUE(c.AddNodes({{"n1", "a100", 2}, {"n2", "h100", 2}, {"n3", "v100", 2}}).ok());
+//   OperatorProcess* op = c.StartWithRealWorkers("op", WorkerBinary());
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
+#include "easyscale/common/subprocess.h"
 
 namespace httplib {
 class Server;
@@ -28,27 +35,53 @@ struct OperatorProcess {
   std::string identity;
   int healthPort = 0;
   int metricsPort = 0;
+  std::string controlHost;  // where pods reach the control endpoint
   int controlPort = 0;
-  std::unique_ptr<ChildProcess> process;
-  std::string controlUrl() const { return "http://127.0.0.1:" + std::to_string(controlPort); }
+  std::optional<Subprocess> process;
+  std::string controlUrl() const {
+    return "http://" + controlHost + ":" + std::to_string(controlPort);
+  }
   int Get(int port, const std::string& path, std::string* body = nullptr) const;
   bool Ready() const { return Get(healthPort, "/readyz") == 200; }
 };
 
+struct NodeSpec {
+  std::string name;
+  std::string gpuType;
+  int gpus = 0;
+};
+
+struct TestClusterOptions {
+  // Pods like pods on separate nodes: each in its own network namespace with
+  // its own IP on the cluster's pod network and in its own mount namespace
+  // with its own emptyDirs (pod_network.h, pod_sandbox.h). The operators'
+  // control endpoint then listens on the network's host address, which is
+  // all pods can reach of the host. Needs root. Off: pods are processes on
+  // the host, at 127.0.0.1, sharing its files.
+  bool isolatePods = false;
+};
+
 class TestCluster {
  public:
-  explicit TestCluster(const std::string& name);
+  explicit TestCluster(const std::string& name, TestClusterOptions options = {});
   ~TestCluster();
 
+  // The API server, and the pod network when pods are isolated.
   Status StartApiServer();
+  // Nodes as the device plugin labels them.
+  Status AddNodes(const std::vector<NodeSpec>& nodes);
   // The standard two-node cluster: n1 with two a100s, both held by the
   // inference pod `inference` (Running once the kubelet admits it), and n2
   // with two idle h100s.
   Status AddTwoNodesWithInference(const std::string& inference);
-  // `controlUrl` empty: the operator's own control port.
+  // `controlUrl` empty: the operator's own control port. A binary that cannot
+  // start fails the test (InternalError).
   OperatorProcess* StartOperator(const std::string& identity, std::vector<std::string> extraArgs,
                                  const std::string& controlUrl = "");
   void StartKubelet(std::unique_ptr<PodRuntime> runtime);
+  // Real `easyscale-worker k8s` pods (`worker`, through WorkerRuntime) and an
+  // operator that makes them CPU workers.
+  OperatorProcess* StartWithRealWorkers(const std::string& identity, const std::string& worker);
   // A stand-in for the operator's Service: forwards worker control traffic to
   // whichever operator is ready (the leader). Returns its URL.
   std::string StartControlService();
@@ -57,6 +90,8 @@ class TestCluster {
   TestApiServer& server() { return *server_; }
   const std::string& dir() const { return dir_; }
   const std::string& kubeconfig() const { return kubeconfig_; }
+  // The address pods reach the host at: the pod network's, or 127.0.0.1.
+  std::string hostAddress() const;
 
   nlohmann::json Job(const std::string& name);
   nlohmann::json JobStatus(const std::string& name);
@@ -65,8 +100,11 @@ class TestCluster {
   std::string LeaseHolder(const std::string& lease = "easyscale-operator");
 
  private:
+  TestClusterOptions options_;
   std::string dir_;
   std::string kubeconfig_;
+  std::unique_ptr<PodNetwork> network_;
+  std::unique_ptr<PodVolumes> volumes_;
   std::unique_ptr<TestApiServer> server_;
   std::unique_ptr<KubeClient> client_;
   std::vector<std::unique_ptr<OperatorProcess>> operators_;
@@ -75,6 +113,9 @@ class TestCluster {
   std::unique_ptr<httplib::Server> service_;
   std::thread serviceThread_;
 };
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort();
 
 // Where the build put easyscale-operator and (when built) easyscale-worker.
 std::string OperatorBinary();

@@ -7,10 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -20,8 +17,7 @@
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/rendezvous_store.h"
-
-extern char** environ;
+#include "easyscale/common/subprocess.h"
 
 namespace easyscale {
 namespace {
@@ -150,46 +146,36 @@ class TestOperator {
   std::string digest_;
 };
 
-pid_t StartWorker(const std::string& pod, int port) {
-  std::vector<std::string> args = {EASYSCALE_WORKER_BIN,
-                                   "k8s",
-                                   "--control-url",
-                                   "http://127.0.0.1:" + std::to_string(port),
-                                   "--job",
-                                   "default/mnist",
-                                   "--pod",
-                                   pod,
-                                   "--state-port",
-                                   "0",
-                                   "--data",
-                                   EASYSCALE_MNIST_DATA};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  setenv("EASYSCALE_CONTROL_TOKEN", kToken, 1);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  return pid;
+StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
+  return Subprocess::Start({.argv = {EASYSCALE_WORKER_BIN, "k8s", "--control-url",
+                                     "http://127.0.0.1:" + std::to_string(port), "--job",
+                                     "default/mnist", "--pod", pod, "--state-port", "0", "--data",
+                                     EASYSCALE_MNIST_DATA},
+                            .env = {{"EASYSCALE_CONTROL_TOKEN", kToken}},
+                            .parentDeathSignal = SIGKILL});
 }
 
 std::string LocalDigest() {
-  const std::string cmd = std::string(EASYSCALE_WORKER_BIN) + " local --ests 8 --steps " +
-                          std::to_string(kSteps) + " --schedule 0:1 --data " + EASYSCALE_MNIST_DATA;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  pclose(p);
+  StatusOr<CommandResult> r = RunCommand(
+      {.argv = {EASYSCALE_WORKER_BIN, "local", "--ests", "8", "--steps", std::to_string(kSteps),
+                "--schedule", "0:1", "--data", EASYSCALE_MNIST_DATA},
+       .stdoutTo = Output::Pipe()},
+      std::chrono::minutes(5));
   std::smatch m;
-  return std::regex_search(out, m, std::regex("digest: ([0-9a-f]{64})")) ? std::string(m[1]) : "";
+  return r.ok() && std::regex_search(r->out, m, std::regex("digest: ([0-9a-f]{64})"))
+             ? std::string(m[1])
+             : "";
 }
 
 TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
   TestOperator op;
   op.SetGeneration({"w-a", "w-b"});
-  std::vector<pid_t> pids = {StartWorker("w-a", op.port()), StartWorker("w-b", op.port()),
-                             StartWorker("w-c", op.port())};
+  std::vector<Subprocess> workers;
+  for (const char* pod : {"w-a", "w-b", "w-c"}) {
+    StatusOr<Subprocess> w = StartWorker(pod, op.port());
+    ASSERT_TRUE(w.ok()) << w.status();
+    workers.push_back(std::move(*w));
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (op.max_step() < 8 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -199,16 +185,8 @@ TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
   while (op.digest().empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (pid_t pid : pids) {
-    int status = 0;
-    for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (waitpid(pid, &status, WNOHANG) == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-    }
-  }
+  for (Subprocess& w : workers) w.Wait(std::chrono::seconds(10));
+  workers.clear();  // kills any still running
   ASSERT_EQ(op.digest().size(), 64u);
   EXPECT_EQ(op.digest(), LocalDigest());
 }

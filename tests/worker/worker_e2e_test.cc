@@ -3,17 +3,17 @@
 // for every schedule of worker processes, through scale events and a SIGKILL.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/sha256.h"
+#include "easyscale/common/subprocess.h"
 #include "easyscale/worker/dataset.h"
 
 namespace {
@@ -25,18 +25,23 @@ struct RunResult {
   double accuracy = -1;
 };
 
-// `timeout_s` > 0: the run is SIGKILLed after that long (a run that must not hang).
+// Runs easyscale-worker with the space-separated `args`; `timeout_s` > 0:
+// the run is killed after that long (a run that must not hang).
 RunResult Worker(const std::string& args, int timeout_s = 0) {
-  const std::string limit =
-      timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
-  const std::string cmd = limit + EASYSCALE_WORKER_BIN + " " + args + " 2>&1";
+  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
+  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  easyscale::StatusOr<easyscale::CommandResult> run =
+      easyscale::RunCommand({.argv = argv,
+                             .stdoutTo = easyscale::Output::Pipe(),
+                             .stderrTo = easyscale::Output::SameAsStdout()},
+                            timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::minutes(5));
+  if (!run.ok()) {
+    r.output = run.status().ToString();
+    return r;
+  }
+  r.exit_code = run->exitCode;
+  r.output = std::move(run->out);
   std::smatch m;
   if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
   if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))

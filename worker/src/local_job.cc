@@ -1,9 +1,6 @@
 #include "easyscale/worker/local_job.h"
 
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,35 +9,34 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <sstream>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
+#include "easyscale/common/dir_lock.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/http_server.h"
 #include "easyscale/common/log.h"
 #include "easyscale/common/rendezvous_store.h"
-
-extern char** environ;
+#include "easyscale/common/subprocess.h"
 
 namespace easyscale {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Child {
-  pid_t pid = -1;
-  int rank = 0;
-  bool exited = false;
-  int status = 0;
-};
+// How long interrupted workers get to checkpoint and exit before SIGKILL.
+constexpr std::chrono::seconds kStopGrace(10);
 
 // One attempt at one segment: the processes, rank 0's stdout, what it said.
+// The workers die with the runner (SIGKILL when it ends, however it ends) and
+// hold the checkpoint folder's lock with it until the last of them is gone.
 class Generation {
  public:
-  explicit Generation(const LocalJobOptions& o) : options_(o) {}
-  ~Generation() { KillAll(); }
+  Generation(const LocalJobOptions& o, const DirLock& lock) : options_(o), lock_(lock) {}
 
   // `fault_step` >= 0: the last rank's backend fails in that step (test-only).
   Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder,
@@ -60,106 +56,73 @@ class Generation {
         args.push_back("--test-fault-at");
         args.push_back(std::to_string(fault_step));
       }
-      std::vector<char*> argv;
-      for (auto& s : args) argv.push_back(s.data());
-      argv.push_back(nullptr);
-      posix_spawn_file_actions_t actions;
-      posix_spawn_file_actions_init(&actions);
-      int pipe_fds[2] = {-1, -1};
-      if (w.rank == 0) {
-        if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
-        posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-        posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-        posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
-      }
-      Child c;
-      c.rank = w.rank;
-      const int rc = posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), environ);
-      posix_spawn_file_actions_destroy(&actions);
-      if (w.rank == 0) {
-        close(pipe_fds[1]);
-        out_fd_ = pipe_fds[0];
-      }
-      if (rc != 0) return absl::InternalError("cannot start " + options_.worker_binary);
-      children_.push_back(c);
+      SubprocessOptions worker{
+          .argv = std::move(args), .keepFds = {lock_.fd()}, .parentDeathSignal = SIGKILL};
+      if (w.rank == 0) worker.stdoutTo = Output::Pipe();
+      ES_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Start(std::move(worker)));
+      children_.push_back({w.rank, std::move(p)});
     }
     return absl::OkStatus();
   }
 
-  // Reads one line of rank 0's progress, or returns false when none came
-  // within `timeout_ms` (then the caller checks the children).
-  bool ReadLine(std::string* line, int timeout_ms) {
-    for (;;) {
-      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        *line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return true;
-      }
-      if (out_fd_ < 0) return false;
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, timeout_ms) <= 0) return false;
-      char chunk[4096];
-      const ssize_t n = read(out_fd_, chunk, sizeof chunk);
-      if (n <= 0) {
-        close(out_fd_);
-        out_fd_ = -1;
-        return false;
-      }
-      buffer_.append(chunk, static_cast<size_t>(n));
+  // One line of rank 0's progress, or nothing within `timeout` (then the
+  // caller checks the children).
+  std::optional<std::string> ReadLine(std::chrono::milliseconds timeout) {
+    Subprocess& rank0 = children_.front().process;
+    if (rank0.stdoutEnded()) {  // rank 0 is ending; the others may take a moment
+      std::this_thread::sleep_for(timeout);
+      return std::nullopt;
     }
+    return rank0.ReadLine(timeout);
   }
 
-  // Reaps exited children. Returns the rank of a failed one, or -1.
-  int Reap() {
+  // The rank of a worker that failed, or -1.
+  int Failed() {
     for (Child& c : children_) {
-      if (c.exited) continue;
-      if (waitpid(c.pid, &c.status, WNOHANG) == c.pid) c.exited = true;
-      if (c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return c.rank;
+      if (std::optional<int> code = c.process.Poll(); code.has_value() && *code != 0) {
+        return c.rank;
+      }
     }
     return -1;
   }
-  bool AllExited() const {
-    for (const Child& c : children_) {
-      if (!c.exited) return false;
+  bool AllExited() {
+    for (Child& c : children_) {
+      if (!c.process.Poll().has_value()) return false;
     }
     return true;
   }
   // True when the failed rank reported a permanent error (bad input): retrying cannot help.
-  bool Permanent(int rank) const {
-    for (const Child& c : children_) {
-      if (c.rank == rank) return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kPermanentExitCode;
-    }
-    return false;
-  }
-  std::string Describe(int rank) const {
-    for (const Child& c : children_) {
-      if (c.rank != rank) continue;
-      if (WIFSIGNALED(c.status)) return "killed by signal " + std::to_string(WTERMSIG(c.status));
-      return "exit code " + std::to_string(WEXITSTATUS(c.status));
-    }
-    return "unknown";
-  }
-  void Kill(int rank) {
+  bool Permanent(int rank) { return Find(rank).process.Poll() == kPermanentExitCode; }
+  std::string Describe(int rank) { return Find(rank).process.Describe(); }
+  void Kill(int rank) { Find(rank).process.Signal(SIGKILL); }
+  // Kills and reaps every worker.
+  void KillAll() { children_.clear(); }
+  // SIGTERM to every worker (they checkpoint at the next step and exit), then
+  // SIGKILL to those still running after `grace`.
+  void Stop(std::chrono::milliseconds grace) {
+    for (Child& c : children_) c.process.Signal(SIGTERM);
+    const auto deadline = Clock::now() + grace;
     for (Child& c : children_) {
-      if (c.rank == rank && !c.exited) kill(c.pid, SIGKILL);
+      c.process.WaitOrKill(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     }
-  }
-  void KillAll() {
-    for (Child& c : children_) {
-      if (c.exited) continue;
-      kill(c.pid, SIGKILL);
-      waitpid(c.pid, &c.status, 0);
-      c.exited = true;
-    }
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
   }
 
  private:
+  struct Child {
+    int rank = 0;
+    Subprocess process;
+  };
+  Child& Find(int rank) {
+    auto it = std::find_if(children_.begin(), children_.end(),
+                           [rank](const Child& c) { return c.rank == rank; });
+    ES_CHECK(it != children_.end()) << "no worker of rank " << rank;
+    return *it;
+  }
+
   const LocalJobOptions& options_;
-  std::vector<Child> children_;
-  int out_fd_ = -1;
-  std::string buffer_;
+  const DirLock& lock_;
+  std::vector<Child> children_;  // in rank order
 };
 
 std::string RandomToken() {
@@ -235,6 +198,12 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     remove_dir = true;
   }
   ES_RETURN_IF_ERROR(MakeDirs(dir));
+  // One run at a time writes checkpoints into a folder.
+  StatusOr<DirLock> lock = DirLock::Acquire(dir);
+  if (!lock.ok()) {
+    return Status(lock.status().code(),
+                  "--checkpoint-dir: " + std::string(lock.status().message()));
+  }
   // The workers meet through this process's rendezvous store, on loopback,
   // with a token of this run (the children inherit it).
   const std::string token = RandomToken();
@@ -302,20 +271,20 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
                               .c_str());
       std::fflush(stdout);
       std::optional<Clock::time_point> last_step_at;
-      Generation gen(o);
+      Generation gen(o, *lock);
       // The fault is injected into the first attempt that reaches its step only.
       const bool inject = o.fault_worker_at > 0 && !faulted_once &&
                           o.fault_worker_at >= entry.step &&
                           (stop_at == 0 || o.fault_worker_at < stop_at);
       faulted_once = faulted_once || inject;
       ES_RETURN_IF_ERROR(gen.Start(workers, dir, inject ? o.fault_worker_at : -1));
+      const auto stop_requested = [&o] { return o.stop_requested && o.stop_requested(); };
       int failed = -1;
-      std::string line;
-      while (failed < 0 && !gen.AllExited()) {
-        while (gen.ReadLine(&line, 50)) {
-          nlohmann::json ev = nlohmann::json::parse(line, nullptr, false);
+      while (failed < 0 && !gen.AllExited() && !stop_requested()) {
+        while (std::optional<std::string> line = gen.ReadLine(std::chrono::milliseconds(50))) {
+          nlohmann::json ev = nlohmann::json::parse(*line, nullptr, false);
           if (ev.is_discarded() || !ev.is_object()) {
-            std::printf("%s\n", line.c_str());
+            std::printf("%s\n", line->c_str());
             continue;
           }
           const std::string kind = ev.value("event", "");
@@ -356,9 +325,17 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
           }
           std::printf("%s\n", ev.dump().c_str());
           std::fflush(stdout);
-          if ((failed = gen.Reap()) >= 0) break;
+          if ((failed = gen.Failed()) >= 0 || stop_requested()) break;
         }
-        if (failed < 0) failed = gen.Reap();
+        if (failed < 0) failed = gen.Failed();
+      }
+      if (stop_requested()) {
+        gen.Stop(kStopGrace);
+        return absl::CancelledError(
+            absl::StrCat("interrupted (SIGTERM or SIGINT); the workers are stopped",
+                         o.checkpoint_dir.empty()
+                             ? ""
+                             : "; the same --checkpoint-dir resumes from the last checkpoint"));
       }
       if (failed < 0) break;
       const std::string why = gen.Describe(failed);

@@ -168,6 +168,7 @@ int LocalCommand(int argc, char** argv) {
   if (o.data_path.empty()) o.data_path = DefaultDataPath();
   if (Status s = CheckLocalData(o); !s.ok()) return Fail(s);
   o.worker_binary = SelfPath();
+  o.stop_requested = InstallStopSignalHandlers();
   auto result = RunLocalJob(o);
   if (!result.ok()) return Fail(result.status());
   std::printf("test accuracy: %.4f\n", result->test_accuracy);

@@ -174,6 +174,28 @@ TEST_F(KubeClientTest, BoundPodsTerminateGracefullyUntilTheKubeletConfirms) {
   EXPECT_TRUE(absl::IsNotFound(client_->Get(kPods, "default", "unbound").status()));
 }
 
+TEST_F(KubeClientTest, SecretsKeepBase64DataAndFoldStringData) {
+  const json secret = {{"metadata", {{"name", "token"}}},
+                       {"data", {{"a", "czNjcmV0"}}},  // "s3cret"
+                       {"stringData", {{"b", "plain"}}}};
+  ASSERT_TRUE(client_->Create(kSecrets, "default", secret).ok());
+  StatusOr<json> stored = client_->Get(kSecrets, "default", "token");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ((*stored)["data"], json({{"a", "czNjcmV0"}, {"b", "cGxhaW4="}}));
+  EXPECT_FALSE(stored->contains("stringData"));
+  EXPECT_EQ((*stored)["type"], "Opaque");
+  const json bad = {{"metadata", {{"name", "bad"}}}, {"data", {{"a", "not base64!"}}}};
+  StatusOr<json> rejected = client_->Create(kSecrets, "default", bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(rejected.status())) << rejected.status();  // 400
+
+  const json policy = {{"metadata", {{"name", "workers"}}},
+                       {"spec", {{"podSelector", {{"matchLabels", {{"easyscale.io/job", "j"}}}}}}}};
+  ASSERT_TRUE(client_->Create(kNetworkPolicies, "default", policy).ok());
+  StatusOr<json> policies = client_->List(kNetworkPolicies, "default");
+  ASSERT_TRUE(policies.ok()) << policies.status();
+  EXPECT_EQ((*policies)["items"].size(), 1u);
+}
+
 TEST_F(KubeClientTest, WatchStreamsChangesAndBookmarksFromListRv) {
   StatusOr<json> list = client_->List(kPods, "default");
   ASSERT_TRUE(list.ok());

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/job_spec.h"
@@ -37,6 +39,39 @@ std::string Qualified(const ResourceInfo& r) {
 json& Meta(json& obj) {
   if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
   return obj["metadata"];
+}
+
+// What kube-apiserver does to a Secret on write: stringData is folded into
+// data (base64) and never stored; data values must be base64, keys names.
+Status NormalizeSecret(json& secret) {
+  json& data = secret["data"];
+  if (data.is_null()) data = json::object();
+  if (secret.contains("stringData")) {
+    for (const auto& [key, value] : secret["stringData"].items()) {
+      if (!value.is_string()) {
+        return absl::FailedPreconditionError("stringData." + key + ": not a string");
+      }
+      data[key] = absl::Base64Escape(value.get<std::string>());
+    }
+    secret.erase("stringData");
+  }
+  for (const auto& [key, value] : data.items()) {
+    std::string decoded;
+    if (!value.is_string() || !absl::Base64Unescape(value.get<std::string>(), &decoded)) {
+      return absl::FailedPreconditionError("data." + key + ": illegal base64 data");
+    }
+    const auto keyChar = [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    };
+    if (key.empty() || !std::all_of(key.begin(), key.end(), keyChar)) {
+      return absl::InvalidArgumentError(
+          "Secret \"" + secret["metadata"].value("name", "") + "\" is invalid: data[" + key +
+          "]: Invalid value: a valid config key must consist of alphanumeric characters, '-', "
+          "'_' or '.'");
+    }
+  }
+  if (secret.value("type", "").empty()) secret["type"] = "Opaque";
+  return absl::OkStatus();
 }
 
 bool HasFinalizers(const json& obj) {
@@ -170,6 +205,7 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
   }
   obj["kind"] = r.resource.kind;
   obj["apiVersion"] = r.resource.apiVersion();
+  if (r.resource.plural == "secrets") ES_RETURN_IF_ERROR(NormalizeSecret(obj));
   ES_RETURN_IF_ERROR(Validate(r, obj));
   const std::string key = Key(ns, m["name"]);
   Objects& objs = objects_[r.resource.plural];
@@ -233,6 +269,7 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
     if (old.value("spec", json()) != next.value("spec", json()) && nm.contains("generation")) {
       nm["generation"] = nm["generation"].get<int64_t>() + 1;
     }
+    if (r.resource.plural == "secrets") ES_RETURN_IF_ERROR(NormalizeSecret(next));
     ES_RETURN_IF_ERROR(Validate(r, next));
   }
   next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];

@@ -43,7 +43,7 @@ extern const Resource kNodes;
 extern const Resource kEvents;
 extern const Resource kLeases;
 extern const Resource kEasyScaleJobs;
-extern const Resource kSecrets;
+extern const Resource kSecrets;  // data values are base64, as on the wire
 extern const Resource kNetworkPolicies;
 
 struct ListOptions {

@@ -5,10 +5,13 @@
 // which meet over loopback through Gloo, train to the segment's end and hand
 // their ESTs over through a checkpoint; the next segment's processes restore
 // them. A worker that dies (e.g. SIGKILL) makes the segment restart from the
-// last checkpoint. The last line printed is `digest: <64 hex>`.
+// last checkpoint. The last line printed is `digest: <64 hex>`. The workers
+// die with the runner, and the checkpoint folder belongs to one run at a time
+// (<dir>/LOCK): a second run on it fails at once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,9 @@ struct LocalJobOptions {
   int64_t fault_worker_at = 0;      // test: the last rank's backend fails in this step, once
   std::string drop_field = "none";  // test: forget an EST context field on restore
   int max_restarts = 3;
+  // Polled while workers run; true stops them (SIGTERM, then SIGKILL after a
+  // grace) and ends the run with Cancelled.
+  std::function<bool()> stop_requested;
 };
 
 struct LocalJobResult {
