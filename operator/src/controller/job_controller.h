@@ -74,7 +74,6 @@ class JobController {
   void PublishPlan(const std::string& key, const JobSpec& spec, const JobStatus& st);
   Status SyncPods(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st,
                   const std::map<std::string, nlohmann::json>& pods, bool keepNone);
-  void UpdateGpuMetrics(const ClusterState& cluster, const ScheduleResult& result);
 
   KubeClient* client_;
   EventRecorder* recorder_;
@@ -89,6 +88,7 @@ class JobController {
   std::mutex writtenMu_;
   std::map<std::string, nlohmann::json> written_;  // our newest write per job
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> acting_{false};  // StartWorker was called
   std::thread worker_;
   std::thread resync_;
 };
