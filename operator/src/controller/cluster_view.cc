@@ -77,20 +77,4 @@ ClusterState JobController::BuildCluster(const std::string& key, const JobStatus
   return cluster;
 }
 
-void JobController::UpdateGpuMetrics(const ClusterState& cluster, const ScheduleResult& result) {
-  std::map<std::string, GpuCounts> byType;
-  std::map<std::string, int> total;
-  for (const NodeGpus& n : cluster.nodes) {
-    total[n.gpuType] += n.total;
-    byType[n.gpuType].inference += n.inferenceHeld;
-  }
-  for (const JobAllocation& a : result.allocations) {
-    for (const Placement& p : a.placements) byType[p.gpuType].training += p.workers;
-  }
-  for (auto& [type, c] : byType) {
-    c.idle = std::max(0, total[type] - c.inference - c.training);
-  }
-  metrics_->SetGpus(byType);
-}
-
 }  // namespace easyscale::op

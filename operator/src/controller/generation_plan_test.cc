@@ -189,5 +189,34 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   EXPECT_EQ(g[0].inferenceHeld, 0);
 }
 
+TEST(GpuInventory, CountsGpusByStateFromThePodsThatHoldThem) {
+  auto worker = [](const std::string& name, const std::string& phase) {
+    json p = testing::PlainPod(name, {{"easyscale.io/role", "worker"},
+                                      {"easyscale.io/job", "j"},
+                                      {"easyscale.io/gpu-type", "a100"}});
+    p["spec"]["nodeName"] = "n1";
+    p["status"]["phase"] = phase;
+    return p;
+  };
+  json inference = testing::InferencePod("inf", "n1", 1);
+  inference["status"]["phase"] = "Running";
+  json stopping = worker("w-2", "Running");  // being deleted, still running: holds its GPU
+  stopping["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
+  const std::vector<json> nodes = {testing::GpuNode("n1", "a100", 4),
+                                   testing::GpuNode("n2", "h100", 2)};
+  std::map<std::string, GpuCounts> c =
+      CountGpusByType(nodes, {inference, worker("w-0", "Running"), worker("w-1", "Pending"),
+                              stopping, worker("w-3", "Succeeded")});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c["a100"].inference, 1);
+  EXPECT_EQ(c["a100"].training, 3);
+  EXPECT_EQ(c["a100"].idle, 0);
+  EXPECT_EQ(c["h100"].idle, 2);
+  // Every job ended: nothing trains.
+  c = CountGpusByType(nodes, {inference, worker("w-3", "Succeeded")});
+  EXPECT_EQ(c["a100"].training, 0);
+  EXPECT_EQ(c["a100"].idle, 3);
+}
+
 }  // namespace
 }  // namespace easyscale::op

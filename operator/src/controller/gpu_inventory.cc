@@ -170,4 +170,21 @@ std::vector<NodeGpus> BuildNodeGpus(
   return out;
 }
 
+std::map<std::string, GpuCounts> CountGpusByType(const std::vector<json>& nodes,
+                                                 const std::vector<json>& pods) {
+  std::map<std::string, GpuCounts> byType;
+  std::map<std::string, int> total;
+  for (const NodeGpus& n : BuildNodeGpus(nodes, pods, {})) {
+    total[n.gpuType] += n.total;
+    byType[n.gpuType].inference += n.inferenceHeld;
+  }
+  for (const json& p : pods) {
+    if (IsWorkerPod(p) && PodClaimsGpus(p) && !PodNode(p).empty()) {
+      ++byType[Label(p, kGpuTypeLabel)].training;
+    }
+  }
+  for (auto& [type, c] : byType) c.idle = std::max(0, total[type] - c.inference - c.training);
+  return byType;
+}
+
 }  // namespace easyscale::op

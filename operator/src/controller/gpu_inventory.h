@@ -57,4 +57,14 @@ std::vector<NodeGpus> BuildNodeGpus(
     const std::vector<nlohmann::json>& nodes, const std::vector<nlohmann::json>& pods,
     const std::map<std::string, std::map<std::string, int>>& unavailable);
 
+struct GpuCounts {
+  int idle = 0;
+  int training = 0;   // held by worker pods (those draining too)
+  int inference = 0;  // held by inference
+};
+
+// The cluster's GPUs by type and state, as the pods hold them now.
+std::map<std::string, GpuCounts> CountGpusByType(const std::vector<nlohmann::json>& nodes,
+                                                 const std::vector<nlohmann::json>& pods);
+
 }  // namespace easyscale::op

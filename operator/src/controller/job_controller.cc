@@ -130,9 +130,19 @@ JobController::JobController(KubeClient* client, EventRecorder* recorder, Metric
                             if (NodeGpusByType(old) != NodeGpusByType(now)) EnqueueAllJobs();
                           },
                       .onDelete = [this](const json&) { EnqueueAllJobs(); }});
+  // The GPU gauges describe the cluster, not a job's reconcile: read from the
+  // caches at each scrape, they stay right when no job runs. Only the acting
+  // replica (the leader) shows them, as dashboards sum over the replicas.
+  metrics_->SetGpuSource([this] {
+    return acting_ && HasSynced() ? CountGpusByType(nodes_.List(), pods_.List())
+                                  : std::map<std::string, GpuCounts>();
+  });
 }
 
-JobController::~JobController() { Stop(); }
+JobController::~JobController() {
+  metrics_->SetGpuSource(nullptr);
+  Stop();
+}
 
 void JobController::StartInformers() {
   jobs_.Start();
@@ -146,6 +156,7 @@ bool JobController::HasSynced() const {
 
 void JobController::StartWorker() {
   if (worker_.joinable()) return;
+  acting_ = true;
   EnqueueAllJobs();
   worker_ = std::thread([this] { WorkerLoop(); });
   resync_ = std::thread([this] { ResyncLoop(); });
@@ -326,7 +337,6 @@ Status JobController::Reconcile(const std::string& key) {
   ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
   PublishPlan(written, *spec, next);
   metrics_->SetJobStep(key, next.step);
-  UpdateGpuMetrics(cluster, result);
   const Status synced = SyncPods(written, *spec, next, pods, /*keepNone=*/false);
   if (change.changed) {  // after the pods: an Event must not delay a GPU's use
     metrics_->AddScaleEvent();

@@ -110,7 +110,6 @@ class JobController {
   void PublishPlan(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st);
   Status SyncPods(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st,
                   const std::map<std::string, nlohmann::json>& pods, bool keepNone);
-  void UpdateGpuMetrics(const ClusterState& cluster, const ScheduleResult& result);
 
   KubeClient* client_;
   EventRecorder* recorder_;
@@ -129,6 +128,7 @@ class JobController {
   std::map<std::string, nlohmann::json> written_;  // our newest write per job
   std::set<std::string> ensured_;                  // UIDs whose Secret and policy exist
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> acting_{false};  // StartWorker was called
   std::thread worker_;
   std::thread resync_;
 };

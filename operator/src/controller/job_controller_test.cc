@@ -415,6 +415,39 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
             std::string::npos);
 }
 
+// easyscale_gpus describes the cluster, not a running job: once every job has
+// ended and its pods are gone, no GPU shows as training.
+TEST_F(JobControllerTest, GpuGaugesShowNoTrainingOnceEveryJobHasEnded) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  for (const json& p : WorkerPods("j")) {  // the kubelet starts them
+    ASSERT_TRUE(client_
+                    ->MergePatch(kPods, "default", p["metadata"]["name"],
+                                 {{"status", {{"phase", "Running"}}}}, true)
+                    .ok());
+  }
+  auto shows = [&](const std::string& state, int gpus) {
+    return Eventually([&] {
+      return metrics_.Text().find("easyscale_gpus{gpu_type=\"a100\",state=\"" + state + "\"} " +
+                                  std::to_string(gpus) + "\n") != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(shows("training", 2)) << metrics_.Text();
+  EXPECT_TRUE(shows("idle", 0));
+
+  const std::vector<std::string> workers = Pods(StatusOf("j")["workers"]);
+  Report(workers[0], 1, WorkerState::kSucceeded, 50, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));  // all terminating
+  for (const std::string& p : workers) {  // the kubelet confirms they stopped
+    ASSERT_TRUE(client_->Delete(kPods, "default", p, 0).ok());
+  }
+  EXPECT_TRUE(shows("training", 0)) << metrics_.Text();
+  EXPECT_TRUE(shows("idle", 2)) << metrics_.Text();
+}
+
 TEST_F(JobControllerTest, DeletionRemovesTheFinalizerOnceThePodsAreGone) {
   ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
   ASSERT_TRUE(

@@ -47,12 +47,30 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
 
 Metrics::~Metrics() = default;
 
-void Metrics::SetGpus(const std::map<std::string, GpuCounts>& byType) {
-  std::lock_guard<std::mutex> lock(mu_);
+void Metrics::SetGpuSource(GpuSource source) {
+  std::lock_guard<std::mutex> lock(gpuMu_);
+  gpuSource_ = std::move(source);
+}
+
+void Metrics::SetGpusLocked(const std::map<std::string, GpuCounts>& byType) {
+  for (auto it = gpuGauges_.begin(); it != gpuGauges_.end();) {  // types no node offers now
+    if (byType.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    for (prometheus::Gauge* g : it->second) gpus_->Remove(g);
+    it = gpuGauges_.erase(it);
+  }
   for (const auto& [type, c] : byType) {
-    gpus_->Add({{"state", "idle"}, {"gpu_type", type}}).Set(c.idle);
-    gpus_->Add({{"state", "training"}, {"gpu_type", type}}).Set(c.training);
-    gpus_->Add({{"state", "inference"}, {"gpu_type", type}}).Set(c.inference);
+    auto& gauges = gpuGauges_[type];
+    if (gauges[0] == nullptr) {
+      gauges = {&gpus_->Add({{"state", "idle"}, {"gpu_type", type}}),
+                &gpus_->Add({{"state", "training"}, {"gpu_type", type}}),
+                &gpus_->Add({{"state", "inference"}, {"gpu_type", type}})};
+    }
+    gauges[0]->Set(c.idle);
+    gauges[1]->Set(c.training);
+    gauges[2]->Set(c.inference);
   }
 }
 
@@ -77,6 +95,12 @@ void Metrics::ForgetJob(const std::string& job) {
 void Metrics::ObserveReconcile(double seconds) { reconcile_->Observe(seconds); }
 void Metrics::ObserveSchedule(double seconds) { schedule_->Observe(seconds); }
 
-std::string Metrics::Text() { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
+std::string Metrics::Text() {
+  {
+    std::lock_guard<std::mutex> lock(gpuMu_);
+    SetGpusLocked(gpuSource_ ? gpuSource_() : std::map<std::string, GpuCounts>());
+  }
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
 
 }  // namespace easyscale::op

@@ -1,16 +1,21 @@
 // File: operator/src/controller/metrics.h
 //
 // The operator's Prometheus metrics, served as text exposition on /metrics:
-//   easyscale_gpus{state="idle|training|inference",gpu_type}
+//   easyscale_gpus{state="idle|training|inference",gpu_type}  (training: held
+//     by worker pods; inference: held by inference; idle: the rest)
 //   easyscale_preemptions_total, easyscale_scale_events_total
 //   easyscale_job_step{job}
 //   easyscale_reconcile_duration_seconds, easyscale_schedule_duration_seconds
 #pragma once
 
+#include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "controller/gpu_inventory.h"
 
 namespace prometheus {
 class Registry;
@@ -23,18 +28,16 @@ class Family;
 
 namespace easyscale::op {
 
-struct GpuCounts {
-  int idle = 0;
-  int training = 0;
-  int inference = 0;
-};
-
 class Metrics {
  public:
   Metrics();
   ~Metrics();
 
-  void SetGpus(const std::map<std::string, GpuCounts>& byType);
+  // Where easyscale_gpus comes from: asked by every Text(), so the gauges show
+  // the cluster as it is when scraped, whether or not any job is running.
+  // Empty: no gauges. `source` must stay callable until it is replaced.
+  using GpuSource = std::function<std::map<std::string, GpuCounts>()>;
+  void SetGpuSource(GpuSource source);
   void AddPreemptions(int workers);
   void AddScaleEvent();
   void SetJobStep(const std::string& job, int64_t step);
@@ -44,6 +47,8 @@ class Metrics {
   std::string Text();  // Prometheus text format
 
  private:
+  void SetGpusLocked(const std::map<std::string, GpuCounts>& byType);  // gpuMu_ held
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* gpus_;
   prometheus::Family<prometheus::Gauge>* jobStep_;
@@ -53,6 +58,10 @@ class Metrics {
   prometheus::Histogram* schedule_;
   std::mutex mu_;
   std::map<std::string, prometheus::Gauge*> steps_;
+  std::mutex gpuMu_;  // held while the source runs: replacing it waits for a scrape
+  GpuSource gpuSource_;
+  // By type: the idle, training and inference gauges.
+  std::map<std::string, std::array<prometheus::Gauge*, 3>> gpuGauges_;
 };
 
 }  // namespace easyscale::op

@@ -105,8 +105,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;  // the bound port (the chosen one for port 0)
-  // Closes the listener and every connection, and waits for running handlers.
-  // Requests in flight are dropped. Safe to call more than once.
+  // Closes the listener and every connection, and waits for running handlers
+  // (so never from a handler). Requests in flight are dropped. Safe to call
+  // more than once.
   void Stop();
 
  private:

@@ -1,0 +1,31 @@
+// The GPU gauges follow their source at every scrape, types that are gone
+// included.
+#include "controller/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace easyscale::op {
+namespace {
+
+bool Shows(Metrics& m, const std::string& series) {
+  return m.Text().find(series + "\n") != std::string::npos;
+}
+
+TEST(Metrics, GpuGaugesShowTheSourceAtEachScrape) {
+  Metrics m;
+  EXPECT_FALSE(Shows(m, R"(easyscale_gpus{gpu_type="a100",state="idle"} 0)"));
+  std::map<std::string, GpuCounts> now = {{"a100", {.idle = 1, .training = 2, .inference = 1}},
+                                          {"h100", {.idle = 2}}};
+  m.SetGpuSource([&] { return now; });
+  EXPECT_TRUE(Shows(m, R"(easyscale_gpus{gpu_type="a100",state="training"} 2)"));
+  EXPECT_TRUE(Shows(m, R"(easyscale_gpus{gpu_type="h100",state="idle"} 2)"));
+  now = {{"a100", {.idle = 4}}};  // the job ended; the h100 node left
+  EXPECT_TRUE(Shows(m, R"(easyscale_gpus{gpu_type="a100",state="training"} 0)"));
+  EXPECT_TRUE(Shows(m, R"(easyscale_gpus{gpu_type="a100",state="idle"} 4)"));
+  EXPECT_EQ(m.Text().find("h100"), std::string::npos);
+  m.SetGpuSource(nullptr);
+  EXPECT_EQ(m.Text().find("easyscale_gpus{"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace easyscale::op
