@@ -98,10 +98,10 @@ TEST_F(OperatorObjects, GpuWorkerPodIsRestrictedAndRequestsItsGpu) {
   EXPECT_EQ(pod["spec"]["nodeSelector"]["easyscale.io/gpu-type"], "a100");
   EXPECT_EQ(pod["spec"]["automountServiceAccountToken"], false);
   EXPECT_EQ(c["ports"][0]["containerPort"], op::kWorkerStatePort);
-  // No claim: nothing but /dev/shm and /tmp; the state moves over the network.
+  // No claim: nothing but /dev/shm; the state moves over the network.
   std::set<std::string> volumes;
   for (const json& v : pod["spec"]["volumes"]) volumes.insert(v["name"]);
-  EXPECT_EQ(volumes, (std::set<std::string>{"shm", "tmp"}));
+  EXPECT_EQ(volumes, (std::set<std::string>{"shm"}));
   EXPECT_EQ(pod["spec"]["volumes"][0]["emptyDir"]["medium"], "Memory");
   EXPECT_EQ(pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "1Gi");
 }
@@ -128,8 +128,8 @@ TEST_F(OperatorObjects, CpuWorkerPodWithClaimAndPodSettings) {
   EXPECT_EQ(pod["spec"]["imagePullSecrets"][0]["name"], "regcred");
   EXPECT_EQ(pod["spec"]["serviceAccountName"], "trainer");
   EXPECT_EQ(pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "8Gi");
-  EXPECT_EQ(pod["spec"]["volumes"][2]["persistentVolumeClaim"]["claimName"], "mnist-ckpt");
-  EXPECT_EQ(c["volumeMounts"][2]["mountPath"], "/ckpt");
+  EXPECT_EQ(pod["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"], "mnist-ckpt");
+  EXPECT_EQ(c["volumeMounts"][1]["mountPath"], "/ckpt");
   EXPECT_EQ(op::DurableCheckpointDir(spec, kJob["metadata"]["uid"]),
             "/ckpt/0b7f1c2e-2d7a-4c55-9e8e-6a4f1d2f9a10");
 }

@@ -153,16 +153,21 @@ TEST(IsolatedCluster, RealWorkersTrainOverThePodNetwork) {
   const json spec = {{"image", "easyscale/worker:test"},
                      {"ests", 6},
                      {"maxWorkers", 3},
-                     {"training", {{"model", "mlp"}, {"steps", 60}, {"checkpointEvery", 20}}},
+                     {"training", {{"model", "mlp"}, {"steps", 300}, {"checkpointEvery", 20}}},
                      {"checkpoint", {{"claimName", "ckpt"}, {"mountPath", c.dir() + "/ckpt"}}}};
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  std::set<std::string> ips;  // while they train: each worker pod has an address of its own
+  ASSERT_TRUE(Eventually([&] {
+    ips.clear();
+    for (const json& p : c.WorkerPods("j")) {
+      if (p["status"].value("phase", "") == "Running") ips.insert(p["status"].value("podIP", ""));
+    }
+    return ips.size() == 3;
+  }, 60s)) << c.JobStatus("j");
+  EXPECT_EQ(ips.count(c.hostAddress()), 0u);
   ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 90s))
       << c.JobStatus("j") << " in " << c.dir();
   EXPECT_EQ(c.JobStatus("j").value("digest", "").size(), 64u);
-  std::set<std::string> ips;
-  for (const json& p : c.WorkerPods("j")) ips.insert(p["status"].value("podIP", ""));
-  EXPECT_EQ(ips.size(), 3u) << "each worker pod has an address of its own";
-  EXPECT_EQ(ips.count(c.hostAddress()), 0u);
 }
 
 TEST(PodNetworkCleanup, NothingOfAClusterStaysAndLeftoversOfDeadProcessesGo) {

@@ -63,11 +63,12 @@ void ProcessRuntime::Remove(const std::string& pod) {
 }
 
 std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker,
-                                              const std::string& logDir) {
+                                              const std::string& logDir, bool sharedNetwork) {
   const std::string data =
       std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
-  return std::make_unique<ProcessRuntime>(
-      worker, logDir, std::map<std::string, std::string>{{"EASYSCALE_DATA", data}});
+  std::map<std::string, std::string> env = {{"EASYSCALE_DATA", data}};
+  if (sharedNetwork) env.emplace("EASYSCALE_STATE_PORT", std::string(1, '0'));
+  return std::make_unique<ProcessRuntime>(worker, logDir, std::move(env));
 }
 
 ProtocolWorkerRuntime::ProtocolWorkerRuntime(std::chrono::milliseconds miniBatch)

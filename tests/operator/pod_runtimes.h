@@ -47,7 +47,10 @@ class ProcessRuntime : public PodRuntime {
 
 // Real `easyscale-worker k8s` pods: `worker` plays the image, and reads the
 // digits file installed beside it (<prefix>/data/mnist-digits.esd).
-std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir);
+// `sharedNetwork`: pods share the host's addresses, so each worker serves its
+// state on a port of its own (EASYSCALE_STATE_PORT=0) instead of the default.
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir,
+                                              bool sharedNetwork);
 
 class ProtocolWorkerRuntime : public PodRuntime {
  public:

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "easyscale/common/checks.h"
+#include "easyscale/common/control_protocol.h"
 #include "pod_runtimes.h"
 #include "testing/test_util.h"
 
@@ -120,6 +121,9 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
       "--metrics-addr", "127.0.0.1:" + std::to_string(o->metricsPort),
       "--control-addr", o->controlHost + ":" + std::to_string(o->controlPort),
       "--control-url",  controlUrl.empty() ? o->controlUrl() : controlUrl,
+      // As the chart runs it: every replica derives the jobs' tokens from one
+      // key, which the first creates in a Secret.
+      "--control-key-secret", "easyscale-control-key",
       "--resync",       "0.5"};
   args.insert(args.begin(), OperatorBinary());
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
@@ -145,7 +149,7 @@ void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {
 
 OperatorProcess* TestCluster::StartWithRealWorkers(const std::string& identity,
                                                    const std::string& worker) {
-  StartKubelet(WorkerRuntime(worker, dir_));
+  StartKubelet(WorkerRuntime(worker, dir_, !options_.isolatePods));
   return StartOperator(identity, {"--worker-backend", "cpu", "--worker-command", worker});
 }
 
@@ -164,16 +168,24 @@ std::string TestCluster::StartControlService() {
           sep = '&';
         }
       }
-      auto r = req.method == "GET" ? c.Get(target) : c.Post(target, req.body, "application/json");
+      httplib::Headers headers;
+      if (req.has_header(kAuthorizationHeader)) {
+        headers.emplace(kAuthorizationHeader, req.get_header_value(kAuthorizationHeader));
+      }
+      const std::string type = req.get_header_value("Content-Type");
+      auto r = req.method == "GET"    ? c.Get(target, headers)
+               : req.method == "PUT" ? c.Put(target, headers, req.body, type)
+                                      : c.Post(target, headers, req.body, type);
       if (!r) continue;
       res.status = r->status;
-      res.set_content(r->body, "application/json");
+      res.set_content(r->body, r->get_header_value("Content-Type"));
       return;
     }
     res.status = 503;  // no ready endpoint behind the Service
   };
   service_->Get("/v1/.*", forward);
   service_->Post("/v1/.*", forward);
+  service_->Put("/v1/.*", forward);
   const int port = service_->bind_to_any_port(hostAddress());
   httplib::Server* s = service_.get();
   serviceThread_ = std::thread([s] { s->listen_after_bind(); });

@@ -697,8 +697,13 @@ Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobSt
     for (const WorkerRecord& w : st.workers) members.insert(w.pod);
     for (const DrainingRecord& d : st.draining) members.insert(d.worker.pod);
     for (const DrainingRecord& d : st.handover) members.insert(d.worker.pod);
+    // After a failure, the replacements wait out the backoff like the release:
+    // a pod that fails at start must not be re-created in a tight loop.
+    StatusOr<WallClock::time_point> after = ParseTime(st.restartAfter);
+    const bool backingOff = st.runningGeneration < st.generation && !st.restartAfter.empty() &&
+                            after.ok() && *after > WallClock::now();
     for (const WorkerRecord& w : st.workers) {
-      if (pods.count(w.pod) != 0) continue;
+      if (backingOff || pods.count(w.pod) != 0) continue;
       const json pod = BuildWorkerPod(job, spec, w, st.generation, options_.pod);
       StatusOr<json> created = client_->Create(kPods, job["metadata"].value("namespace", ""), pod);
       if (!created.ok()) {

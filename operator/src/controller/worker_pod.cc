@@ -69,12 +69,11 @@ json BuildWorkerPod(const json& job, const JobSpec& spec, const WorkerRecord& wo
   if (!requests.empty()) resources["requests"] = requests;
   if (!limits.empty()) resources["limits"] = limits;
   // restricted Pod Security Standard: non-root, no privilege escalation, no
-  // capabilities, the runtime's seccomp profile; a read-only root with /tmp.
-  json mounts = json::array(
-      {{{"name", "shm"}, {"mountPath", "/dev/shm"}}, {{"name", "tmp"}, {"mountPath", "/tmp"}}});
+  // capabilities, the runtime's seccomp profile; a read-only root (a k8s
+  // worker writes no file but its durable checkpoints, on the claim).
+  json mounts = json::array({{{"name", "shm"}, {"mountPath", "/dev/shm"}}});
   json volumes = json::array(
-      {{{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.worker.shmSize}}}},
-       {{"name", "tmp"}, {"emptyDir", json::object()}}});
+      {{{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.worker.shmSize}}}}});
   if (!spec.checkpoint.claimName.empty()) {
     mounts.push_back({{"name", "checkpoint"}, {"mountPath", spec.checkpoint.mountPath}});
     volumes.push_back({{"name", "checkpoint"},
