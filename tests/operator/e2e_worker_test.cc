@@ -1,9 +1,18 @@
-// End to end with REAL `easyscale-worker k8s` processes started by the
-// stand-in kubelet: inference pods come and go on 2 nodes with two GPU types,
-// the job scales out and is preempted, and its final digest equals that of a
-// fixed 8-worker run (`easyscale-worker local --schedule 0:8`).
+// End to end with REAL `easyscale-worker k8s` processes in the isolated test
+// cluster: every pod has a network namespace and address of its own and
+// private volumes, like pods on separate nodes, so workers meet, hand ESTs
+// over and recover only through the network. Inference comes and goes, a
+// worker is SIGKILLed mid-step, the leading operator is SIGKILLed, and the
+// final digest equals that of a fixed 8-worker run
+// (`easyscale-worker local --schedule 0:8`). Needs root (CI is root).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "controller/job_status.h"
 #include "easyscale/common/subprocess.h"
 #include "pod_runtimes.h"
 #include "test_cluster.h"
@@ -14,16 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-// The worker part ships `easyscale-worker k8s`; until a build has it the test
-// is skipped with the reason.
-std::string WorkerWithK8sMode() {
-  const std::string bin = WorkerBinary();
-  if (bin.empty()) return "";
-  StatusOr<CommandResult> probe =
-      RunCommand({.argv = {bin, "k8s", "--help"}, .stdoutTo = Output::File("/dev/null")}, 30s);
-  return probe.ok() && probe->exitCode == 0 ? bin : "";
-}
 
 // Runs the reference: the same training on a fixed layout of 8 workers (one
 // EST each) with `easyscale-worker local`, and reads its `digest:` line.
@@ -39,46 +38,243 @@ std::string ReferenceDigest(const std::string& bin, const std::string& dir, int6
   return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
 }
 
-TEST(OperatorEndToEnd, RealWorkersScaleAndFinishWithTheFixedRunDigest) {
-  const std::string worker = WorkerWithK8sMode();
-  if (worker.empty()) {
-    GTEST_SKIP() << "needs an easyscale-worker with the `k8s` mode (not built yet: "
-                    "looked beside easyscale-operator and in build*/bin)";
-  }
-  TestCluster c("operator-e2e");
-  ASSERT_TRUE(c.StartApiServer().ok());
-  const int64_t steps = 300;
-  const std::string reference = ReferenceDigest(worker, c.dir(), steps);
-  ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
+json Spec(int64_t steps, int maxWorkers, const json& checkpoint) {
+  return {{"image", "easyscale/worker:test"},
+          {"ests", 8},
+          {"maxWorkers", maxWorkers},
+          {"training", {{"model", "mlp"}, {"steps", steps}, {"checkpointEvery", 20}}},
+          {"checkpoint", checkpoint}};
+}
 
-  ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
-  OperatorProcess* op = c.StartWithRealWorkers("e2e", worker);
-  ASSERT_TRUE(Eventually([&] { return op->Ready(); }));
-  const json spec = {{"image", "easyscale/worker:test"},
-                     {"ests", 8},
-                     {"maxWorkers", 4},
-                     {"training", {{"model", "mlp"}, {"steps", steps}, {"checkpointEvery", 20}}},
-                     {"checkpoint", {{"mountPath", c.dir() + "/ckpt"}}}};
-  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
-  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("step", 0) >= 5; }, 60s)) << c.dir();
-  ASSERT_TRUE(c.client().Delete(kPods, "default", "inf-1").ok());  // release: scale out
+class IsolatedEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for the pods' namespaces (CI runs as root)";
+    worker_ = WorkerBinary();
+    ASSERT_FALSE(worker_.empty()) << "easyscale-worker is not built";
+  }
+
+  // Two operators electing a leader behind the control Service, as the chart
+  // runs them; workers reach it over the pod network.
+  void StartOperators(TestCluster& c, std::map<std::string, std::string> workerEnv = {}) {
+    c.StartKubelet(WorkerRuntime(worker_, c.dir(), false, std::move(workerEnv)));
+    const std::string service = c.StartControlService();
+    const std::vector<std::string> args = {"--leader-elect",
+                                           "--lease-namespace",
+                                           "default",
+                                           "--lease-duration",
+                                           "2",
+                                           "--renew-deadline",
+                                           "1.5",
+                                           "--retry-period",
+                                           "0.2",
+                                           "--worker-backend",
+                                           "cpu",
+                                           "--worker-command",
+                                           worker_,
+                                           "--max-restart-backoff",
+                                           "2"};
+    leader_ = c.StartOperator("op-a", args, service);
+    ASSERT_TRUE(Eventually([&] { return leader_->Ready(); }));
+    standby_ = c.StartOperator("op-b", args, service);
+  }
+
+  static std::set<std::string> Nodes(const json& status) {
+    std::set<std::string> nodes;
+    for (const json& w : status.value("workers", json::array())) nodes.insert(w["node"]);
+    return nodes;
+  }
+  static int64_t Step(TestCluster& c) { return c.JobStatus("j").value("step", int64_t{0}); }
+
+  std::string worker_;
+  OperatorProcess* leader_ = nullptr;
+  OperatorProcess* standby_ = nullptr;
+};
+
+// Scale-out on a GPU release (to 3 nodes), preemption when inference returns,
+// a worker SIGKILLed mid-step, and the leader SIGKILLed: no claim, no shared
+// folder, and the fixed run's digest.
+TEST_F(IsolatedEndToEnd, ElasticJobSurvivesEveryEventWithTheFixedRunDigest) {
+  TestCluster c("e2e-elastic", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 2000;  // ~25 s: long enough for every event below
+  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
+  // Inference holds n1; the job starts on n2 and n3 (4 ESTs a worker) and a
+  // release of n1 halves that: a scale-out worth making.
+  ASSERT_TRUE(c.AddNodes({{"n1", "h100", 2}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  StartOperators(c);
+  ASSERT_TRUE(
+      c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", Spec(steps, 4, {}))).ok());
+  ASSERT_TRUE(Eventually([&] { return Step(c) >= 20; }, 60s)) << c.dir();
+  EXPECT_EQ(Nodes(c.JobStatus("j")), (std::set<std::string>{"n2", "n3"}));
+
+  // Inference leaves n1: the job scales out to it; the new workers take the
+  // state from the running ones over the network.
+  ASSERT_TRUE(c.client().Delete(kPods, "default", "inf-1").ok());
   ASSERT_TRUE(Eventually(
       [&] {
         const json st = c.JobStatus("j");
-        return st.value("runningGeneration", 0) >= 2 &&
-               st.value("workers", json::array()).size() > 2;
+        return st.value("runningGeneration", 0) == st.value("generation", 0) &&
+               st.value("workers", json::array()).size() == 4;
+      },
+      60s))
+      << c.JobStatus("j");
+  EXPECT_EQ(Nodes(c.JobStatus("j")).size(), 3u);
+  EXPECT_EQ(c.JobStatus("j")["restore"]["from"], "Peers");
+  int64_t step = Step(c);
+  ASSERT_TRUE(Eventually([&] { return Step(c) > step + 5; }, 60s));
+
+  // Inference comes back for one GPU of n1: one worker is preempted and its
+  // GPU goes to the inference pod.
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-2", "n1", 1)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "Preempted") == 1; }, 60s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        StatusOr<json> p = c.client().Get(kPods, "default", "inf-2");
+        return p.ok() && (*p)["status"].value("phase", "") == "Running";
       },
       60s));
-  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-2", "n1", 1)).ok());  // preempt
-  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "Preempted") == 1; }, 60s));
-  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 120s))
-      << c.dir();
+  step = Step(c);
+  ASSERT_TRUE(Eventually([&] { return Step(c) > step + 5; }, 60s));
+
+  // A worker is SIGKILLed mid-step: the others hold its ESTs' contexts as of
+  // the last step; the job goes on without a checkpoint.
+  const json before = c.JobStatus("j");
+  const std::string victim = before["workers"].back()["pod"];
+  c.SignalPod("default/" + victim, SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "WorkerLost") == 1; }, 60s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json st = c.JobStatus("j");
+        return st.value("runningGeneration", 0) > before.value("generation", 0) &&
+               st.value("runningGeneration", 0) == st.value("generation", 0);
+      },
+      60s))
+      << c.JobStatus("j");
+  EXPECT_EQ(c.JobStatus("j")["restore"]["from"], "Peers");
+  step = Step(c);
+  ASSERT_TRUE(Eventually([&] { return Step(c) > step + 5; }, 60s));
+
+  // The leading operator is SIGKILLed: the standby takes over; the workers
+  // meet it through the Service and carry on.
+  ASSERT_EQ(c.LeaseHolder(), "op-a");
+  leader_->process->Signal(SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return c.LeaseHolder() == "op-b"; }, 20s));
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 180s))
+      << c.JobStatus("j") << " in " << c.dir();
   EXPECT_EQ(c.JobStatus("j")["digest"], reference);
-  EXPECT_EQ(c.EventCount("j", "Scheduled"), 1);
+  EXPECT_EQ(c.JobStatus("j").value("restarts", 0), 1) << "the SIGKILL, and only it, is a failure";
   EXPECT_GE(c.EventCount("j", "ScaledOut"), 1);
-  // The controller records the Event after it writes the status: wait for it.
-  EXPECT_TRUE(Eventually([&] { return c.EventCount("j", "Succeeded") == 1; }, 10s));
-  EXPECT_GE(c.JobStatus("j")["preemptions"].get<int>(), 1);
+  const json done = c.JobStatus("j");
+  const json* durable = FindCondition(done["conditions"], "DurableCheckpoint");
+  ASSERT_NE(durable, nullptr);
+  EXPECT_EQ((*durable)["reason"], "NoClaim");
+}
+
+// With a claim, even every worker killed at once loses nothing but the steps
+// since the last durable checkpoint, which are trained again to the same bits.
+TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
+  TestCluster c("e2e-claim", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 400;
+  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  ASSERT_EQ(reference.size(), 64u);
+  ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
+  StartOperators(c);
+  const json claim = {{"claimName", "ckpt"}, {"mountPath", "/var/lib/easyscale-e2e-ckpt"}};
+  ASSERT_TRUE(
+      c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", Spec(steps, 3, claim))).ok());
+  ASSERT_TRUE(Eventually([&] { return Step(c) >= 60; }, 60s)) << c.dir();
+  const json before = c.JobStatus("j");
+  ASSERT_GE(before["workers"].size(), 2u);
+  for (const json& w : before["workers"])
+    c.SignalPod("default/" + w["pod"].get<std::string>(), SIGKILL);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json st = c.JobStatus("j");
+        return st.value("runningGeneration", 0) > before.value("generation", 0) &&
+               st.contains("restore") &&
+               st["restore"].value("generation", 0) == st.value("runningGeneration", 0);
+      },
+      60s))
+      << c.JobStatus("j");
+  EXPECT_EQ(c.JobStatus("j")["restore"]["from"], "Durable");
+  EXPECT_EQ(c.EventCount("j", "StateLost"), 0);
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 180s))
+      << c.JobStatus("j") << " in " << c.dir();
+  EXPECT_EQ(c.JobStatus("j")["digest"], reference);
+  // The checkpoints are in the claim, in the job's UID folder.
+  const std::string uid = c.Job("j")["metadata"]["uid"];
+  EXPECT_TRUE(std::filesystem::exists(c.dir() + "/volumes/claims/default/ckpt/" + uid + "/LATEST"))
+      << "no durable checkpoint under the job's UID";
+}
+
+// The shortcut the workers used to take, files in one folder every pod sees,
+// is gone: the job's mount path on the host is a plain file nobody may use,
+// and the job still succeeds with the fixed run's digest.
+TEST_F(IsolatedEndToEnd, NoHostFolderIsSharedByThePods) {
+  TestCluster c("e2e-no-shared-folder", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 120;
+  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  ASSERT_EQ(reference.size(), 64u);
+  ASSERT_TRUE(c.AddNodes({{"n1", "a100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
+  const std::string shared = c.dir() + "/shared";
+  std::ofstream(shared) << "not a folder\n";
+  StartOperators(c);
+  ASSERT_TRUE(c.client()
+                  .Create(kEasyScaleJobs, "default",
+                          EasyScaleJob("j", Spec(steps, 3, {{"mountPath", shared}})))
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 120s))
+      << c.JobStatus("j") << " in " << c.dir();
+  EXPECT_EQ(c.JobStatus("j")["digest"], reference);
+  EXPECT_TRUE(std::filesystem::is_regular_file(shared));
+  EXPECT_EQ(std::filesystem::file_size(shared), 13u);
+}
+
+// A worker that cannot reach its peers (its routes to the other pods are
+// black holes; the operator it still reaches): the job says why in its
+// conditions and Events, backs off, and fails past the limit instead of
+// starting generation after generation.
+TEST_F(IsolatedEndToEnd, AWorkerThatCannotReachItsPeersFailsTheJobWithTheReason) {
+  TestCluster c("e2e-unreachable", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  ASSERT_TRUE(c.AddNodes({{"n1", "a100", 1}, {"n2", "h100", 1}}).ok());
+  StartOperators(c, {{"EASYSCALE_PEER_TIMEOUT_SECONDS", "2"}});
+  json spec = Spec(100000, 2, {});
+  spec["runPolicy"] = {{"backoffLimit", 2}};
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return Step(c) >= 5; }, 60s)) << c.dir();
+  const json pods = c.JobStatus("j")["workers"];
+  ASSERT_EQ(pods.size(), 2u);
+  // Cut pod 0 off from pod 1 (both ways: its answers cannot get back either).
+  StatusOr<json> victim = c.client().Get(kPods, "default", pods[0]["pod"]);
+  StatusOr<json> peer = c.client().Get(kPods, "default", pods[1]["pod"]);
+  ASSERT_TRUE(victim.ok() && peer.ok());
+  const std::string netns = c.PodNetns("default/" + pods[0]["pod"].get<std::string>());
+  ASSERT_FALSE(netns.empty());
+  StatusOr<CommandResult> cut = RunCommand(
+      {.argv = {"ip", "netns", "exec", std::filesystem::path(netns).filename().string(), "ip",
+                "route", "add", "blackhole", (*peer)["status"]["podIP"].get<std::string>() + "/32"},
+       .stderrTo = Output::Pipe()},
+      10s);
+  ASSERT_TRUE(cut.ok() && cut->exitCode == 0) << (cut.ok() ? cut->err : cut.status().ToString());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Failed"; }, 90s))
+      << c.JobStatus("j") << " in " << c.dir();
+  const json st = c.JobStatus("j");
+  EXPECT_EQ(st["restarts"], 3);
+  const json* failed = FindCondition(st["conditions"], "Failed");
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ((*failed)["reason"], "BackoffLimitExceeded");
+  const std::string message = (*failed)["message"];
+  EXPECT_TRUE(message.find("PeerLost") != std::string::npos ||
+              message.find("RendezvousFailed") != std::string::npos)
+      << message;
+  EXPECT_EQ(c.EventCount("j", "WorkerFailed"), 3);
+  EXPECT_LE(st.value("generation", 0), 4) << "one generation per failure, no loop";
 }
 
 }  // namespace

@@ -157,13 +157,17 @@ TEST(IsolatedCluster, RealWorkersTrainOverThePodNetwork) {
                      {"checkpoint", {{"claimName", "ckpt"}, {"mountPath", c.dir() + "/ckpt"}}}};
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
   std::set<std::string> ips;  // while they train: each worker pod has an address of its own
-  ASSERT_TRUE(Eventually([&] {
-    ips.clear();
-    for (const json& p : c.WorkerPods("j")) {
-      if (p["status"].value("phase", "") == "Running") ips.insert(p["status"].value("podIP", ""));
-    }
-    return ips.size() == 3;
-  }, 60s)) << c.JobStatus("j");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        ips.clear();
+        for (const json& p : c.WorkerPods("j")) {
+          if (p["status"].value("phase", "") == "Running")
+            ips.insert(p["status"].value("podIP", ""));
+        }
+        return ips.size() == 3;
+      },
+      60s))
+      << c.JobStatus("j");
   EXPECT_EQ(ips.count(c.hostAddress()), 0u);
   ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 90s))
       << c.JobStatus("j") << " in " << c.dir();

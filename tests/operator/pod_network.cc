@@ -228,6 +228,7 @@ PodNetwork::~PodNetwork() {
 }
 
 StatusOr<PodNetwork::Pod> PodNetwork::AddPod(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (auto it = pods_.find(key); it != pods_.end()) {
     return Pod{prefix_ + std::to_string(it->second.octet), "/run/netns/" + it->second.netns};
   }
@@ -264,7 +265,15 @@ StatusOr<PodNetwork::Pod> PodNetwork::AddPod(const std::string& key) {
   return Pod{ip, "/run/netns/" + slot.netns};
 }
 
+std::optional<PodNetwork::Pod> PodNetwork::FindPod(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return std::nullopt;
+  return Pod{prefix_ + std::to_string(it->second.octet), "/run/netns/" + it->second.netns};
+}
+
 void PodNetwork::RemovePod(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
   // Deleting one end of the pair removes both at once; the namespace goes later.

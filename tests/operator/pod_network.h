@@ -26,6 +26,8 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,8 @@ class PodNetwork {
   const std::string& hostAddress() const { return hostAddress_; }
   // The pod's namespace and address, made on the first call for `key`.
   StatusOr<Pod> AddPod(const std::string& key);
+  // The pod's namespace and address; nothing when it has none.
+  std::optional<Pod> FindPod(const std::string& key) const;
   // Removes the pod's namespace and frees its address; nothing when unknown.
   void RemovePod(const std::string& key);
 
@@ -72,6 +76,7 @@ class PodNetwork {
   std::string prefix_;    // "10.X.Y."
   std::string hostAddress_;
   int nextPod_ = 0;
+  mutable std::mutex mu_;  // the kubelet adds and removes pods while tests look them up
   std::map<std::string, PodSlot> pods_;
 };
 

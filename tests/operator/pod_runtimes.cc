@@ -62,11 +62,11 @@ void ProcessRuntime::Remove(const std::string& pod) {
   processes_.erase(pod);
 }
 
-std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker,
-                                              const std::string& logDir, bool sharedNetwork) {
-  const std::string data =
-      std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd";
-  std::map<std::string, std::string> env = {{"EASYSCALE_DATA", data}};
+std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir,
+                                              bool sharedNetwork,
+                                              std::map<std::string, std::string> env) {
+  env.emplace("EASYSCALE_DATA",
+              std::filesystem::path(worker).parent_path().parent_path() / "data/mnist-digits.esd");
   if (sharedNetwork) env.emplace("EASYSCALE_STATE_PORT", std::string(1, '0'));
   return std::make_unique<ProcessRuntime>(worker, logDir, std::move(env));
 }

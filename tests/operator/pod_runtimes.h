@@ -50,7 +50,8 @@ class ProcessRuntime : public PodRuntime {
 // `sharedNetwork`: pods share the host's addresses, so each worker serves its
 // state on a port of its own (EASYSCALE_STATE_PORT=0) instead of the default.
 std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir,
-                                              bool sharedNetwork);
+                                              bool sharedNetwork,
+                                              std::map<std::string, std::string> env = {});
 
 class ProtocolWorkerRuntime : public PodRuntime {
  public:

@@ -115,16 +115,14 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
   o->controlHost = hostAddress();
   o->controlPort = FreePort();
   std::vector<std::string> args = {
-      "--kubeconfig",   kubeconfig_,
-      "--identity",     identity,
-      "--health-addr",  "127.0.0.1:" + std::to_string(o->healthPort),
-      "--metrics-addr", "127.0.0.1:" + std::to_string(o->metricsPort),
-      "--control-addr", o->controlHost + ":" + std::to_string(o->controlPort),
-      "--control-url",  controlUrl.empty() ? o->controlUrl() : controlUrl,
+      "--kubeconfig", kubeconfig_, "--identity", identity, "--health-addr",
+      "127.0.0.1:" + std::to_string(o->healthPort), "--metrics-addr",
+      "127.0.0.1:" + std::to_string(o->metricsPort), "--control-addr",
+      o->controlHost + ":" + std::to_string(o->controlPort), "--control-url",
+      controlUrl.empty() ? o->controlUrl() : controlUrl,
       // As the chart runs it: every replica derives the jobs' tokens from one
       // key, which the first creates in a Secret.
-      "--control-key-secret", "easyscale-control-key",
-      "--resync",       "0.5"};
+      "--control-key-secret", "easyscale-control-key", "--resync", "0.5"};
   args.insert(args.begin(), OperatorBinary());
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   const std::string log = dir_ + "/operator-" + identity + ".log";
@@ -153,6 +151,12 @@ OperatorProcess* TestCluster::StartWithRealWorkers(const std::string& identity,
   return StartOperator(identity, {"--worker-backend", "cpu", "--worker-command", worker});
 }
 
+std::string TestCluster::PodNetns(const std::string& key) const {
+  if (network_ == nullptr) return "";
+  std::optional<PodNetwork::Pod> pod = network_->FindPod(key);
+  return pod ? pod->netns : "";
+}
+
 std::string TestCluster::StartControlService() {
   service_ = std::make_unique<httplib::Server>();
   auto forward = [this](const httplib::Request& req, httplib::Response& res) {
@@ -173,9 +177,9 @@ std::string TestCluster::StartControlService() {
         headers.emplace(kAuthorizationHeader, req.get_header_value(kAuthorizationHeader));
       }
       const std::string type = req.get_header_value("Content-Type");
-      auto r = req.method == "GET"    ? c.Get(target, headers)
+      auto r = req.method == "GET"   ? c.Get(target, headers)
                : req.method == "PUT" ? c.Put(target, headers, req.body, type)
-                                      : c.Post(target, headers, req.body, type);
+                                     : c.Post(target, headers, req.body, type);
       if (!r) continue;
       res.status = r->status;
       res.set_content(r->body, r->get_header_value("Content-Type"));

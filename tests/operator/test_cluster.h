@@ -86,6 +86,10 @@ class TestCluster {
   // whichever operator is ready (the leader). Returns its URL.
   std::string StartControlService();
 
+  // The network namespace (path) of isolated pod "namespace/name"; "" if none.
+  std::string PodNetns(const std::string& key) const;
+  // Sends `signal` to the process of pod "namespace/name" (SIGKILL: a crash).
+  void SignalPod(const std::string& key, int signal) { runtime_->Signal(key, signal); }
   KubeClient& client() { return *client_; }
   TestApiServer& server() { return *server_; }
   const std::string& dir() const { return dir_; }

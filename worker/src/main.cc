@@ -243,6 +243,12 @@ int K8sCommand(int argc, char** argv) {
     }
   }
   double peer_timeout_s = 60;
+  if (const std::string t = Env("EASYSCALE_PEER_TIMEOUT_SECONDS"); !t.empty()) {
+    if (!absl::SimpleAtod(t, &peer_timeout_s)) {
+      return Fail(absl::InvalidArgumentError("EASYSCALE_PEER_TIMEOUT_SECONDS: not a number: \"" +
+                                             t + "\""));
+    }
+  }
   FlagSet f(
       "easyscale-worker k8s [flags]\n\n"
       "Runs as a worker Pod of an EasyScaleJob, following the operator. Flags default to\n"
@@ -259,7 +265,8 @@ int K8sCommand(int argc, char** argv) {
         "port this worker serves the job's state on (0: any free; default $EASYSCALE_STATE_PORT "
         "or 29400)");
   f.Double("peer-timeout-seconds", &peer_timeout_s,
-           "a peer silent this long (rendezvous, collectives, state transfer) is gone");
+           "a peer silent this long (rendezvous, collectives, state transfer) is gone "
+           "(default $EASYSCALE_PEER_TIMEOUT_SECONDS or 60)");
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
   for (const auto& [name, value] :
        {std::pair{"--control-url / EASYSCALE_CONTROL_URL", o.control_url},

@@ -111,6 +111,9 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
     if (options.on_step) options.on_step(*s);
     if (printer) {
       PrintEvent({{"event", "step"},
+                  {"ts", std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()},
                   {"generation", a.generation},
                   {"step", s->step},
                   {"loss", s->loss},

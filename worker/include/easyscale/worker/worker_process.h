@@ -8,7 +8,7 @@
 // step, computes the digest.
 //
 // Rank 0 prints progress as JSON lines on stdout:
-//   {"event":"step","generation":g,"step":s,"loss":x,"samples_per_s":y,"workers":P,...}
+//   {"event":"step","ts":unix seconds,"generation":g,"step":s,"loss":x,"samples_per_s":y,...}
 //   {"event":"stopping","step":s}                 the generation ends before the last step
 //   {"event":"done","step":S,"digest":"<64 hex>","test_accuracy":a}
 #pragma once
