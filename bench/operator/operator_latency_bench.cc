@@ -1,20 +1,30 @@
-// operator_latency_bench: in the end-to-end test cluster (test API server over
-// HTTPS, easyscale-operator process, stand-in kubelet, real easyscale-worker k8s
-// processes when built, else protocol stand-ins), measures
-//   release: an inference pod on n1 goes away -> the first worker pod on n1 exists
-//            (goal < 1 s), and -> the new generation runs
-//   claim:   an inference pod wants n1's GPUs -> the worker pods on n1 are gone
-//            (checkpointed, stopped by the kubelet, deletion confirmed), i.e. the
-//            GPUs are free (goal < one mini-batch + 1 s), and -> the inference pod runs
-// and prints one JSON line per measurement and a summary.
-//   operator_latency_bench [--rounds N] [--protocol-workers]
+// operator_latency_bench: in the isolated test cluster (pods that share nothing
+// but the network, each with its own address; test API server over HTTPS; an
+// easyscale-operator process; real `easyscale-worker k8s` processes), how long
+// the job's scale events take, each also as a multiple of its step time:
+//   scale-out: an inference pod on n1 goes away -> the first step of the new
+//              generation (its new workers took the state from the running
+//              ones over the network)
+//   preemption: an inference pod claims n1's GPUs -> the worker pods on n1 are
+//              gone (the GPUs are free; goal < one mini-batch + 1 s)
+//   crash:     a worker is SIGKILLed -> the first step of the next generation
+//              (goal < 2 s), and how many completed steps were trained again
+//              (goal: none but the one in flight)
+// Times come from the workers' step events (their "ts") and the bench's clock
+// on the same host. One JSON line per round and a summary per measurement.
+//   operator_latency_bench [--rounds N] [--model mlp|cnn]   (root: network namespaces)
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "controller/gpu_inventory.h"
 #include "pod_runtimes.h"
 #include "test_cluster.h"
 #include "testing/test_util.h"
@@ -24,137 +34,238 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Worker pods on `node`, terminating ones included: a GPU is free once the
-// kubelet has stopped the worker and the pod object is gone.
+struct StepEvent {
+  double ts = 0;
+  int64_t generation = 0;
+  int64_t step = 0;
+};
+
+// The step events rank 0 of every generation prints, read as the pods' logs grow.
+class StepLog {
+ public:
+  explicit StepLog(std::string dir) : dir_(std::move(dir)) {}
+  const std::vector<StepEvent>& Read() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+      if (entry.path().extension() != ".log") continue;
+      std::ifstream in(entry.path());
+      size_t& offset = offsets_[entry.path().string()];
+      in.seekg(static_cast<std::streamoff>(offset));
+      std::string line;
+      while (std::getline(in, line)) {
+        if (in.eof()) break;  // a line still being written
+        offset += line.size() + 1;
+        if (line.find("\"event\":\"step\"") == std::string::npos) continue;
+        const json j = json::parse(line, nullptr, false);
+        if (j.is_object())
+          events_.push_back(
+              {j.value("ts", 0.0), j.value("generation", int64_t{0}), j.value("step", int64_t{0})});
+      }
+    }
+    std::sort(events_.begin(), events_.end(),
+              [](const StepEvent& a, const StepEvent& b) { return a.ts < b.ts; });
+    return events_;
+  }
+  // The first step event of a generation above `generation`, once there is one.
+  std::optional<StepEvent> FirstAfter(int64_t generation) {
+    for (const StepEvent& e : Read()) {
+      if (e.generation > generation) return e;
+    }
+    return std::nullopt;
+  }
+  // The median time between consecutive steps of `generation`.
+  double StepSeconds(int64_t generation) {
+    std::vector<double> gaps;
+    const StepEvent* last = nullptr;
+    for (const StepEvent& e : Read()) {
+      if (e.generation != generation) continue;
+      if (last != nullptr) gaps.push_back(e.ts - last->ts);
+      last = &e;
+    }
+    if (gaps.empty()) return 0;
+    std::sort(gaps.begin(), gaps.end());
+    return gaps[gaps.size() / 2];
+  }
+  // The newest step completed before `ts`.
+  int64_t LastStepBefore(double ts) {
+    int64_t step = 0;
+    for (const StepEvent& e : Read()) {
+      if (e.ts < ts) step = std::max(step, e.step);
+    }
+    return step;
+  }
+
+ private:
+  std::string dir_;
+  std::map<std::string, size_t> offsets_;
+  std::vector<StepEvent> events_;
+};
+
+struct Summary {
+  std::vector<double> seconds, steps;  // the latency, and it in step times
+  void Add(double s, double stepSeconds) {
+    seconds.push_back(s);
+    steps.push_back(stepSeconds > 0 ? s / stepSeconds : 0);
+  }
+  // `goal` <= 0: a figure without a goal.
+  void Print(const char* name, double goal) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    const double max = seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+    const double maxSteps = steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
+    std::printf(
+        "{\"bench\":\"operator_latency\",\"summary\":\"%s\",\"n\":%zu,\"median_s\":%.4f,"
+        "\"max_s\":%.4f,\"median_step_times\":%.1f,\"max_step_times\":%.1f,\"goal_s\":%s,"
+        "\"met\":%s}\n",
+        name, seconds.size(), median(seconds), max, median(steps), maxSteps,
+        goal > 0 ? absl::StrFormat("%.3f", goal).c_str() : "null",
+        goal > 0 ? (max < goal ? "true" : "false") : "null");
+  }
+};
+
 int WorkersOn(TestCluster& c, const std::string& node) {
   int n = 0;
   for (const json& p : c.WorkerPods("j")) n += p["spec"].value("nodeName", "") == node;
   return n;
 }
 
-bool PodRunning(TestCluster& c, const std::string& name) {
-  StatusOr<json> p = c.client().Get(kPods, "default", name);
-  return p.ok() && (*p)["status"].value("phase", "") == "Running";
+int64_t RunningGeneration(TestCluster& c) {
+  const json st = c.JobStatus("j");
+  return st.value("runningGeneration", 0) == st.value("generation", -1)
+             ? st.value("runningGeneration", int64_t{0})
+             : -1;
 }
 
-struct Summary {
-  std::vector<double> values;
-  // `goal` <= 0: a figure without a goal.
-  void Print(const char* name, double goal) {
-    std::sort(values.begin(), values.end());
-    const double median = values.empty() ? 0 : values[values.size() / 2];
-    const double max = values.empty() ? 0 : values.back();
-    const std::string goalText = goal > 0 ? absl::StrFormat("%.3f", goal) : "null";
-    const char* met = goal > 0 ? (max < goal ? "true" : "false") : "null";
-    std::printf(
-        "{\"bench\":\"operator_latency\",\"summary\":\"%s\",\"n\":%zu,\"median_s\":%.4f,"
-        "\"max_s\":%.4f,\"goal_s\":%s,\"met\":%s}\n",
-        name, values.size(), median, max, goalText.c_str(), met);
-  }
-};
+int Fail(const std::string& what, const TestCluster& c) {
+  std::fprintf(stderr, "operator_latency_bench: %s (%s)\n", what.c_str(), c.dir().c_str());
+  return 1;
+}
 
 int Main(int argc, char** argv) {
   int rounds = 5;
-  bool protocolWorkers = false;
+  std::string model = "mlp";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc && absl::SimpleAtoi(argv[i + 1], &rounds) && rounds > 0) {
       ++i;
-    } else if (a == "--protocol-workers") {
-      protocolWorkers = true;
+    } else if (a == "--model" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "mlp" || std::string(argv[i + 1]) == "cnn")) {
+      model = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: operator_latency_bench [--rounds N>0] [--protocol-workers]\n");
+      std::fprintf(stderr, "usage: operator_latency_bench [--rounds N>0] [--model mlp|cnn]\n");
       return 2;
     }
   }
-  const std::string worker = protocolWorkers ? "" : WorkerBinary();
-  TestCluster c("operator-bench");
-  if (Status s = c.StartApiServer(); !s.ok()) {
-    std::fprintf(stderr, "operator_latency_bench: %s\n", s.ToString().c_str());
-    return 1;
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "operator_latency_bench: needs root (the pods' network namespaces)\n");
+    return 2;
   }
-  if (Status s = c.AddTwoNodesWithInference("inf-0"); !s.ok()) {
-    std::fprintf(stderr, "operator_latency_bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  OperatorProcess* op = nullptr;
+  const std::string worker = WorkerBinary();
   if (worker.empty()) {
-    c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
-    op = c.StartOperator("bench", {"--worker-backend", "cpu"});
-  } else {
-    op = c.StartWithRealWorkers("bench", worker);
+    std::fprintf(stderr, "operator_latency_bench: easyscale-worker is not built\n");
+    return 2;
   }
-  if (!Eventually([&] { return op->Ready(); }, 20s)) {
-    std::fprintf(stderr, "operator_latency_bench: the operator did not get ready (%s)\n",
-                 c.dir().c_str());
-    return 1;
+  TestCluster c("operator-bench", {.isolatePods = true});
+  if (Status s = c.StartApiServer(); !s.ok()) return Fail(s.ToString(), c);
+  // Inference holds n1; the job runs on n2 and n3, and on all three between claims.
+  if (Status s = c.AddNodes({{"n1", "h100", 2}, {"n2", "h100", 1}, {"n3", "h100", 1}}); !s.ok()) {
+    return Fail(s.ToString(), c);
   }
-  const json spec = {{"image", "easyscale/worker:bench"},
-                     {"ests", 8},
-                     {"maxWorkers", 4},
-                     {"training", {{"model", "mlp"}, {"steps", 1000000}, {"checkpointEvery", 50}}},
-                     {"checkpoint", {{"mountPath", c.dir() + "/ckpt"}}}};
+  (void)c.client().Create(kPods, "default", InferencePod("inf-0", "n1", 2));
+  OperatorProcess* op = c.StartWithRealWorkers("bench", worker);
+  if (!Eventually([&] { return op->Ready(); }, 20s)) return Fail("the operator is not ready", c);
+  const json spec = {
+      {"image", "easyscale/worker:bench"},
+      {"ests", 8},
+      {"maxWorkers", 4},
+      {"training", {{"model", model}, {"steps", 100000000}, {"checkpointEvery", 0}}}};
   (void)c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec));
-  if (!Eventually([&] { return c.JobStatus("j").value("step", 0) > 5; }, 60s)) {
-    std::fprintf(stderr, "operator_latency_bench: the job does not train (%s)\n", c.dir().c_str());
-    return 1;
+  StepLog log(c.dir());
+  if (!Eventually([&] { return c.JobStatus("j").value("step", 0) > 20; }, 60s)) {
+    return Fail("the job does not train", c);
   }
-  // The mini-batch time, from the step count the workers report.
-  const int64_t s0 = c.JobStatus("j").value("step", 0);
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(3s);
-  const double miniBatch = Since(t0) / std::max<int64_t>(1, c.JobStatus("j").value("step", 0) - s0);
-  std::printf("{\"bench\":\"operator_latency\",\"workers\":\"%s\",\"mini_batch_s\":%.4f}\n",
-              worker.empty() ? "protocol stand-ins" : "easyscale-worker k8s", miniBatch);
+  std::printf(
+      "{\"bench\":\"operator_latency\",\"cluster\":\"isolated pods, 3 nodes\","
+      "\"workers\":\"easyscale-worker k8s\",\"model\":\"%s\",\"ests\":8}\n",
+      model.c_str());
 
-  Summary releaseToPod, releaseToRun, claimToFreed, claimToInference;
+  Summary scaleOut, preemption, crash;
+  int64_t redoneMax = 0;
   for (int r = 1; r <= rounds; ++r) {
-    // Release: inference leaves n1.
-    const std::string held = "inf-" + std::to_string(r - 1);
-    auto start = Clock::now();
-    (void)c.client().Delete(kPods, "default", held);
-    if (!Eventually([&] { return WorkersOn(c, "n1") > 0; }, 30s)) break;
-    releaseToPod.values.push_back(Since(start));
-    if (!Eventually(
-            [&] {
-              const json st = c.JobStatus("j");
-              return st.value("runningGeneration", 0) == st.value("generation", -1) &&
-                     st.value("workers", json::array()).size() == 4;
-            },
-            60s)) {
-      break;
+    // Scale-out: inference leaves n1.
+    const int64_t before = RunningGeneration(c);
+    double start = Now();
+    (void)c.client().Delete(kPods, "default", "inf-" + std::to_string(r - 1));
+    std::optional<StepEvent> first;
+    if (!Eventually([&] { return (first = log.FirstAfter(before)).has_value(); }, 60s)) {
+      return Fail("no step after the release", c);
     }
-    releaseToRun.values.push_back(Since(start));
-    std::this_thread::sleep_for(1s);  // train a little in the new generation
+    const double scaleOutSeconds = first->ts - start;
+    if (!Eventually([&] { return RunningGeneration(c) > before; }, 30s)) {
+      return Fail("the scaled-out generation does not run", c);
+    }
+    std::this_thread::sleep_for(1s);
+    const double stepSeconds = log.StepSeconds(first->generation);
+    scaleOut.Add(scaleOutSeconds, stepSeconds);
 
-    // Claim: inference wants both GPUs of n1 back.
-    const std::string claim = "inf-" + std::to_string(r);
-    start = Clock::now();
-    (void)c.client().Create(kPods, "default", InferencePod(claim, "n1", 2));
-    if (!Eventually([&] { return WorkersOn(c, "n1") == 0; }, 60s)) break;
-    claimToFreed.values.push_back(Since(start));
-    if (!Eventually([&] { return PodRunning(c, claim); }, 30s)) break;
-    claimToInference.values.push_back(Since(start));
+    // Preemption: inference wants n1's GPUs back.
+    start = Now();
+    (void)c.client().Create(kPods, "default", InferencePod("inf-" + std::to_string(r), "n1", 2));
+    if (!Eventually([&] { return WorkersOn(c, "n1") == 0; }, 60s)) {
+      return Fail("n1's GPUs are not freed", c);
+    }
+    preemption.Add(Now() - start, stepSeconds);
+    if (!Eventually([&] { return RunningGeneration(c) > first->generation; }, 30s)) {
+      return Fail("no generation runs after the preemption", c);
+    }
+    std::this_thread::sleep_for(1s);
+
+    // Crash: a worker is SIGKILLed mid-step.
+    const int64_t running = RunningGeneration(c);
+    const json workers = c.JobStatus("j")["workers"];
+    start = Now();
+    c.SignalPod("default/" + workers.back()["pod"].get<std::string>(), SIGKILL);
+    std::optional<StepEvent> resumed;
+    if (!Eventually([&] { return (resumed = log.FirstAfter(running)).has_value(); }, 60s)) {
+      return Fail("no step after the crash", c);
+    }
+    crash.Add(resumed->ts - start, stepSeconds);
+    // Steps completed before the crash that were trained again (the one in
+    // flight, never completed, is not among them).
+    const int64_t redone = log.LastStepBefore(resumed->ts) + 1 - resumed->step;
+    redoneMax = std::max(redoneMax, redone);
     std::printf(
-        "{\"bench\":\"operator_latency\",\"round\":%d,\"release_to_pod_s\":%.4f,\"release_to_run_"
-        "s\":%.4f,"
-        "\"claim_to_freed_s\":%.4f,\"claim_to_inference_running_s\":%.4f}\n",
-        r, releaseToPod.values.back(), releaseToRun.values.back(), claimToFreed.values.back(),
-        claimToInference.values.back());
+        "{\"bench\":\"operator_latency\",\"round\":%d,\"step_s\":%.4f,\"scale_out_s\":%.4f,"
+        "\"preemption_s\":%.4f,\"crash_recovery_s\":%.4f,\"steps_redone\":%lld}\n",
+        r, stepSeconds, scaleOut.seconds.back(), preemption.seconds.back(), crash.seconds.back(),
+        static_cast<long long>(redone));
     std::fflush(stdout);
+    if (!Eventually([&] { return RunningGeneration(c) > running; }, 30s)) {
+      return Fail("no generation runs after the crash", c);
+    }
     std::this_thread::sleep_for(1s);
   }
-  releaseToPod.Print("release_to_worker_pod", 1.0);
-  releaseToRun.Print("release_to_generation_running", 0);
-  claimToFreed.Print("claim_to_gpu_freed", miniBatch + 1.0);
-  claimToInference.Print("claim_to_inference_running", 0);
-  return static_cast<int>(releaseToPod.values.size()) == rounds ? 0 : 1;
+  scaleOut.Print("scale_out_release_to_first_step", 0);
+  std::vector<double> stepTimes;
+  for (size_t i = 0; i < scaleOut.seconds.size(); ++i) {
+    stepTimes.push_back(scaleOut.steps[i] > 0 ? scaleOut.seconds[i] / scaleOut.steps[i] : 0);
+  }
+  const double maxStep =
+      stepTimes.empty() ? 0 : *std::max_element(stepTimes.begin(), stepTimes.end());
+  preemption.Print("preemption_claim_to_gpu_freed", maxStep + 1.0);
+  crash.Print("crash_sigkill_to_first_step", 2.0);
+  std::printf(
+      "{\"bench\":\"operator_latency\",\"summary\":\"crash_steps_redone\",\"max\":%lld,"
+      "\"goal\":0,\"met\":%s}\n",
+      static_cast<long long>(redoneMax), redoneMax <= 0 ? "true" : "false");
+  return 0;
 }
 
 }  // namespace

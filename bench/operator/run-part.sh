@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Operator latencies in the simulated cluster (called by bench/run.sh).
+# Scale-out, preemption and crash-recovery latencies in the isolated test
+# cluster (called by bench/run.sh; needs root).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-"${BUILD_DIR:-$root/build}/bin/operator_latency_bench" --rounds 5
+"${BUILD_DIR:-$root/build}/bin/operator_latency_bench" --rounds 5 --model mlp
+"${BUILD_DIR:-$root/build}/bin/operator_latency_bench" --rounds 5 --model cnn

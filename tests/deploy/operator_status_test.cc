@@ -58,6 +58,7 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
                {RestoreFrom::kPeers, 57, {{"demo-w-4-3", "http://10.0.0.7:29400"}}},
                "2026-12-02T14:00:01Z"};
   s.restarts = 2;
+  s.failuresInARow = 1;
   s.restartAfter = "2026-12-02T14:00:03Z";
   s.failedGeneration = 4;
   op::SetCondition(s.conditions, "Valid", true, "Valid", "spec accepted", 2);

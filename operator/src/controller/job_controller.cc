@@ -464,6 +464,13 @@ void JobController::MergeReports(const std::map<std::string, WorkerReport>& repo
     std::optional<WorkerReport> r = Newest(reports, w.pod);
     if (!r) continue;
     if (r->generation >= st->runningGeneration) st->step = std::max(st->step, r->step);
+    // The released generation trained past what it restored: failures before
+    // it no longer make the next restart wait.
+    if (r->state == WorkerState::kRunning && r->generation == st->runningGeneration &&
+        st->runningGeneration == st->generation && st->restore.generation == st->generation &&
+        r->step > st->restore.plan.step) {
+      st->failuresInARow = 0;
+    }
     if (r->state == WorkerState::kRunning && r->generation == st->generation &&
         r->samplesPerSecond > 0 && !w.ests.empty()) {
       // The mean reported rate of this type's workers in the newest generation.
@@ -563,7 +570,8 @@ bool JobController::RecordFailures(const json& job, const JobSpec& spec,
                      absl::StrCat(first.message, " (failure ", st->restarts, " of at most ",
                                   spec.runPolicy.backoffLimit + 1, ")"));
   if (permanent || st->restarts > spec.runPolicy.backoffLimit) return true;
-  const auto delay = RestartBackoff(st->restarts, options_.maxRestartBackoff);
+  ++st->failuresInARow;
+  const auto delay = RestartBackoff(st->failuresInARow, options_.maxRestartBackoff);
   st->restartAfter = delay.count() > 0 ? FormatTime(WallClock::now() + delay) : "";
   return false;
 }

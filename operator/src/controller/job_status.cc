@@ -78,6 +78,7 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
   r.String("completionTime", &s.completionTime);
   r.Bool("everPreempted", &s.everPreempted);
   r.Int("restarts", &s.restarts, false, 0);
+  r.Int("failuresInARow", &s.failuresInARow, false, 0);
   r.String("restartAfter", &s.restartAfter);
   r.Int("failedGeneration", &s.failedGeneration, false, 0);
   ES_RETURN_IF_ERROR(r.status());
@@ -153,6 +154,7 @@ json ToJson(const JobStatus& s) {
   if (!s.completionTime.empty()) out["completionTime"] = s.completionTime;
   if (!s.handover.empty()) out["handover"] = DrainingJson(s.handover);
   if (s.restarts > 0) out["restarts"] = s.restarts;
+  if (s.failuresInARow > 0) out["failuresInARow"] = s.failuresInARow;
   if (s.failedGeneration > 0) out["failedGeneration"] = s.failedGeneration;
   if (!s.restartAfter.empty()) out["restartAfter"] = s.restartAfter;
   if (s.restore.generation > 0) {

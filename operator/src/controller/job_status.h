@@ -15,6 +15,8 @@
 //                       worker of its own that holds it
 //   restarts, restartAfter, failedGeneration  worker failures so far, the
 //                       backoff's end, the last generation whose failure counted
+//   failuresInARow      failures since a generation last trained a step: the
+//                       backoff grows with these, the limit with restarts
 //   phase, conditions (metav1.Condition), step, preemptions, scaleEvents,
 //   speed (samples/s per GPU type, measured), digest, testAccuracy,
 //   observedGeneration, startTime, completionTime
@@ -66,6 +68,7 @@ struct JobStatus {
   std::vector<DrainingRecord> handover;
   RestoreRecord restore;
   int restarts = 0;
+  int failuresInARow = 0;
   std::string restartAfter;
   int64_t failedGeneration = 0;
   int64_t step = 0;
