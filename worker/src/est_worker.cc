@@ -255,9 +255,11 @@ void EstWorker::NextSamples(EstContext& ctx, std::vector<uint32_t>* out) {
 
 // The step's memory protocol: parameter values are the host's (the optimizer
 // runs there) and go to the backend at the start of every step; the hosted
-// ESTs' buffers stay on the backend from the first step after Restore until
-// BuffersToHost; activations and gradients are the backend's alone; the
-// fixed-point sums come to the host once, at the end.
+// ESTs' buffers stay on the backend from the first step after a restore, and
+// on a device each EST's graph also copies them into one staging tensor that
+// comes to the host with the sums (every step's collective carries them);
+// activations and gradients are the backend's alone; the fixed-point sums
+// come to the host once, at the end.
 void EstWorker::ComputeHostedEsts() {
   KernelBackend& k = kernels();
   const auto& params = model_->params();
@@ -270,6 +272,14 @@ void EstWorker::ComputeHostedEsts() {
   }
   for (Lane& lane : lanes_) k.Zero(AccumOf(lane).bytes(), k.At(AccumOf(lane)));
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
+  size_t buffer_floats = 0;
+  for (const Tensor& b : contexts_.begin()->second.buffers) buffer_floats += b.size();
+  // On the CPU the buffers are the host's already.
+  const bool staged = kernels_ != nullptr && buffer_floats > 0;
+  if (staged) {
+    buffer_staging_.Resize({static_cast<int>(buffer_floats * contexts_.size())});
+    (void)k.At(buffer_staging_);  // allocated before any graph records a copy into it
+  }
   std::vector<const float*> segments;
   std::vector<size_t> sizes;
   for (const Param* p : params) sizes.push_back(p->grad.size());
@@ -309,6 +319,13 @@ void EstWorker::ComputeHostedEsts() {
     segments.push_back(k.At(lane.loss));
     k.AccumulateFixedPoint(segments, sizes, terms, k.At(AccumOf(lane)),
                            k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+    if (staged) {
+      float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
+      for (Tensor& b : ctx.buffers) {
+        k.Copy(b.bytes(), k.At(b), slot);
+        slot += b.size();
+      }
+    }
     k.EndRepeatable();
     ++hosted;
   }
@@ -317,6 +334,15 @@ void EstWorker::ComputeHostedEsts() {
     k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));
   k.Download(accum_);
   k.Download(nonfinite_);
+  if (!staged) return;
+  k.Download(buffer_staging_);
+  const float* slot = buffer_staging_.ptr();
+  for (auto& [id, ctx] : contexts_) {
+    for (Tensor& b : ctx.buffers) {
+      std::memcpy(b.ptr(), slot, b.bytes());
+      slot += b.size();
+    }
+  }
 }
 
 StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
@@ -341,12 +367,7 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
     ++hosted;
   }
   accum_.data[n + 1] = stop_vote ? 1 : 0;
-  try {
-    PackHostedContexts();
-  } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat(kernels().Name(), " backend failed at step ", step_, ": ", e.what()));
-  }
+  PackHostedContexts();
   StepStats stats;
   stats.compute_seconds = Seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();
@@ -369,15 +390,7 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   return stats;
 }
 
-void EstWorker::BuffersToHost() {
-  if (!buffers_on_backend_) return;
-  for (auto& [id, ctx] : contexts_) {
-    for (Tensor& b : ctx.buffers) kernels().Download(b);
-  }
-}
-
 void EstWorker::PackHostedContexts() {
-  BuffersToHost();
   const size_t base = model_->NumParamValues() + 2;
   for (const auto& [id, ctx] : contexts_) {
     ByteWriter w;

@@ -100,9 +100,6 @@ class EstWorker {
   // and loss into accum_, on the backend; accum_ and nonfinite_ are on the
   // host when it returns. Throws what the backend throws.
   void ComputeHostedEsts();
-  // The hosted ESTs' BatchNorm buffers live on the backend between steps;
-  // this brings their values to the host (before serialising them).
-  void BuffersToHost();
   // Writes each hosted EST's context into its slot of the step's collective
   // (the slots of other ESTs stay zero, so the sum is a gather), and after the
   // sum takes every EST's context from its slot.
@@ -132,6 +129,7 @@ class EstWorker {
   FixedTensor accum_;      // gradients, loss, stop vote, EST contexts
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
+  Tensor buffer_staging_;  // a device's copy of the hosted ESTs' buffers, one download a step
   // Where a step runs its hosted ESTs, side by side on a backend with several
   // lanes: each lane has its own step tensors, fixed-point sums and model for
   // activations and gradients. Lane 0 uses model_ and accum_; the others use
