@@ -59,21 +59,9 @@ class IsolatedEndToEnd : public ::testing::Test {
   void StartOperators(TestCluster& c, std::map<std::string, std::string> workerEnv = {}) {
     c.StartKubelet(WorkerRuntime(worker_, c.dir(), false, std::move(workerEnv)));
     const std::string service = c.StartControlService();
-    const std::vector<std::string> args = {"--leader-elect",
-                                           "--lease-namespace",
-                                           "default",
-                                           "--lease-duration",
-                                           "2",
-                                           "--renew-deadline",
-                                           "1.5",
-                                           "--retry-period",
-                                           "0.2",
-                                           "--worker-backend",
-                                           "cpu",
-                                           "--worker-command",
-                                           worker_,
-                                           "--max-restart-backoff",
-                                           "2"};
+    std::vector<std::string> args = FastLeaderElectionArgs();
+    args.insert(args.end(), {"--worker-backend", "cpu", "--worker-command", worker_,
+                             "--max-restart-backoff", "2"});
     leader_ = c.StartOperator("op-a", args, service);
     ASSERT_TRUE(Eventually([&] { return leader_->Ready(); }));
     standby_ = c.StartOperator("op-b", args, service);

@@ -20,15 +20,7 @@ TEST(OperatorLeaderElection, StandbyTakesOverAfterLeaderIsKilled) {
   ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
   c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   const std::string service = c.StartControlService();
-  const std::vector<std::string> election = {"--leader-elect",
-                                             "--lease-namespace",
-                                             "default",
-                                             "--lease-duration",
-                                             "2",
-                                             "--renew-deadline",
-                                             "1.5",
-                                             "--retry-period",
-                                             "0.2"};
+  const std::vector<std::string> election = FastLeaderElectionArgs();
   OperatorProcess* a = c.StartOperator("op-a", election, service);
   ASSERT_TRUE(Eventually([&] { return a->Ready(); }));
   OperatorProcess* b = c.StartOperator("op-b", election, service);

@@ -30,6 +30,18 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+std::vector<std::string> FastLeaderElectionArgs() {
+  return {"--leader-elect",
+          "--lease-namespace",
+          "default",
+          "--lease-duration",
+          "2",
+          "--renew-deadline",
+          "1.5",
+          "--retry-period",
+          "0.2"};
+}
+
 std::string OperatorBinary() { return EASYSCALE_OPERATOR_BIN; }
 
 std::string WorkerBinary() {

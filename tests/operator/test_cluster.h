@@ -118,6 +118,10 @@ class TestCluster {
   std::thread serviceThread_;
 };
 
+// easyscale-operator flags for leader election in the "default" namespace with
+// short periods (a 2 s lease), so a standby takes over within seconds.
+std::vector<std::string> FastLeaderElectionArgs();
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 
