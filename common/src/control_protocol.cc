@@ -1,5 +1,7 @@
 #include "easyscale/common/control_protocol.h"
 
+#include <openssl/crypto.h>
+
 #include <array>
 
 #include "easyscale/common/checks.h"
@@ -61,6 +63,12 @@ std::string TokenFromAuthorization(const std::string& header) {
   constexpr std::string_view kScheme = "Bearer ";
   if (header.size() <= kScheme.size() || header.compare(0, kScheme.size(), kScheme) != 0) return "";
   return header.substr(kScheme.size());
+}
+
+bool AuthorizedBy(const std::string& header, const std::string& token) {
+  const std::string given = TokenFromAuthorization(header);
+  return !token.empty() && given.size() == token.size() &&
+         CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
 }
 
 const char* ToString(WorkerAction a) {

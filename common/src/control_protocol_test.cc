@@ -78,6 +78,9 @@ TEST(ControlProtocol, BearerTokens) {
   EXPECT_EQ(TokenFromAuthorization("Basic abc"), "");
   EXPECT_EQ(TokenFromAuthorization("Bearer "), "");
   EXPECT_EQ(TokenFromAuthorization(""), "");
+  EXPECT_TRUE(AuthorizedBy("Bearer abc", "abc"));
+  EXPECT_FALSE(AuthorizedBy("Bearer abd", "abc"));
+  EXPECT_FALSE(AuthorizedBy("Bearer ", ""));  // no token is never a match
 }
 
 }  // namespace

@@ -212,7 +212,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
   HttpRoutes routes;
   for (const char* method : {"GET", "PUT"}) {
     routes.Handle(method, "/v1/store", [&store, token](const HttpRequest& req) {
-      if (TokenFromAuthorization(req.Header("authorization")) != token) {
+      if (!AuthorizedBy(req.Header("authorization"), token)) {
         return ErrorResponse(absl::UnauthenticatedError("not this run's token"));
       }
       return ServeRendezvousStore(req, store);

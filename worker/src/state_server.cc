@@ -39,8 +39,7 @@ void StateServer::Drop() {
 }
 
 HttpResponse StateServer::Serve(const HttpRequest& req) const {
-  if (TokenFromAuthorization(req.Header("authorization")) != token_ || token_.empty() ||
-      req.Query("job") != job_) {
+  if (!AuthorizedBy(req.Header("authorization"), token_) || req.Query("job") != job_) {
     return {.status = 401, .body = "not this job's token\n"};
   }
   std::shared_ptr<const std::string> encoded;

@@ -1,8 +1,6 @@
 // Answers assignments and keeps reports and rendezvous keys of published plans.
 #include "controller/control_book.h"
 
-#include <openssl/crypto.h>
-
 #include "easyscale/common/checks.h"
 
 namespace easyscale::op {
@@ -77,12 +75,10 @@ StatusOr<ControlBook::Job*> ControlBook::FindLocked(const std::string& job) {
   return &it->second;
 }
 
-Status ControlBook::Authenticate(const std::string& job, const std::string& token) {
+Status ControlBook::Authenticate(const std::string& job, const std::string& authorization) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSIGN_OR_RETURN(Job * j, FindLocked(job));
-  const std::string& want = j->plan.token;
-  if (want.empty() || token.size() != want.size() ||
-      CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0) {
+  if (!AuthorizedBy(authorization, j->plan.token)) {
     return absl::UnauthenticatedError("not the control token of job " + job);
   }
   return absl::OkStatus();

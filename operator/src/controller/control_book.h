@@ -56,9 +56,10 @@ class ControlBook {
   void Forget(const std::string& job);
   bool HasPlan(const std::string& job);
 
-  // OK when `token` is the job's; Unavailable while the job has no plan (a
-  // new leader before its first reconcile), Unauthenticated otherwise.
-  Status Authenticate(const std::string& job, const std::string& token);
+  // OK when the Authorization header `authorization` carries the job's
+  // token; Unavailable while the job has no plan (a new leader before its
+  // first reconcile), Unauthenticated otherwise.
+  Status Authenticate(const std::string& job, const std::string& authorization);
   StatusOr<WorkerAssignment> AssignmentFor(const std::string& job, const std::string& pod);
   // Records a report of a pod of the plan; true when it says something new
   // (state or generation). PermissionDenied for pods outside the plan.

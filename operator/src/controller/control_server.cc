@@ -13,7 +13,7 @@ namespace {
 Status Admit(const ControlServerHooks& hooks, ControlBook* book, const HttpRequest& req,
              const std::string& job) {
   if (!hooks.serving()) return absl::UnavailableError("not the leader");
-  return book->Authenticate(job, TokenFromAuthorization(req.Header("authorization")));
+  return book->Authenticate(job, req.Header("authorization"));
 }
 
 }  // namespace

@@ -129,6 +129,9 @@ inline constexpr const char* kAuthorizationHeader = "Authorization";
 std::string BearerToken(const std::string& token);
 // The token of an "Authorization: Bearer <token>" value; "" when malformed.
 std::string TokenFromAuthorization(const std::string& header);
+// Whether the "Authorization" header `header` carries `token` (non-empty),
+// compared in constant time.
+bool AuthorizedBy(const std::string& header, const std::string& token);
 
 nlohmann::json ToJson(const RestorePlan& p);
 nlohmann::json ToJson(const WorkerAssignment& a);
