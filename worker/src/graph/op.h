@@ -1,0 +1,86 @@
+// File: worker/src/graph/op.h
+//
+// One graph operator, as the graph runtime runs it: its forward computation
+// and its gradient rule, on the CPU, each in one documented operation order
+// (the comment at the top of the op's file says it), so results are the same
+// bits whatever runs them. Ops live one per file in ops/, named for the ONNX
+// operator; MakeOp (registry.cc) builds the one a node names.
+//
+//   ES_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, MakeOp(node, graph.opset));
+//   op->Forward(ctx, inputs, outputs);            // outputs sized as the graph says
+//   op->Backward(ctx, inputs, outputs, dout, din);  // din[i] set where asked
+//
+// Rules every op keeps (kernel_formulas.h has the shared ones): no reduction
+// whose order depends on threads or data; fma only where the formula spells it
+// out; transcendentals from detmath.h (the project's own exp, log, erf, tanh,
+// pow from basic IEEE operations), never <cmath>'s, so a CUDA twin can match.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/status.h"
+#include "easyscale/worker/graph.h"
+#include "easyscale/worker/philox.h"
+
+namespace easyscale::graph {
+
+// A value while a graph runs: its dtype, shape and elements (floats for
+// kFloat32, ints for kInt64 and kBool), row-major.
+struct Value {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+
+  // Sets dtype and shape and sizes the elements (zeroed).
+  void Reset(DType t, Shape s);
+  size_t size() const { return static_cast<size_t>(NumElements(shape)); }
+};
+
+// What one pass sees of the EST that runs it.
+struct RunContext {
+  bool training = true;
+  PhiloxKey dropout_key;                // the EST's dropout stream
+  uint64_t* dropout_counter = nullptr;  // advanced by every Dropout node, in node order
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+
+  // Forward: `in` has the node's inputs (null for an omitted optional input),
+  // `out` its outputs already Reset to the dtypes and shapes the graph infers
+  // (null for an omitted output). May keep what Backward needs.
+  virtual void Forward(RunContext& ctx, const std::vector<const Value*>& in,
+                       const std::vector<Value*>& out) = 0;
+
+  // Whether input `i` has a gradient through this op (a float input the op
+  // is differentiable in; shapes, indices and running statistics are not).
+  virtual bool HasGradient(size_t i) const = 0;
+
+  // Backward, after this op's Forward of the same pass: `dout[j]` is the
+  // gradient of output j (null: nothing flows there, read it as zeros);
+  // `din[i]` is non-null exactly where a gradient is wanted (HasGradient(i)
+  // and the input leads to a parameter); it is Reset to the input's shape and
+  // the op sets it (the runtime sums gradients of values with several
+  // consumers, in its own documented order).
+  virtual void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                        const std::vector<const Value*>& out,
+                        const std::vector<const Value*>& dout, const std::vector<Value*>& din) = 0;
+
+  // Outputs that are the new value of a state input in training (BatchNormalization's
+  // running mean and variance): pairs {output index, input index}. The runtime
+  // writes them back into the EST's buffers after the pass.
+  virtual std::vector<std::pair<size_t, size_t>> StateUpdates() const { return {}; }
+};
+
+// The op of `node` with its attributes validated; InvalidArgument naming the
+// node and the attribute for a bad or unsupported attribute value,
+// Unimplemented naming the node, the op and `opset` for an unknown op.
+StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node, int64_t opset,
+                                     const std::vector<const ValueInfo*>& inputs);
+
+}  // namespace easyscale::graph

@@ -1,0 +1,20 @@
+// File: worker/src/graph/ops/ops.h
+//
+// The factories of the graph runtime's ops, one per file in this folder
+// (registry.cc maps ONNX op names to them). Each validates the node's
+// attributes and input infos and returns the op, or an error naming the node.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/op.h"
+
+namespace easyscale::graph {
+
+using OpFactory = StatusOr<std::unique_ptr<Op>> (*)(const Node& node, int64_t opset,
+                                                     const std::vector<const ValueInfo*>& inputs);
+
+// Ops are added here, one line each, as their files land.
+
+}  // namespace easyscale::graph

@@ -1,0 +1,41 @@
+// The ONNX operators the graph runtime runs, and their factories.
+#include <algorithm>
+#include <utility>
+
+#include "graph/ops/ops.h"
+
+namespace easyscale::graph {
+namespace {
+
+struct Entry {
+  const char* op;
+  OpFactory make;
+};
+
+// One line per op, kept sorted by name.
+const std::vector<Entry>& Registry() {
+  static const std::vector<Entry> kOps = {};
+  return kOps;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SupportedOps() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const Entry& e : Registry()) names.push_back(e.op);
+    return names;
+  }();
+  return kNames;
+}
+
+StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node, int64_t opset,
+                                     const std::vector<const ValueInfo*>& inputs) {
+  for (const Entry& e : Registry()) {
+    if (node.op == e.op) return e.make(node, opset, inputs);
+  }
+  return absl::UnimplementedError(absl::StrCat("node ", node.name, ": operator ", node.op,
+                                               " (opset ", opset, ") is not supported"));
+}
+
+}  // namespace easyscale::graph
