@@ -6,8 +6,9 @@
 // bits whatever runs them. Ops live one per file in ops/, named for the ONNX
 // operator; MakeOp (registry.cc) builds the one a node names.
 //
-//   ES_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, MakeOp(node, graph.opset));
-//   op->Forward(ctx, inputs, outputs);            // outputs sized as the graph says
+//   ES_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, MakeOp(node, graph.opset, inputs));
+//   std::vector<ValueInfo> infos = op->OutputInfos();  // the loader's shape inference
+//   op->Forward(ctx, inputs, outputs);            // outputs Reset to those infos
 //   op->Backward(ctx, inputs, outputs, dout, din);  // din[i] set where asked
 //
 // Rules every op keeps (kernel_formulas.h has the shared ones): no reduction
@@ -47,9 +48,24 @@ struct RunContext {
   uint64_t* dropout_counter = nullptr;  // advanced by every Dropout node, in node order
 };
 
+// What an op's factory sees of one input: its dtype and shape, and its
+// elements when the loader knows them at load time (an initializer, a Constant
+// node, a folded shape computation). Ops read `constant` only for inputs ONNX
+// means as configuration (Reshape's shape, Slice's starts, Split's sizes,
+// Clip's bounds, ...), never for parameters, whose values change in training.
+struct OpInput {
+  const ValueInfo* info = nullptr;           // null: an omitted optional input
+  const ConstantTensor* constant = nullptr;  // null: known only at run time
+};
+
 class Op {
  public:
   virtual ~Op() = default;
+
+  // The dtype and shape of each of the node's outputs, in order (an omitted
+  // output's entry is whatever the op would produce), computed by the factory
+  // from the inputs' infos and constants: this is the graph's shape inference.
+  virtual std::vector<ValueInfo> OutputInfos() const = 0;
 
   // Forward: `in` has the node's inputs (null for an omitted optional input),
   // `out` its outputs already Reset to the dtypes and shapes the graph infers
@@ -68,8 +84,8 @@ class Op {
   // the op sets it (the runtime sums gradients of values with several
   // consumers, in its own documented order).
   virtual void Backward(RunContext& ctx, const std::vector<const Value*>& in,
-                        const std::vector<const Value*>& out,
-                        const std::vector<const Value*>& dout, const std::vector<Value*>& din) = 0;
+                        const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
+                        const std::vector<Value*>& din) = 0;
 
   // Outputs that are the new value of a state input in training (BatchNormalization's
   // running mean and variance): pairs {output index, input index}. The runtime
@@ -77,10 +93,10 @@ class Op {
   virtual std::vector<std::pair<size_t, size_t>> StateUpdates() const { return {}; }
 };
 
-// The op of `node` with its attributes validated; InvalidArgument naming the
-// node and the attribute for a bad or unsupported attribute value,
-// Unimplemented naming the node, the op and `opset` for an unknown op.
+// The op of `node` with its attributes and inputs validated; InvalidArgument
+// naming the node and the attribute or input for a bad or unsupported value or
+// shape, Unimplemented naming the node, the op and `opset` for an unknown op.
 StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node, int64_t opset,
-                                     const std::vector<const ValueInfo*>& inputs);
+                                     const std::vector<OpInput>& inputs);
 
 }  // namespace easyscale::graph

@@ -30,7 +30,7 @@ const std::vector<std::string>& SupportedOps() {
 }
 
 StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node, int64_t opset,
-                                     const std::vector<const ValueInfo*>& inputs) {
+                                     const std::vector<OpInput>& inputs) {
   for (const Entry& e : Registry()) {
     if (node.op == e.op) return e.make(node, opset, inputs);
   }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -63,6 +64,9 @@ struct Graph {
   int64_t opset = 0;                                   // of the default domain
   std::vector<Node> nodes;                             // topological order
   std::map<std::string, ConstantTensor> initializers;  // weights, buffers, constants
+  // Initializers the loader made (Constant nodes, folded shape computations):
+  // never parameters, whatever reads them.
+  std::set<std::string> constants;
   std::vector<std::string> inputs;                     // fed from data, in order
   std::vector<std::string> outputs;                    // in order
   std::map<std::string, ValueInfo> values;  // every value: inputs, initializers, node outputs
@@ -79,6 +83,10 @@ struct Graph {
 // node needs that the file lacks, an input shape that does not fit.
 StatusOr<Graph> LoadOnnxModel(const std::string& path,
                               const std::map<std::string, Shape>& input_shapes);
+
+// The names of an ONNX model file's data inputs (its graph inputs that are not
+// initializers), in order, for LoadOnnxModel's `input_shapes`.
+StatusOr<std::vector<std::string>> OnnxDataInputs(const std::string& path);
 
 // The operators a graph may use (ONNX op_type names).
 const std::vector<std::string>& SupportedOps();

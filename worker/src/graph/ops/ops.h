@@ -13,7 +13,7 @@
 namespace easyscale::graph {
 
 using OpFactory = StatusOr<std::unique_ptr<Op>> (*)(const Node& node, int64_t opset,
-                                                     const std::vector<const ValueInfo*>& inputs);
+                                                     const std::vector<OpInput>& inputs);
 
 // Ops are added here, one line each, as their files land.
 

@@ -1,0 +1,220 @@
+// Compiling a graph for training, the forward pass and the reverse pass.
+#include "graph/program.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "easyscale/common/checks.h"
+
+namespace easyscale::graph {
+
+StatusOr<std::unique_ptr<Program>> Program::Create(Graph graph) {
+  auto p = std::unique_ptr<Program>(new Program(std::move(graph)));
+  ES_RETURN_IF_ERROR(p->Compile());
+  return p;
+}
+
+bool Program::IsParameterCandidate(const std::string& name) const {
+  return graph_.initializers.count(name) != 0 && graph_.constants.count(name) == 0;
+}
+
+Status Program::Compile() {
+  for (const auto& [name, info] : graph_.values) {
+    const size_t id = values_.size();
+    ids_[name] = id;
+    values_.emplace_back().Reset(info.dtype, info.shape);
+  }
+  auto id_of = [&](const std::string& name) -> StatusOr<size_t> {
+    auto it = ids_.find(name);
+    if (it == ids_.end()) return absl::InvalidArgumentError("value " + name + " has no shape");
+    return it->second;
+  };
+  for (const auto& [name, c] : graph_.initializers) {
+    ES_ASSIGN_OR_RETURN(const size_t id, id_of(name));
+    Value& v = values_[id];
+    if (c.shape != v.shape || c.dtype != v.dtype) {
+      return absl::InvalidArgumentError("initializer " + name + " disagrees with its value info");
+    }
+    v.floats = c.floats;
+    v.ints = c.ints;
+  }
+  for (const std::string& name : graph_.inputs) {
+    ES_ASSIGN_OR_RETURN(const size_t id, id_of(name));
+    inputs_.push_back(id);
+  }
+  for (const std::string& name : graph_.outputs) {
+    ES_ASSIGN_OR_RETURN(const size_t id, id_of(name));
+    outputs_.push_back(id);
+  }
+  if (outputs_.empty()) return absl::InvalidArgumentError("the graph has no output");
+
+  for (const Node& node : graph_.nodes) {
+    Step step;
+    std::vector<OpInput> infos;
+    for (const std::string& name : node.inputs) {
+      if (name.empty()) {
+        step.in.push_back(kNone);
+        infos.emplace_back();
+        continue;
+      }
+      ES_ASSIGN_OR_RETURN(const size_t id, id_of(name));
+      step.in.push_back(id);
+      auto c = graph_.initializers.find(name);
+      infos.push_back(
+          {&graph_.values.at(name), c == graph_.initializers.end() ? nullptr : &c->second});
+    }
+    for (const std::string& name : node.outputs) {
+      if (name.empty()) {
+        step.out.push_back(kNone);
+        continue;
+      }
+      ES_ASSIGN_OR_RETURN(const size_t id, id_of(name));
+      step.out.push_back(id);
+    }
+    ES_ASSIGN_OR_RETURN(step.op, MakeOp(node, graph_.opset, infos));
+    steps_.push_back(std::move(step));
+  }
+
+  // Which values need a gradient: float initializers read where an op is
+  // differentiable, and what is computed from them.
+  needs_grad_.assign(values_.size(), false);
+  for (const Step& s : steps_) {
+    bool flows = false;
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (s.in[i] == kNone || !s.op->HasGradient(i)) continue;
+      const std::string& name = graph_.nodes[&s - steps_.data()].inputs[i];
+      if (IsParameterCandidate(name) && values_[s.in[i]].dtype == DType::kFloat32) {
+        needs_grad_[s.in[i]] = true;
+      }
+      flows = flows || needs_grad_[s.in[i]];
+    }
+    for (size_t o : s.out) {
+      if (flows && o != kNone && values_[o].dtype == DType::kFloat32) needs_grad_[o] = true;
+    }
+  }
+  // Which of those the first output depends on: the parameters.
+  std::vector<bool> leads(values_.size(), false);
+  leads[outputs_[0]] = true;
+  for (size_t n = steps_.size(); n-- > 0;) {
+    const Step& s = steps_[n];
+    if (std::none_of(s.out.begin(), s.out.end(),
+                     [&](size_t o) { return o != kNone && leads[o]; })) {
+      continue;
+    }
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (s.in[i] != kNone && s.op->HasGradient(i)) leads[s.in[i]] = true;
+    }
+  }
+  std::vector<bool> listed(values_.size(), false);
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    const Step& s = steps_[n];
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      const size_t id = s.in[i];
+      if (id == kNone || listed[id] || !needs_grad_[id] || !leads[id]) continue;
+      if (!IsParameterCandidate(graph_.nodes[n].inputs[i])) continue;
+      listed[id] = true;
+      parameters_.push_back(graph_.nodes[n].inputs[i]);
+    }
+    for (const auto& [out, in] : s.op->StateUpdates()) {
+      const std::string& name = graph_.nodes[n].inputs[in];
+      if (graph_.initializers.count(name) == 0) {
+        return absl::InvalidArgumentError("node " + graph_.nodes[n].name + ": running state " +
+                                          name + " is not an initializer");
+      }
+      if (std::find(state_.begin(), state_.end(), name) == state_.end()) state_.push_back(name);
+    }
+  }
+  for (const std::string& name : state_) {
+    if (std::find(parameters_.begin(), parameters_.end(), name) != parameters_.end()) {
+      return absl::InvalidArgumentError("initializer " + name + " is both a parameter and state");
+    }
+  }
+  contributions_.resize(values_.size());
+  grads_.resize(values_.size());
+  has_grad_.assign(values_.size(), false);
+  return absl::OkStatus();
+}
+
+void Program::Forward(RunContext& ctx) {
+  std::vector<const Value*> in;
+  std::vector<Value*> out;
+  for (Step& s : steps_) {
+    in.clear();
+    out.clear();
+    for (size_t id : s.in) in.push_back(id == kNone ? nullptr : &values_[id]);
+    for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
+    s.op->Forward(ctx, in, out);
+  }
+  if (!ctx.training) return;
+  for (const Step& s : steps_) {
+    for (const auto& [o, i] : s.op->StateUpdates()) {
+      if (s.out[o] != kNone) values_[s.in[i]].floats = values_[s.out[o]].floats;
+    }
+  }
+}
+
+void Program::Finish(size_t id) {
+  std::vector<Contribution>& parts = contributions_[id];
+  has_grad_[id] = !parts.empty();
+  if (parts.empty()) return;
+  std::sort(parts.begin(), parts.end(), [](const Contribution& a, const Contribution& b) {
+    return std::tie(a.node, a.input) < std::tie(b.node, b.input);
+  });
+  Value& g = grads_[id];
+  g = std::move(parts[0].gradient);
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const std::vector<float>& add = parts[k].gradient.floats;
+    for (size_t e = 0; e < g.floats.size(); ++e) g.floats[e] += add[e];
+  }
+  parts.clear();
+}
+
+void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
+  std::fill(has_grad_.begin(), has_grad_.end(), false);
+  for (auto& parts : contributions_) parts.clear();
+  // The seed counts as a contribution after every node's.
+  contributions_[outputs_[output]].push_back({steps_.size(), 0, doutput});
+  std::vector<const Value*> in, out, dout;
+  std::vector<Value*> din;
+  std::vector<Value> owned;
+  for (size_t n = steps_.size(); n-- > 0;) {
+    Step& s = steps_[n];
+    dout.clear();
+    bool any = false;
+    for (size_t id : s.out) {
+      if (id != kNone) Finish(id);  // every consumer of it comes later: all are in
+      const bool has = id != kNone && has_grad_[id];
+      dout.push_back(has ? &grads_[id] : nullptr);
+      any = any || has;
+    }
+    if (!any) continue;
+    in.clear();
+    out.clear();
+    din.assign(s.in.size(), nullptr);
+    owned.assign(s.in.size(), Value());
+    bool wanted = false;
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      const size_t id = s.in[i];
+      in.push_back(id == kNone ? nullptr : &values_[id]);
+      if (id == kNone || !needs_grad_[id] || !s.op->HasGradient(i)) continue;
+      owned[i].Reset(DType::kFloat32, values_[id].shape);
+      din[i] = &owned[i];
+      wanted = true;
+    }
+    if (!wanted) continue;
+    for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
+    s.op->Backward(ctx, in, out, dout, din);
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
+    }
+  }
+  for (const std::string& name : parameters_) Finish(ids_.at(name));
+}
+
+const Value& Program::Gradient(const std::string& parameter) const {
+  const size_t id = ids_.at(parameter);
+  ES_CHECK(has_grad_[id]) << "parameter " << parameter << " got no gradient in this pass";
+  return grads_[id];
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,82 @@
+// File: worker/src/graph/program.h
+//
+// A loaded graph made ready to train: its ops, the values of one pass, which
+// float initializers are parameters (they lead to the output through ops
+// differentiable in them) and which are per-EST state (what an op's
+// StateUpdates writes back: BatchNormalization's running statistics), and the
+// reverse pass that derives every parameter's gradient from the ops' rules.
+//
+// Gradient order (the one reduction the runtime itself does): a value read by
+// several nodes, or several times by one node, gets its gradient as the sum of
+// their contributions added in ascending (node index, input index) order, left
+// to right, in float. Nothing else is summed outside the ops.
+//
+//   ES_ASSIGN_OR_RETURN(auto p, Program::Create(std::move(graph)));
+//   p->Input(0) = batch;                 // the data inputs, as graph.inputs
+//   p->Forward(ctx);                     // outputs in p->Output(i)
+//   p->Backward(ctx, 0, dlogits);        // gradients in p->Gradient(name)
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/op.h"
+
+namespace easyscale::graph {
+
+class Program {
+ public:
+  static StatusOr<std::unique_ptr<Program>> Create(Graph graph);
+
+  const Graph& graph() const { return graph_; }
+  // Parameters and state, by initializer name, in the order the nodes first
+  // read them (a stable order the digest and the collectives rely on).
+  const std::vector<std::string>& parameters() const { return parameters_; }
+  const std::vector<std::string>& state() const { return state_; }
+
+  Value& Input(size_t i) { return values_[inputs_[i]]; }
+  const Value& Output(size_t i) const { return values_[outputs_[i]]; }
+  // An initializer's value (a parameter's or state's current elements).
+  Value& Initializer(const std::string& name) { return values_[ids_.at(name)]; }
+
+  // Runs every node. In training, state outputs are written back into their
+  // initializers after the pass.
+  void Forward(RunContext& ctx);
+  // After Forward: the gradient of every parameter for `doutput` as the
+  // gradient of output `output`.
+  void Backward(RunContext& ctx, size_t output, const Value& doutput);
+  const Value& Gradient(const std::string& parameter) const;
+
+ private:
+  explicit Program(Graph graph) : graph_(std::move(graph)) {}
+  Status Compile();
+  // A float initializer of the file's own (not one the loader made) may train.
+  bool IsParameterCandidate(const std::string& name) const;
+  // Sums the contributions to value `id` in the documented order into grads_[id].
+  void Finish(size_t id);
+
+  struct Step {
+    std::unique_ptr<Op> op;
+    std::vector<size_t> in, out;  // value ids; kNone for omitted
+  };
+  struct Contribution {
+    size_t node, input;
+    Value gradient;
+  };
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  Graph graph_;
+  std::map<std::string, size_t> ids_;
+  std::vector<Value> values_;
+  std::vector<Step> steps_;
+  std::vector<size_t> inputs_, outputs_;
+  std::vector<std::string> parameters_, state_;
+  std::vector<bool> needs_grad_;  // by value id: a parameter, or computed from one
+  std::vector<std::vector<Contribution>> contributions_;  // by value id, in one reverse pass
+  std::vector<Value> grads_;                              // by value id
+  std::vector<bool> has_grad_;
+};
+
+}  // namespace easyscale::graph
