@@ -4,7 +4,10 @@
 // GPU figures are compared with PyTorch's step on the same GPU
 // (bench/cuda/torch_step_bench.py, the same model, batch and SGD) and with one
 // EST of the whole batch (--ests 1 --batch ests*batch) in bench/cuda/step_run.sh.
-//   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--ests 1] [--batch 64]
+// A user's model from an ONNX file (--model-file, CPU) is compared with
+// PyTorch on the same CPU by bench/worker/graph_vs_torch.sh.
+//   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--model-file M.onnx]
+//              [--dataset synthetic|tokens] [--ests 1] [--batch 64]
 //              [--lanes 0] [--steps 200] [--warmup 20] [--data FILE]
 
 #include <algorithm>
@@ -21,11 +24,13 @@ using namespace easyscale;
 namespace {
 
 int Run(int argc, char** argv) {
-  std::string backend = "cpu", model = "cnn", data_path;
+  std::string backend = "cpu", model = "cnn", model_file, dataset = "synthetic", data_path;
   int ests = 1, batch = 64, steps = 200, warmup = 20, lanes = 0;
   FlagSet f("step_bench [flags]: median wall time of one worker's training step");
   f.String("backend", &backend, "cpu | cuda");
   f.String("model", &model, "cnn | mlp");
+  f.String("model-file", &model_file, "an ONNX model to train instead (the graph runtime)");
+  f.String("dataset", &dataset, "synthetic | tokens (when no --data)");
   f.Int("ests", &ests, "ESTs hosted by the worker (the job's N)", 1, 256);
   f.Int("batch", &batch, "micro-batch of one EST", 1, 8192);
   f.Int("lanes", &lanes, "ESTs side by side (0: the backend's count)", 0, 256);
@@ -38,13 +43,16 @@ int Run(int argc, char** argv) {
     return rest.ok() ? 0 : 2;
   }
   TrainingArgs args;
-  args.model = model;
+  args.model = model_file.empty() ? model : "file";
+  args.modelFile = model_file;
   args.batchPerEst = batch;
   args.steps = warmup + steps;
   args.augment = false;  // PyTorch's side feeds one fixed tensor: no data pipeline either way
   args.checkpointEvery = 0;
   Dataset data;
-  if (data_path.empty()) {
+  if (dataset == "tokens") {
+    data = MakeTokenDataset(std::max<size_t>(4096, size_t(ests) * batch * 2), 32, 128, 10, 11);
+  } else if (data_path.empty()) {
     data = MakeSyntheticDataset(std::max<size_t>(4096, size_t(ests) * batch * 2), 1, 28, 28, 10, 7);
   } else {
     auto loaded = LoadDataset(data_path);
@@ -84,7 +92,7 @@ int Run(int argc, char** argv) {
   const int global = ests * batch;
   std::printf("%s\n", nlohmann::json{{"bench", "step"},
                                      {"backend", backend},
-                                     {"model", model},
+                                     {"model", model_file.empty() ? model : model_file},
                                      {"ests", ests},
                                      {"lanes", lanes},
                                      {"batch_per_est", batch},

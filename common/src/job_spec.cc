@@ -146,6 +146,7 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
   TrainingArgs t;
   FieldReader r(j, path);
   r.String("model", &t.model);
+  r.String("modelFile", &t.modelFile);
   r.String("dataset", &t.dataset);
   r.Int("steps", &t.steps);
   int64_t seed = static_cast<int64_t>(t.seed);
@@ -190,8 +191,12 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
     return absl::OkStatus();
   };
   constexpr int64_t kMaxSteps = 100000000;
-  ES_RETURN_IF_ERROR(one_of("model", t.model, {"mlp", "cnn"}));
-  ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic"}));
+  ES_RETURN_IF_ERROR(one_of("model", t.model, {"mlp", "cnn", "file"}));
+  if ((t.model == "file") != !t.modelFile.empty()) {
+    return fail("modelFile", t.model == "file" ? "is required when model is \"file\""
+                                               : "is only for model \"file\"");
+  }
+  ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic", "tokens"}));
   ES_RETURN_IF_ERROR(in_range("steps", t.steps, int64_t{1}, kMaxSteps));
   ES_RETURN_IF_ERROR(in_range("batchPerEst", t.batchPerEst, 1, 65536));
   ES_RETURN_IF_ERROR(one_of("optimizer", t.optimizer, {"sgd", "adam"}));
@@ -264,6 +269,7 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
 
 nlohmann::json ToJson(const TrainingArgs& t) {
   return {{"model", t.model},
+          {"modelFile", t.modelFile},
           {"dataset", t.dataset},
           {"steps", t.steps},
           {"seed", t.seed},

@@ -161,6 +161,33 @@ Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, 
   return d;
 }
 
+Dataset MakeTokenDataset(size_t count, int length, int vocab, int classes, uint64_t seed) {
+  Dataset d;
+  d.channels = 1;
+  d.height = 1;
+  d.width = length;
+  d.classes = classes;
+  d.tokens = true;
+  const std::string params = absl::StrCat("tokens count=", count, " length=", length,
+                                          " vocab=", vocab, " classes=", classes, " seed=", seed);
+  d.sha256 = Sha256Hex(params.data(), params.size());
+  PhiloxStream rng(DeriveKey(seed, 0x70CE), 0);
+  const uint32_t band = static_cast<uint32_t>(vocab / classes);
+  d.labels.resize(count);
+  d.pixels.resize(count * d.sample_size());
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t label = rng.NextBelow(static_cast<uint32_t>(classes));
+    d.labels[i] = static_cast<uint8_t>(label);
+    for (int t = 0; t < length; ++t) {
+      const bool in_band = rng.NextBelow(2) == 0;
+      const uint32_t token = in_band ? label * band + rng.NextBelow(band)
+                                     : rng.NextBelow(static_cast<uint32_t>(vocab));
+      d.pixels[i * d.sample_size() + static_cast<size_t>(t)] = static_cast<uint8_t>(token);
+    }
+  }
+  return d;
+}
+
 DataSplit SplitTrainTest(size_t count) {
   DataSplit s;
   for (uint32_t i = 0; i < count; ++i) ((i / 10) % 10 == 9 ? s.test : s.train).push_back(i);
@@ -184,7 +211,8 @@ void MakeBatch(const Dataset& d, const std::vector<uint32_t>& samples, PhiloxStr
   const int B = static_cast<int>(samples.size()), C = d.channels, H = d.height, W = d.width;
   x->Resize({B, C, H, W});
   labels->resize(samples.size());
-  constexpr float kInv255 = 1.0f / 255.0f;
+  const float scale = d.tokens ? 1.0f : 1.0f / 255.0f;
+  if (d.tokens) aug = nullptr;  // a shifted sequence is another sequence
   for (int b = 0; b < B; ++b) {
     const uint8_t* src = d.pixels.data() + static_cast<size_t>(samples[b]) * d.sample_size();
     (*labels)[b] = d.labels[samples[b]];
@@ -200,7 +228,7 @@ void MakeBatch(const Dataset& d, const std::vector<uint32_t>& samples, PhiloxStr
           const int yy = y - sy, xs = xx - sx;
           const bool inside = yy >= 0 && yy < H && xs >= 0 && xs < W;
           dst[(c * H + y) * W + xx] =
-              inside ? static_cast<float>(src[(c * H + yy) * W + xs]) * kInv255 : 0.0f;
+              inside ? static_cast<float>(src[(c * H + yy) * W + xs]) * scale : 0.0f;
         }
       }
     }

@@ -71,9 +71,12 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
           absl::StrCat("EST ", e, " outside [0, ", config.total_ests, ")"));
     }
   }
-  ES_ASSIGN_OR_RETURN(
-      auto model,
-      BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
+  ES_ASSIGN_OR_RETURN(auto model, LoadModel(config.args, {data.channels, data.height, data.width},
+                                            data.classes, config.args.batchPerEst));
+  if (config.args.model == "file" && config.backend != "cpu") {
+    return absl::FailedPreconditionError("backend \"" + config.backend +
+                                         "\": the graph runtime runs on the CPU only so far");
+  }
   ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend, config.device));
   auto w = std::unique_ptr<EstWorker>(
       new EstWorker(config, data, comm, std::move(model), std::move(kernels)));
@@ -82,8 +85,8 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   lanes = std::min<int>(lanes, static_cast<int>(config.ests.size()));
   while (static_cast<int>(w->lanes_.size()) < lanes) {
     ES_ASSIGN_OR_RETURN(
-        auto replica,
-        BuildModel(config.args.model, {data.channels, data.height, data.width}, data.classes));
+        auto replica, LoadModel(config.args, {data.channels, data.height, data.width}, data.classes,
+                                config.args.batchPerEst));
     w->AddLane(std::move(replica));
   }
   if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {
@@ -125,6 +128,8 @@ void EstWorker::AddLane(std::unique_ptr<Model> replica) {
 std::string EstWorker::IdentityJson() const {
   nlohmann::json id = ToJson(config_.args);
   id.erase("checkpointEvery");  // how often we save changes no bit
+  id.erase("modelFile");        // where the model is: its bytes are what count
+  if (const std::string model = model_->Fingerprint(); !model.empty()) id["modelSha256"] = model;
   id["totalEsts"] = config_.total_ests;
   id["dataSha256"] = data_.sha256;
   return id.dump();
@@ -440,11 +445,16 @@ double EstWorker::Evaluate(const EstContext& est) {
   uint64_t unused_counter = 0;
   LayerContext lc{false, &buffers, {}, &unused_counter, &k};
   size_t correct = 0;
-  constexpr size_t kChunk = 250;
+  // A loaded graph takes exactly its fixed batch: the last chunk is padded
+  // with its first sample, whose extra predictions are not counted.
+  const size_t fixed = static_cast<size_t>(model_->FixedBatch());
+  const size_t chunk = fixed > 0 ? fixed : 250;
   IndexTensor predicted;
-  for (size_t begin = 0; begin < split_.test.size(); begin += kChunk) {
-    const size_t end = std::min(split_.test.size(), begin + kChunk);
+  for (size_t begin = 0; begin < split_.test.size(); begin += chunk) {
+    const size_t end = std::min(split_.test.size(), begin + chunk);
     samples_.assign(split_.test.begin() + begin, split_.test.begin() + end);
+    const size_t counted = samples_.size();
+    if (fixed > 0) samples_.resize(fixed, samples_.front());
     Lane& lane = lanes_[0];
     MakeBatch(data_, samples_, nullptr, &lane.batch, &lane.labels.data);
     k.Upload(lane.batch);
@@ -452,8 +462,7 @@ double EstWorker::Evaluate(const EstContext& est) {
     predicted.Resize({static_cast<int>(samples_.size())});
     k.Argmax(logits.dim(0), logits.dim(1), k.At(logits), k.At(predicted));
     k.Download(predicted);
-    for (size_t i = 0; i < predicted.size(); ++i)
-      correct += predicted.data[i] == lane.labels.data[i];
+    for (size_t i = 0; i < counted; ++i) correct += predicted.data[i] == lane.labels.data[i];
   }
   return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
 }

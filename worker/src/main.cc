@@ -21,6 +21,7 @@
 #include "easyscale/worker/est_worker.h"
 #include "easyscale/worker/k8s_mode.h"
 #include "easyscale/worker/local_job.h"
+#include "easyscale/worker/model.h"
 #include "easyscale/worker/worker_process.h"
 
 namespace easyscale {
@@ -78,14 +79,19 @@ std::string TrainingFlag(std::string_view field) {
   static const std::map<std::string_view, std::string_view> kFlags = {
       {"batchPerEst", "batch-per-est"}, {"learningRate", "lr"},
       {"weightDecay", "weight-decay"},  {"lrSchedule", "lr-schedule"},
-      {"warmupSteps", "warmup-steps"},  {"checkpointEvery", "checkpoint-every"}};
+      {"warmupSteps", "warmup-steps"},  {"checkpointEvery", "checkpoint-every"},
+      {"modelFile", "model-file"}};
   const auto it = kFlags.find(field);
   return "--" + std::string(it == kFlags.end() ? field : it->second);
 }
 
 void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
-  f.String("model", &t.model, "mlp | cnn");
-  f.String("dataset", &t.dataset, "mnist | synthetic");
+  f.String("model", &t.model, "mlp | cnn | file (set by --model-file)");
+  f.String("model-file", &t.modelFile,
+           "an ONNX model exported from PyTorch in training mode, to train instead of a built-in "
+           "one");
+  f.String("dataset", &t.dataset,
+           "mnist | synthetic | tokens (sequences of 32 ids below 128, 10 classes, for encoders)");
   f.Int("steps", &t.steps, "global mini-batches to train");
   f.Int("batch-per-est", &t.batchPerEst, "micro-batch size of one EST");
   f.String("optimizer", &t.optimizer, "sgd | adam");
@@ -102,6 +108,11 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
 // one per worker, and checks that it has a micro-batch for every EST.
 Status CheckLocalData(const LocalJobOptions& o) {
   ES_ASSIGN_OR_RETURN(const Dataset data, LoadTrainingData(o.args, o.data_path));
+  if (o.args.model == "file") {  // a model file that does not load is one clear error too
+    StatusOr<std::unique_ptr<Model>> model = LoadModel(
+        o.args, {data.channels, data.height, data.width}, data.classes, o.args.batchPerEst);
+    if (!model.ok()) return model.status();
+  }
   const DataSplit split = SplitTrainTest(data.count());
   const uint64_t shard = EstShardSize(split, o.ests);
   if (shard < static_cast<uint64_t>(o.args.batchPerEst)) {
@@ -159,6 +170,11 @@ int LocalCommand(int argc, char** argv) {
   // Fail here, once, when this build or machine cannot run CUDA workers.
   if (o.backend != "cpu") {
     if (auto k = MakeKernelBackend("cuda"); !k.ok()) return Fail(k.status());
+  }
+  if (!o.args.modelFile.empty()) o.args.model = "file";
+  if (o.args.model == "file" && o.backend != "cpu") {
+    return Fail(absl::FailedPreconditionError(
+        "--model-file: the graph runtime runs on the CPU only so far; use --backend cpu"));
   }
   if (Status s = ValidateTrainingArgs(o.args, TrainingFlag); !s.ok()) return Fail(s);
   if (auto drop = ParseEstField(o.drop_field); !drop.ok()) return Fail(drop.status());

@@ -4,11 +4,29 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/worker/philox.h"
+#include "graph/graph_model.h"
 
 namespace easyscale {
+namespace {
 
-Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<int> input_chw, int classes)
-    : layers_(std::move(layers)), input_chw_(std::move(input_chw)), classes_(classes) {
+// The built-in models: layers one after another.
+class SequentialModel : public Model {
+ public:
+  SequentialModel(std::vector<std::unique_ptr<Layer>> layers);
+  void InitParams(uint64_t seed) override;
+  const Tensor& Forward(const Tensor& x, LayerContext& ctx) override;
+  void Backward(const Tensor& dlogits, LayerContext& ctx) override;
+  std::vector<Tensor> InitialBuffers() const override;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Tensor> acts_;   // acts_[i] = output of layer i
+  std::vector<Tensor> grads_;  // grads_[i] = gradient w.r.t. the input of layer i+1
+  size_t first_trainable_ = 0;
+};
+
+SequentialModel::SequentialModel(std::vector<std::unique_ptr<Layer>> layers)
+    : layers_(std::move(layers)) {
   size_t buffer_offset = 0;
   for (auto& layer : layers_) {
     layer->set_buffer_offset(buffer_offset);
@@ -22,7 +40,7 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<int> input_
   grads_.resize(layers_.size());
 }
 
-void Model::InitParams(uint64_t seed) {
+void SequentialModel::InitParams(uint64_t seed) {
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& p = *params_[i];
     if (p.fan_in == 0) {
@@ -37,8 +55,7 @@ void Model::InitParams(uint64_t seed) {
   }
 }
 
-const Tensor& Model::Forward(const Tensor& x, LayerContext& ctx) {
-  input_ = &x;
+const Tensor& SequentialModel::Forward(const Tensor& x, LayerContext& ctx) {
   const Tensor* in = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->Forward(*in, &acts_[i], ctx);
@@ -47,7 +64,7 @@ const Tensor& Model::Forward(const Tensor& x, LayerContext& ctx) {
   return *in;
 }
 
-void Model::Backward(const Tensor& dlogits, LayerContext& ctx) {
+void SequentialModel::Backward(const Tensor& dlogits, LayerContext& ctx) {
   // Layers before the first one with parameters need no gradient at all.
   const Tensor* dy = &dlogits;
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
@@ -57,18 +74,20 @@ void Model::Backward(const Tensor& dlogits, LayerContext& ctx) {
   }
 }
 
-size_t Model::NumParamValues() const {
-  size_t n = 0;
-  for (const Param* p : params_) n += p->value.size();
-  return n;
-}
-
-std::vector<Tensor> Model::InitialBuffers() const {
+std::vector<Tensor> SequentialModel::InitialBuffers() const {
   std::vector<Tensor> all;
   for (const auto& layer : layers_) {
     for (Tensor& t : layer->InitialBuffers()) all.push_back(std::move(t));
   }
   return all;
+}
+
+}  // namespace
+
+size_t Model::NumParamValues() const {
+  size_t n = 0;
+  for (const Param* p : params_) n += p->value.size();
+  return n;
 }
 
 StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
@@ -108,7 +127,13 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector
   } else {
     return absl::InvalidArgumentError("unknown model \"" + name + "\" (want mlp or cnn)");
   }
-  return std::make_unique<Model>(std::move(l), std::move(input_chw), classes);
+  return std::unique_ptr<Model>(std::make_unique<SequentialModel>(std::move(l)));
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const TrainingArgs& args, std::vector<int> input_chw,
+                                           int classes, int batch) {
+  if (args.model != "file") return BuildModel(args.model, std::move(input_chw), classes);
+  return graph::LoadGraphModel(args.modelFile, std::move(input_chw), classes, batch);
 }
 
 }  // namespace easyscale

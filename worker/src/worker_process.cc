@@ -39,6 +39,7 @@ bool IsPermanentWorkerError(const Status& s) {
 
 StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& data_path) {
   if (args.dataset == "synthetic") return MakeSyntheticDataset(4096, 1, 28, 28, 10, 7);
+  if (args.dataset == "tokens") return MakeTokenDataset(10000, 32, 128, 10, 11);
   if (data_path.empty()) return absl::InvalidArgumentError("--data: no digits file given");
   return LoadDataset(data_path);
 }

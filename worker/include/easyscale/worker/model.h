@@ -1,15 +1,20 @@
 // File: easyscale/worker/model.h
 //
-// A sequential model of layers over [B, C, H, W] images with `classes` logits.
-//   auto model = BuildModel("cnn", {1, 28, 28}, 10);
-//   (*model)->InitParams(seed);
-//   const Tensor& logits = (*model)->Forward(x, ctx);
+// A model a worker trains: parameters (values and gradients), per-EST buffers
+// (BatchNorm running statistics), a forward pass from a [B, C, H, W] batch to
+// [B, classes] logits and a backward pass from the logits' gradient. Two
+// kinds: the built-in sequential models (`mlp`, `cnn`) and a user's model
+// loaded from an ONNX file (the graph runtime, graph.h).
+//   ES_ASSIGN_OR_RETURN(auto model, LoadModel(args, {1, 28, 28}, 10, batch));
+//   model->InitParams(seed);
+//   const Tensor& logits = model->Forward(x, ctx);
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "easyscale/common/job_spec.h"
 #include "easyscale/common/status.h"
 #include "easyscale/worker/layers.h"
 
@@ -17,29 +22,28 @@ namespace easyscale {
 
 class Model {
  public:
-  Model(std::vector<std::unique_ptr<Layer>> layers, std::vector<int> input_chw, int classes);
-
-  // Kaiming-uniform weights from Philox streams keyed by (seed, parameter index).
-  void InitParams(uint64_t seed);
-  const Tensor& Forward(const Tensor& x, LayerContext& ctx);
-  void Backward(const Tensor& dlogits, LayerContext& ctx);
+  virtual ~Model() = default;
+  // The parameters' initial values: from the seed for a built-in model, the
+  // file's own for a loaded one.
+  virtual void InitParams(uint64_t seed) = 0;
+  virtual const Tensor& Forward(const Tensor& x, LayerContext& ctx) = 0;
+  virtual void Backward(const Tensor& dlogits, LayerContext& ctx) = 0;
+  // Fresh per-EST buffers, in the order LayerContext::buffers expects.
+  virtual std::vector<Tensor> InitialBuffers() const = 0;
+  // The buffers' names where the model has them (a loaded file's initializer
+  // names, as the PyTorch state_dict keys), else empty.
+  virtual std::vector<std::string> BufferNames() const { return {}; }
+  // Samples one pass takes: 0 for any; a loaded graph fixes it.
+  virtual int FixedBatch() const { return 0; }
+  // What identifies the model beyond TrainingArgs (a loaded file's SHA-256), for
+  // the job identity checkpoints carry; "" for a built-in model.
+  virtual std::string Fingerprint() const { return ""; }
 
   const std::vector<Param*>& params() const { return params_; }
   size_t NumParamValues() const;
-  // Fresh per-EST buffers, in the order LayerContext::buffers expects.
-  std::vector<Tensor> InitialBuffers() const;
-  const std::vector<int>& input_chw() const { return input_chw_; }
-  int classes() const { return classes_; }
 
- private:
-  std::vector<std::unique_ptr<Layer>> layers_;
+ protected:
   std::vector<Param*> params_;
-  std::vector<int> input_chw_;
-  int classes_;
-  std::vector<Tensor> acts_;   // acts_[i] = output of layer i
-  std::vector<Tensor> grads_;  // grads_[i] = gradient w.r.t. the input of layer i+1
-  const Tensor* input_ = nullptr;
-  size_t first_trainable_ = 0;
 };
 
 // "mlp": avgpool2 - flatten - linear(196,128) - relu - dropout(0.1) - linear(128,classes)
@@ -47,5 +51,10 @@ class Model {
 //        dropout(0.25) - linear(256,64) - relu - linear(64,classes)
 StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
                                             int classes);
+
+// The model `args` names: a built-in one, or the ONNX file args.modelFile for
+// `batch` samples a pass (model "file").
+StatusOr<std::unique_ptr<Model>> LoadModel(const TrainingArgs& args, std::vector<int> input_chw,
+                                           int classes, int batch);
 
 }  // namespace easyscale

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One training step of each example model (deploy/examples/models) on this
+# CPU: the graph runtime (step_bench --model-file, one EST, one thread) against
+# PyTorch on the same CPU with one thread, the same model, batch and SGD, in
+# one run; prints each side's JSON line and the ratio (PyTorch ms / ours ms:
+# above 1 is faster than PyTorch).
+#   bash bench/worker/graph_vs_torch.sh [BATCH]      (after scripts/build.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin="$root/build/bin"
+batch=${1:-32}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F), batch $batch, 1 thread"
+while read -r name knobs; do
+  # shellcheck disable=SC2086
+  "$py" "$root/deploy/examples/models/export.py" $knobs --seed 1 --dropout 0.1 --out "$tmp/$name.onnx" >/dev/null
+  dataset=synthetic
+  [ "$name" = encoder ] && dataset=tokens
+  ours=$(OMP_NUM_THREADS=1 "$bin/step_bench" --model-file "$tmp/$name.onnx" --dataset "$dataset" \
+    --batch "$batch" --steps 20 --warmup 3)
+  # shellcheck disable=SC2086
+  theirs=$("$py" "$root/bench/worker/torch_step_bench.py" --models "$name" ${knobs#--model "$name"} \
+    --batch "$batch" --threads 1 --steps 4 --repeats 5)
+  echo "$ours"
+  echo "$theirs"
+  "$py" -c 'import json,sys; o=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]); print(json.dumps({"model": sys.argv[3], "ours_ms": round(o["median_ms"],2), "torch_ms": round(t["ms_median"],2), "ratio_torch_over_ours": round(t["ms_median"]/o["median_ms"],3)}))' "$ours" "$theirs" "$name"
+done <<'MODELS'
+cnn --model cnn
+resnet18 --model resnet18 --width 16
+mobilenetv2 --model mobilenetv2 --width 0.5
+encoder --model encoder --width 64 --seq-len 32 --vocab 128
+MODELS

@@ -1,0 +1,161 @@
+// Users' own models: every example model exported from PyTorch trains with
+// `easyscale-worker local --model-file` to one digest whatever the schedule of
+// worker processes (N = 4 ESTs), a different one for a different seed; and a
+// bad model file is refused with one clear line naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "easyscale/common/subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kPython[] = "/usr/bin/python3";
+const std::string kSource = EASYSCALE_SOURCE_DIR;
+
+struct Run {
+  int exit_code = -1;
+  std::string output;
+  std::string digest;
+  double accuracy = -1;
+};
+
+Run Command(std::vector<std::string> argv, int timeout_s = 600) {
+  Run r;
+  easyscale::StatusOr<easyscale::CommandResult> c =
+      easyscale::RunCommand({.argv = argv,
+                             .stdoutTo = easyscale::Output::Pipe(),
+                             .stderrTo = easyscale::Output::SameAsStdout()},
+                            std::chrono::seconds(timeout_s));
+  if (!c.ok()) {
+    r.output = c.status().ToString();
+    return r;
+  }
+  r.exit_code = c->exitCode;
+  r.output = std::move(c->out);
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
+  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
+    r.accuracy = std::stod(m[1]);
+  return r;
+}
+
+Run Worker(const std::string& args) {
+  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
+  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  return Command(argv);
+}
+
+fs::path WorkDir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::path(::testing::TempDir()) / "model_file_test";
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct Example {
+  std::string name;
+  std::string knobs;    // export.py's model flags: the narrow CI variant
+  std::string dataset;  // what it trains on
+};
+
+// Exports the example once (PyTorch, training mode, Dropout 0.1) and returns the file.
+std::string Exported(const Example& ex) {
+  const fs::path out = WorkDir() / (ex.name + ".onnx");
+  if (fs::exists(out)) return out.string();
+  std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
+  for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
+  argv.push_back(out.string());
+  Run r = Command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return out.string();
+}
+
+class ModelFile : public ::testing::TestWithParam<Example> {};
+
+std::string Digest(const Example& ex, const std::string& schedule, int seed = 1) {
+  Run r =
+      Worker("local --ests 4 --steps 30 --batch-per-est 8 --checkpoint-every 0 --dataset " +
+             ex.dataset + " --data " + EASYSCALE_MNIST_DATA + " --seed " + std::to_string(seed) +
+             " --model-file " + Exported(ex) + " --schedule " + schedule);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.digest.size(), 64u) << r.output;
+  return r.digest;
+}
+
+TEST_P(ModelFile, OneDigestForEverySchedule) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing: run scripts/install-deps.sh";
+  const Example& ex = GetParam();
+  const std::string ref = Digest(ex, "0:4,10:2,25:3");
+  ASSERT_EQ(ref.size(), 64u);
+  EXPECT_EQ(Digest(ex, "0:4"), ref);
+  EXPECT_EQ(Digest(ex, "0:1"), ref);
+  EXPECT_EQ(Digest(ex, "0:3"), ref);  // 2, 1, 1 ESTs per worker
+  EXPECT_NE(Digest(ex, "0:4", 2), ref) << "the seed must change the run";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Examples, ModelFile,
+    ::testing::Values(Example{"cnn", "--model cnn", "mnist"},
+                      Example{"resnet18", "--model resnet18 --width 8", "mnist"},
+                      Example{"mobilenetv2", "--model mobilenetv2 --width 0.25", "mnist"},
+                      Example{"encoder", "--model encoder --width 32 --seq-len 32 --vocab 128",
+                              "tokens"}),
+    [](const auto& info) { return info.param.name; });
+
+// Each bad file (tests/worker/make_bad_models.py) and the words its one-line
+// error must hold.
+struct BadModel {
+  std::string file;
+  std::string says;
+};
+
+class BadModelFile : public ::testing::TestWithParam<BadModel> {};
+
+TEST_P(BadModelFile, RefusedWithOneClearLine) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing: run scripts/install-deps.sh";
+  static const bool made = [] {
+    Run r = Command(
+        {kPython, kSource + "/tests/worker/make_bad_models.py", (WorkDir() / "bad").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return true;
+  }();
+  (void)made;
+  const std::string path = (WorkDir() / "bad" / GetParam().file).string();
+  Run r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
+                 std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(GetParam().says), std::string::npos)
+      << "want \"" << GetParam().says << "\" in:\n"
+      << r.output;
+  EXPECT_NE(r.output.find(path), std::string::npos) << "the error names the file:\n" << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, BadModelFile,
+    ::testing::Values(BadModel{"truncated.onnx", "not an ONNX model"},
+                      BadModel{"not_onnx.onnx", "not an ONNX model"},
+                      BadModel{"unsupported_op.onnx", "node odd_one: operator Hardmax (opset 17)"},
+                      BadModel{"missing_initializer.onnx", "fc.bias"},
+                      BadModel{"integer_parameters.onnx", "nothing to train"},
+                      BadModel{"wrong_input.onnx", "input"},
+                      BadModel{"unresolvable_shape.onnx", "dynamic_reshape"}),
+    [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
+
+TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
+  Run r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
+                 std::string(EASYSCALE_MNIST_DATA));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,135 @@
+// The graph runtime behind the worker's Model interface.
+#include "graph/graph_model.h"
+
+#include <cstring>
+
+#include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
+#include "easyscale/common/sha256.h"
+#include "graph/program.h"
+
+namespace easyscale::graph {
+namespace {
+
+// An ONNX file is at most this large (a model, not a data set).
+constexpr size_t kMaxModelFileBytes = size_t{2} << 30;
+
+std::vector<int> IntShape(const Shape& s) { return std::vector<int>(s.begin(), s.end()); }
+
+class GraphModel : public Model {
+ public:
+  GraphModel(std::unique_ptr<Program> program, std::string fingerprint, int batch)
+      : program_(std::move(program)), fingerprint_(std::move(fingerprint)), batch_(batch) {
+    for (const std::string& name : program_->parameters()) {
+      Param& p = owned_.emplace_back();
+      p.name = name;
+      p.value = Tensor(IntShape(program_->Initializer(name).shape));
+      p.grad = Tensor(p.value.shape);
+    }
+    for (Param& p : owned_) params_.push_back(&p);
+  }
+
+  void InitParams(uint64_t) override {
+    for (Param* p : params_) p->value.data = program_->graph().initializers.at(p->name).floats;
+  }
+
+  const Tensor& Forward(const Tensor& x, LayerContext& ctx) override {
+    Value& input = program_->Input(0);
+    ES_CHECK(x.size() == input.size())
+        << "batch of " << x.size() << " values, the graph takes " << input.size();
+    if (input.dtype == DType::kFloat32) {
+      std::memcpy(input.floats.data(), x.ptr(), x.bytes());
+    } else {  // token ids arrive as floats (exact below 2^24)
+      for (size_t i = 0; i < x.size(); ++i) input.ints[i] = static_cast<int64_t>(x.data[i]);
+    }
+    // The parameters' and the EST's buffers' elements move into the graph for
+    // the pass and back after it: no copies.
+    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    const std::vector<std::string>& state = program_->state();
+    for (size_t k = 0; k < state.size(); ++k) {
+      std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
+    }
+    RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter};
+    program_->Forward(rc);
+    for (size_t k = 0; k < state.size(); ++k) {
+      std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
+    }
+    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    const Value& out = program_->Output(0);
+    logits_.shape = IntShape(out.shape);
+    logits_.data = out.floats;
+    return logits_;
+  }
+
+  void Backward(const Tensor& dlogits, LayerContext& ctx) override {
+    Value seed;
+    seed.Reset(DType::kFloat32, program_->Output(0).shape);
+    seed.floats = dlogits.data;
+    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter};
+    program_->Backward(rc, 0, seed);
+    for (Param* p : params_) {
+      std::swap(p->value.data, program_->Initializer(p->name).floats);
+      p->grad.data = program_->Gradient(p->name).floats;
+    }
+  }
+
+  std::vector<Tensor> InitialBuffers() const override {
+    std::vector<Tensor> buffers;
+    for (const std::string& name : program_->state()) {
+      const ConstantTensor& c = program_->graph().initializers.at(name);
+      Tensor t(IntShape(c.shape));
+      t.data = c.floats;
+      buffers.push_back(std::move(t));
+    }
+    return buffers;
+  }
+
+  std::vector<std::string> BufferNames() const override { return program_->state(); }
+
+  int FixedBatch() const override { return batch_; }
+  std::string Fingerprint() const override { return fingerprint_; }
+
+ private:
+  std::unique_ptr<Program> program_;
+  std::string fingerprint_;
+  int batch_;
+  std::vector<Param> owned_;  // never resized after the constructor: params_ points in
+  Tensor logits_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::vector<int> input_chw,
+                                                int classes, int batch) {
+  if (path.empty()) return absl::InvalidArgumentError("--model-file: no file given");
+  ES_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, kMaxModelFileBytes));
+  const std::string fingerprint = Sha256Hex(bytes.data(), bytes.size());
+  // The graph's one data input: what the data set feeds, at the micro-batch.
+  Shape input = {batch};
+  for (int d : input_chw) input.push_back(d);
+  ES_ASSIGN_OR_RETURN(const std::vector<std::string> inputs, OnnxDataInputs(path));
+  if (inputs.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the model takes ", inputs.size(),
+                                                   " data inputs; the worker feeds exactly one"));
+  }
+  ES_ASSIGN_OR_RETURN(Graph g, LoadOnnxModel(path, {{inputs[0], input}}));
+  const ValueInfo& out = g.values.at(g.outputs.at(0));
+  if (out.dtype != DType::kFloat32 || out.shape != Shape{batch, classes}) {
+    std::string shape;
+    for (int64_t d : out.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": output ", g.outputs[0], " is ", ToString(out.dtype), " ", shape,
+                     ", want float32 ", batch, "x", classes, " logits"));
+  }
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, Program::Create(std::move(g)));
+  if (program->parameters().empty()) {
+    return absl::InvalidArgumentError(path +
+                                      ": no float initializer the logits depend on: "
+                                      "nothing to train");
+  }
+  return std::unique_ptr<Model>(
+      std::make_unique<GraphModel>(std::move(program), fingerprint, batch));
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,22 @@
+// File: worker/src/graph/graph_model.h
+//
+// A user's model from an ONNX file as a Model the worker trains: the graph's
+// first input takes the [B, C, H, W] batch (B fixed to the micro-batch), its
+// first output gives the [B, classes] logits; its parameters are the float
+// initializers the logits depend on (named as the state_dict keys), its
+// per-EST buffers the running state its ops update (BatchNormalization's
+// running statistics). Runs on the CPU.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/worker/model.h"
+
+namespace easyscale::graph {
+
+StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::vector<int> input_chw,
+                                                int classes, int batch);
+
+}  // namespace easyscale::graph

@@ -1,0 +1,86 @@
+// The program: which initializers train, the reverse pass, and the one
+// reduction the runtime does itself (a value read several times).
+#include "graph/program.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+using testing::MakeNode;
+
+ConstantTensor Floats(Shape shape, std::vector<float> v) {
+  ConstantTensor c;
+  c.shape = std::move(shape);
+  c.floats = std::move(v);
+  return c;
+}
+
+// y = (x * w) + (x * w) * k, with k a constant the loader made and `unused`
+// an initializer nothing reads.
+Graph TwoReaders() {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {MakeNode("Mul", {"x", "w"}, {"a"}), MakeNode("Mul", {"a", "k"}, {"b"}),
+             MakeNode("Add", {"a", "b"}, {"y"})};
+  g.nodes[1].name = "Mul_1";
+  g.initializers = {{"w", Floats({3}, {1.0f, 2.0f, 3.0f})},
+                    {"k", Floats({3}, {0.5f, 0.25f, 2.0f})},
+                    {"unused", Floats({1}, {7.0f})}};
+  g.constants = {"k"};
+  for (const std::string& name : {"x", "w", "k", "a", "b", "y"})
+    g.values[name] = {DType::kFloat32, {3}};
+  g.values["unused"] = {DType::kFloat32, {1}};
+  return g;
+}
+
+TEST(Program, ParametersAreTheFilesFloatInitializersTheOutputNeeds) {
+  for (const char* op : {"Mul", "Add"}) {
+    if (std::find(SupportedOps().begin(), SupportedOps().end(), op) == SupportedOps().end()) {
+      GTEST_SKIP() << "needs " << op;
+    }
+  }
+  auto p = Program::Create(TwoReaders());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->parameters(), std::vector<std::string>{"w"});
+  EXPECT_TRUE((*p)->state().empty());
+}
+
+TEST(Program, GradientOfAValueReadTwiceIsTheSumOfBoth) {
+  for (const char* op : {"Mul", "Add"}) {
+    if (std::find(SupportedOps().begin(), SupportedOps().end(), op) == SupportedOps().end()) {
+      GTEST_SKIP() << "needs " << op;
+    }
+  }
+  auto p = Program::Create(TwoReaders());
+  ASSERT_TRUE(p.ok()) << p.status();
+  Program& prog = **p;
+  prog.Input(0).floats = {1.0f, -2.0f, 4.0f};
+  RunContext ctx;
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  prog.Forward(ctx);
+  // y = a (1 + k), a = x w.
+  EXPECT_EQ(prog.Output(0).floats, (std::vector<float>{1.5f, -5.0f, 36.0f}));
+  Value seed;
+  seed.Reset(DType::kFloat32, {3});
+  seed.floats = {1.0f, 1.0f, 1.0f};
+  prog.Backward(ctx, 0, seed);
+  // dy/dw = x (1 + k): the Add's contribution (node 2) and the second Mul's
+  // (node 1) meet at a, added in (node, input) order.
+  EXPECT_EQ(prog.Gradient("w").floats, (std::vector<float>{1.5f, -2.5f, 12.0f}));
+}
+
+TEST(Program, RefusesAGraphWithoutOutputs) {
+  Graph g = TwoReaders();
+  g.outputs.clear();
+  auto p = Program::Create(std::move(g));
+  EXPECT_FALSE(p.ok());
+}
+
+}  // namespace
+}  // namespace easyscale::graph
