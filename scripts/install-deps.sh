@@ -13,6 +13,8 @@ apt_packages=(
   libgloo-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus-cpp-dev
+  libonnx-dev libonnx-testdata  # the graph loader; ONNX's node tests for the ops
+  python3-onnx python3-torch python3-torchvision  # exporting models to ONNX
   iproute2  # `ip`: the pod network of isolated test clusters
   nodejs npm
 )
