@@ -13,12 +13,14 @@ runtime lacks. Prints the op histogram and the parameter count.
 """
 
 import argparse
+import copy
 import io
 import json
 import os
 import sys
 
 import onnx
+from onnx import numpy_helper
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,8 +53,13 @@ def build_from_args(a):
 
 
 def export(model, a, out_path, opset=DEFAULT_OPSET):
-    """Export `model` (in training mode) to out_path; returns the checked onnx.ModelProto."""
+    """Export `model` (in training mode) to out_path; returns the checked onnx.ModelProto.
+
+    Tracing runs a training-mode forward, which updates BatchNorm's running
+    statistics; the file gets the values from before it (the model's own too).
+    """
     model.train()
+    before = copy.deepcopy(model.state_dict())
     dummy = models.example_input(a.model, 2, a.seq_len, a.vocab)
     buf = io.BytesIO()
     torch.onnx.export(
@@ -60,11 +67,14 @@ def export(model, a, out_path, opset=DEFAULT_OPSET):
         training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
         input_names=["input"], output_names=["logits"],
         dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    model.load_state_dict(before)
     proto = onnx.load_from_string(buf.getvalue())
+    for init in proto.graph.initializer:
+        if init.name in before:
+            init.CopyFrom(numpy_helper.from_array(before[init.name].numpy(), init.name))
     onnx.checker.check_model(proto)
     models.check_ops(proto)  # before writing: no unusable file is left behind
-    with open(out_path, "wb") as f:
-        f.write(buf.getvalue())
+    onnx.save(proto, out_path)
     return proto
 
 
