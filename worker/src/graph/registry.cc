@@ -14,7 +14,9 @@ struct Entry {
 
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
-  static const std::vector<Entry> kOps = {};
+  static const std::vector<Entry> kOps = {
+      {"Conv", MakeConv},
+  };
   return kOps;
 }
 
