@@ -16,6 +16,8 @@ struct Entry {
 const std::vector<Entry>& Registry() {
   static const std::vector<Entry> kOps = {
       {"Conv", MakeConv},
+      {"Gemm", MakeGemm},
+      {"MatMul", MakeMatMul},
   };
   return kOps;
 }
