@@ -15,6 +15,7 @@ struct Entry {
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
   static const std::vector<Entry> kOps = {
+      {"BatchNormalization", MakeBatchNormalization},
       {"Conv", MakeConv},
       {"Gemm", MakeGemm},
       {"MatMul", MakeMatMul},
