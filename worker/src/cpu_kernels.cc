@@ -111,6 +111,57 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
+void Im2ColImage(const ConvGeometry& g, const float* x, float* cols) {
+  const size_t P = static_cast<size_t>(g.OH) * g.OW;
+  for (int c = 0; c < g.C; ++c) {
+    const float* img = x + static_cast<size_t>(c) * g.H * g.W;
+    for (int ky = 0; ky < g.KH; ++ky) {
+      for (int kx = 0; kx < g.KW; ++kx) {
+        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * P;
+        const int x0 = kx * g.DW - g.PL;
+        for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
+          const int iy = oy * g.SH - g.PT + ky * g.DH;
+          if (iy < 0 || iy >= g.H) {
+            std::fill(row, row + g.OW, 0.0f);
+            continue;
+          }
+          const float* src = img + static_cast<size_t>(iy) * g.W;
+          if (g.SW == 1 && x0 >= 0 && x0 + g.OW <= g.W) {
+            std::memcpy(row, src + x0, sizeof(float) * g.OW);
+            continue;
+          }
+          for (int ox = 0; ox < g.OW; ++ox) {
+            const int ix = ox * g.SW + x0;
+            row[ox] = ix >= 0 && ix < g.W ? src[ix] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+void Col2ImImage(const ConvGeometry& g, const float* cols, float* dx) {
+  std::fill(dx, dx + static_cast<size_t>(g.C) * g.H * g.W, 0.0f);
+  for (int c = 0; c < g.C; ++c) {
+    float* img = dx + static_cast<size_t>(c) * g.H * g.W;
+    for (int ky = 0; ky < g.KH; ++ky) {
+      for (int kx = 0; kx < g.KW; ++kx) {
+        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * g.OH * g.OW;
+        const int x0 = kx * g.DW - g.PL;
+        for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
+          const int iy = oy * g.SH - g.PT + ky * g.DH;
+          if (iy < 0 || iy >= g.H) continue;
+          float* dst = img + static_cast<size_t>(iy) * g.W;
+          for (int ox = 0; ox < g.OW; ++ox) {
+            const int ix = ox * g.SW + x0;
+            if (ix >= 0 && ix < g.W) dst[ix] += row[ox];
+          }
+        }
+      }
+    }
+  }
+}
+
 void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y) {
   for (int b = 0; b < B; ++b) {
     for (int c = 0; c < C; ++c) {
@@ -253,6 +304,31 @@ void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, cons
       const size_t off = (static_cast<size_t>(b) * C + c) * P;
       for (int p = 0; p < P; ++p)
         y[off + p] = formulas::BatchNormOutput(x[off + p], running_mean[c], scale, beta[c]);
+    }
+  }
+}
+
+void BatchNormEvalBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
+                           float eps, const float* running_mean, const float* running_var,
+                           float* dx, float* dgamma, float* dbeta) {
+  for (int c = 0; c < C; ++c) {
+    const float mean = running_mean[c], invstd = formulas::InvStd(running_var[c], eps);
+    if (dgamma != nullptr || dbeta != nullptr) {
+      float sums[2];  // sum of dy, sum of dy * xhat
+      ChannelSums(
+          B, C, P, c, x, dy,
+          [mean, invstd](float xv, float dyv, float(&part)[2]) {
+            formulas::FoldBatchNormGrads(xv, dyv, mean, invstd, &part[0], &part[1]);
+          },
+          sums);
+      if (dgamma != nullptr) dgamma[c] = sums[1];
+      if (dbeta != nullptr) dbeta[c] = sums[0];
+    }
+    if (dx == nullptr) continue;
+    const float scale = gamma[c] * invstd;
+    for (int b = 0; b < B; ++b) {
+      const size_t off = (static_cast<size_t>(b) * C + c) * P;
+      for (int p = 0; p < P; ++p) dx[off + p] = dy[off + p] * scale;
     }
   }
 }

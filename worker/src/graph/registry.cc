@@ -14,7 +14,15 @@ struct Entry {
 
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
-  static const std::vector<Entry> kOps = {};
+  static const std::vector<Entry> kOps = {
+      {"AveragePool", MakeAveragePool},
+      {"BatchNormalization", MakeBatchNormalization},
+      {"Conv", MakeConv},
+      {"Gemm", MakeGemm},
+      {"GlobalAveragePool", MakeGlobalAveragePool},
+      {"MatMul", MakeMatMul},
+      {"MaxPool", MakeMaxPool},
+  };
   return kOps;
 }
 

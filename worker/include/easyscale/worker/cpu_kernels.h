@@ -28,6 +28,22 @@ void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* c
 // that maps to it, added in row-major order of cols.
 void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx);
 
+// One image's unfolding for a general 2-D convolution or its adjoint: cols has
+// shape [C*KH*KW, OH*OW], row (c, ky, kx), column (oy, ox), all ascending, and
+// entry x[c, oy*SH - PT + ky*DH, ox*SW - PL + kx*DW], 0 outside the image.
+struct ConvGeometry {
+  int C, H, W;  // input channels and size
+  int KH, KW;   // kernel
+  int SH, SW;   // strides
+  int PT, PL;   // top and left pads (the bottom and right ones follow from OH, OW)
+  int DH, DW;   // dilations
+  int OH, OW;   // output size
+};
+void Im2ColImage(const ConvGeometry& g, const float* x, float* cols);
+// dx (zeroed here) gets the sum of every in-image column entry that maps to it,
+// added in row-major order of cols: for one element, in (ky, kx) order.
+void Col2ImImage(const ConvGeometry& g, const float* cols, float* dx);
+
 // y[b, c, p] = x[c, b*P + p] + bias[c] and back: channel-major GEMM output to NCHW.
 void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y);
 void NchwToChannelMajor(int B, int C, int P, const float* x, float* y);
@@ -62,6 +78,12 @@ void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma, con
                     float* save_mean, float* save_invstd);
 void BatchNormEval(int B, int C, int P, const float* x, const float* gamma, const float* beta,
                    float eps, const float* running_mean, const float* running_var, float* y);
+// The backward pass of BatchNormEval (fixed statistics): dgamma and dbeta are
+// the channel sums of dy * xhat and dy, dx = dy * gamma / sqrt(var + eps).
+// dx, dgamma and dbeta may each be null (not wanted).
+void BatchNormEvalBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
+                           float eps, const float* running_mean, const float* running_var,
+                           float* dx, float* dgamma, float* dbeta);
 void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, const float* gamma,
                        const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                        float* dbeta);

@@ -16,5 +16,19 @@ using OpFactory = StatusOr<std::unique_ptr<Op>> (*)(const Node& node, int64_t op
                                                      const std::vector<OpInput>& inputs);
 
 // Ops are added here, one line each, as their files land.
+StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t opset,
+                                              const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
+                                                     const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t opset,
+                                                    const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t opset,
+                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
 
 }  // namespace easyscale::graph

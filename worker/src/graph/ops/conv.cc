@@ -1,0 +1,225 @@
+// Conv: 1-D or 2-D NC[H]W convolution with groups (depthwise included),
+// strides, pads (or auto_pad), dilations and an optional bias.
+//
+// Operation order (cols: cpu::Im2ColImage's unfolding of one sample's group,
+// row kc = (c, ky, kx), 0 for taps in the padding; GemmOutput: cpu::Gemm's
+// k order, kernel_formulas.h):
+//   Y[b, m, p]  = GemmOutput over kc ascending of W[m, kc] * cols[kc, p],
+//                 from B[m] (from 0 without a bias). The depthwise loop
+//                 (group == C == M) runs the same fma chain, padding taps included.
+//   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
+//                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
+//   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
+//   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order.
+//   dB[m]       = cpu::ChannelSum of dY (per sample a chain over p, then samples).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "easyscale/worker/cpu_kernels.h"
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/ops.h"
+#include "graph/ops/window.h"
+
+namespace easyscale::graph {
+namespace {
+
+class Conv final : public Op {
+ public:
+  Conv(const Window& w, int64_t out_channels, int64_t group, bool has_bias)
+      : has_bias_(has_bias),
+        batch_(static_cast<int>(w.batch)),
+        group_(static_cast<int>(group)),
+        mg_(static_cast<int>(out_channels / group)),
+        out_shape_(w.OutputShape(out_channels)) {
+    geo_ = {static_cast<int>(w.channels / group),
+            static_cast<int>(w.h),
+            static_cast<int>(w.w),
+            static_cast<int>(w.kh),
+            static_cast<int>(w.kw),
+            static_cast<int>(w.sh),
+            static_cast<int>(w.sw),
+            static_cast<int>(w.pad_top),
+            static_cast<int>(w.pad_left),
+            static_cast<int>(w.dh),
+            static_cast<int>(w.dw),
+            static_cast<int>(w.oh),
+            static_cast<int>(w.ow)};
+    kc_ = geo_.C * geo_.KH * geo_.KW;
+    p_ = geo_.OH * geo_.OW;
+    // A 1x1, stride-1, unpadded kernel's columns are the input itself.
+    direct_ = geo_.KH == 1 && geo_.KW == 1 && geo_.SH == 1 && geo_.SW == 1 && geo_.PT == 0 &&
+              geo_.PL == 0 && geo_.OH == geo_.H && geo_.OW == geo_.W;
+    depthwise_ = geo_.C == 1 && mg_ == 1 && !direct_;
+  }
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const float* x = in[0]->floats.data();
+    const float* w = in[1]->floats.data();
+    const float* bias = has_bias_ ? in[2]->floats.data() : nullptr;
+    float* y = out[0]->floats.data();
+    const size_t image = static_cast<size_t>(geo_.C) * geo_.H * geo_.W;  // one group's input
+    cols_.resize(direct_ ? 0 : static_cast<size_t>(kc_) * p_);
+    for (int b = 0; b < batch_; ++b) {
+      for (int g = 0; g < group_; ++g) {
+        const float* xg = x + (static_cast<size_t>(b) * group_ + g) * image;
+        const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
+        float* yg = y + (static_cast<size_t>(b) * group_ + g) * mg_ * p_;
+        for (int m = 0; m < mg_; ++m) {
+          std::fill(yg + static_cast<size_t>(m) * p_, yg + static_cast<size_t>(m + 1) * p_,
+                    bias != nullptr ? bias[g * mg_ + m] : 0.0f);
+        }
+        if (depthwise_) {
+          DepthwiseForward(xg, wg, yg);
+          continue;
+        }
+        const float* cols = xg;
+        if (!direct_) {
+          cpu::Im2ColImage(geo_, xg, cols_.data());
+          cols = cols_.data();
+        }
+        cpu::Gemm(mg_, p_, kc_, wg, kc_, cols, p_, yg, p_, /*accumulate=*/true);
+      }
+    }
+  }
+
+  bool HasGradient(size_t i) const override { return i <= 2; }
+
+  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    const float* x = in[0]->floats.data();
+    const float* w = in[1]->floats.data();
+    const int M = mg_ * group_;
+    const size_t image = static_cast<size_t>(geo_.C) * geo_.H * geo_.W;
+    if (dout[0] == nullptr) return;  // din already zero
+    const float* dy = dout[0]->floats.data();
+    if (has_bias_ && din.size() > 2 && din[2] != nullptr) {
+      cpu::ChannelSum(batch_, M, p_, dy, din[2]->floats.data());
+    }
+    const bool want_dx = din[0] != nullptr, want_dw = din[1] != nullptr;
+    if (!want_dx && !want_dw) return;
+    std::vector<float> cols(static_cast<size_t>(kc_) * p_), dyt, dwt, part, wt;
+    if (want_dw) {
+      dyt.resize(static_cast<size_t>(p_) * mg_);
+      dwt.resize(static_cast<size_t>(kc_) * mg_);
+      part.resize(dwt.size());
+    }
+    if (want_dx) wt.resize(static_cast<size_t>(kc_) * mg_);
+    for (int g = 0; g < group_; ++g) {
+      const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
+      if (want_dx) cpu::Transpose(mg_, kc_, wg, wt.data());
+      // dW's product over k = (b, p) in kGemmKBlock blocks of the flattened
+      // index, each chained from 0 and added in block order (GemmOutput),
+      // fed one sample's segment of a block at a time.
+      int64_t k = 0;
+      for (int b = 0; b < batch_; ++b) {
+        const float* xg = x + (static_cast<size_t>(b) * group_ + g) * image;
+        const float* dyg = dy + (static_cast<size_t>(b) * group_ + g) * mg_ * p_;
+        if (want_dw) {
+          cpu::Im2ColImage(geo_, xg, cols.data());
+          cpu::Transpose(mg_, p_, dyg, dyt.data());
+          for (int p0 = 0; p0 < p_;) {
+            const int64_t block = k / formulas::kGemmKBlock;
+            const int64_t block_end = (block + 1) * formulas::kGemmKBlock;
+            const int n = static_cast<int>(std::min<int64_t>(p_ - p0, block_end - k));
+            const bool starts = k % formulas::kGemmKBlock == 0;
+            float* target = block == 0 ? dwt.data() : part.data();
+            cpu::Gemm(kc_, mg_, n, cols.data() + p0, p_, dyt.data() + static_cast<size_t>(p0) * mg_,
+                      mg_, target, mg_, /*accumulate=*/!starts);
+            k += n;
+            p0 += n;
+            const bool ends = k == block_end || k == static_cast<int64_t>(batch_) * p_;
+            if (block > 0 && ends) {
+              for (size_t e = 0; e < dwt.size(); ++e) dwt[e] += part[e];
+            }
+          }
+        }
+        if (want_dx) {
+          cpu::Gemm(kc_, p_, mg_, wt.data(), mg_, dyg, p_, cols.data(), p_, false);
+          cpu::Col2ImImage(geo_, cols.data(),
+                           din[0]->floats.data() + (static_cast<size_t>(b) * group_ + g) * image);
+        }
+      }
+      if (want_dw) {
+        cpu::Transpose(kc_, mg_, dwt.data(),
+                       din[1]->floats.data() + static_cast<size_t>(g) * mg_ * kc_);
+      }
+    }
+  }
+
+ private:
+  // One channel, one filter: for each tap (ky, kx), every output position's
+  // chain takes fma(w, x or 0, acc), as the GEMM over the columns would.
+  void DepthwiseForward(const float* x, const float* w, float* y) const {
+    for (int ky = 0; ky < geo_.KH; ++ky) {
+      for (int kx = 0; kx < geo_.KW; ++kx) {
+        const float wk = w[ky * geo_.KW + kx];
+        const int x0 = kx * geo_.DW - geo_.PL;
+        for (int oy = 0; oy < geo_.OH; ++oy) {
+          float* row = y + static_cast<size_t>(oy) * geo_.OW;
+          const int iy = oy * geo_.SH - geo_.PT + ky * geo_.DH;
+          const bool inside_y = iy >= 0 && iy < geo_.H;
+          const float* src = x + static_cast<size_t>(inside_y ? iy : 0) * geo_.W;
+          for (int ox = 0; ox < geo_.OW; ++ox) {
+            const int ix = ox * geo_.SW + x0;
+            const float v = inside_y && ix >= 0 && ix < geo_.W ? src[ix] : 0.0f;
+            row[ox] = detmath::Fma(wk, v, row[ox]);
+          }
+        }
+      }
+    }
+  }
+
+  bool has_bias_;
+  int batch_, group_, mg_, kc_ = 0, p_ = 0;
+  cpu::ConvGeometry geo_;
+  bool direct_ = false, depthwise_ = false;
+  Shape out_shape_;
+  std::vector<float> cols_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t,
+                                       const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 2, 3, 1));
+  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
+  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "W"));
+  const Shape& x = inputs[0].info->shape;
+  const Shape& w = inputs[1].info->shape;
+  if (w.size() != x.size()) {
+    return NodeError(node,
+                     absl::StrCat("input W must have X's rank ", x.size(), ", not ", w.size()));
+  }
+  ES_ASSIGN_OR_RETURN(const int64_t group, node.Get<int64_t>("group", 1));
+  if (group < 1) return NodeError(node, "attribute group must be >= 1");
+  if (x.size() >= 2 && x[1] != w[1] * group) {
+    return NodeError(node, absl::StrCat("input X has ", x[1], " channels; W and group ", group,
+                                        " want ", w[1] * group));
+  }
+  if (w[0] < 1 || w[0] % group != 0) {
+    return NodeError(node, absl::StrCat("input W's ", w[0],
+                                        " filters are not a positive multiple of group ", group));
+  }
+  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape,
+                      node.Get<std::vector<int64_t>>("kernel_shape", kernel));
+  if (kernel_shape != kernel) {
+    return NodeError(node, "attribute kernel_shape disagrees with input W's shape");
+  }
+  ES_ASSIGN_OR_RETURN(Window win, ResolveWindow(node, x, kernel, /*pooling=*/false));
+  const bool has_bias = inputs.size() > 2 && inputs[2].info != nullptr;
+  if (has_bias) {
+    ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 2, "B"));
+    if (inputs[2].info->shape != Shape{w[0]}) {
+      return NodeError(node, absl::StrCat("input B must have shape [", w[0], "]"));
+    }
+  }
+  return std::unique_ptr<Op>(new Conv(win, w[0], group, has_bias));
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,190 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+using testing::ExpectGradientsMatch;
+using testing::MakeNode;
+using testing::RandomValue;
+using testing::RunOp;
+using Ints = std::vector<int64_t>;
+
+struct Geo {
+  int64_t n, c, h, w, m, group, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow;
+};
+
+// Input tap (kc, p) of sample b for filter group g, 0 in the padding: the
+// column entry the documented order multiplies.
+float Tap(const Geo& g, const Value& x, int64_t b, int64_t grp, int64_t kc, int64_t p) {
+  const int64_t cg = g.c / g.group;
+  const int64_t c = kc / (g.kh * g.kw), ky = kc / g.kw % g.kh, kx = kc % g.kw;
+  const int64_t iy = p / g.ow * g.sh - g.pt + ky * g.dh, ix = p % g.ow * g.sw - g.pl + kx * g.dw;
+  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return 0.0f;
+  return x.floats[((b * g.c + grp * cg + c) * g.h + iy) * g.w + ix];
+}
+
+// Y as the header's order spells it: one fma chain over kc from the bias.
+std::vector<float> Reference(const Geo& g, const Value& x, const Value& w, const Value* bias) {
+  const int64_t kc_n = g.c / g.group * g.kh * g.kw, mg = g.m / g.group, P = g.oh * g.ow;
+  std::vector<float> y(g.n * g.m * P);
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t m = 0; m < g.m; ++m) {
+      for (int64_t p = 0; p < P; ++p) {
+        float acc = bias != nullptr ? bias->floats[m] : 0.0f;
+        for (int64_t kc = 0; kc < kc_n; ++kc) {
+          acc = detmath::Fma(w.floats[m * kc_n + kc], Tap(g, x, b, m / mg, kc, p), acc);
+        }
+        y[(b * g.m + m) * P + p] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+// The smallest end pad giving `out` positions.
+int64_t EndPad(int64_t in, int64_t out, int64_t k, int64_t s, int64_t begin, int64_t d) {
+  return std::max<int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in - begin);
+}
+
+Node ConvNode(const Geo& g, bool bias) {
+  return MakeNode(
+      "Conv", bias ? std::vector<std::string>{"x", "w", "b"} : std::vector<std::string>{"x", "w"},
+      {"y"},
+      {{"group", g.group},
+       {"strides", Ints{g.sh, g.sw}},
+       {"dilations", Ints{g.dh, g.dw}},
+       {"pads", Ints{g.pt, g.pl, EndPad(g.h, g.oh, g.kh, g.sh, g.pt, g.dh),
+                     EndPad(g.w, g.ow, g.kw, g.sw, g.pl, g.dw)}}});
+}
+
+void ExpectForwardExact(const Geo& g, bool bias) {
+  Value x = RandomValue({g.n, g.c, g.h, g.w}, 1);
+  Value w = RandomValue({g.m, g.c / g.group, g.kh, g.kw}, 2);
+  Value b = RandomValue({g.m}, 3);
+  std::vector<Value> inputs = {x, w};
+  if (bias) inputs.push_back(b);
+  testing::OpRun run = RunOp(ConvNode(g, bias), inputs);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{g.n, g.m, g.oh, g.ow}));
+  EXPECT_EQ(run.outputs[0].floats, Reference(g, x, w, bias ? &b : nullptr));
+}
+
+TEST(ConvTest, ForwardMatchesTheDocumentedOrder) {
+  // Padding, strides, dilations and groups on odd sizes; asymmetric end pads.
+  ExpectForwardExact({2, 3, 7, 5, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 7, 5}, true);
+  ExpectForwardExact({1, 4, 9, 8, 6, 2, 3, 2, 2, 3, 1, 0, 2, 1, 4, 3}, true);
+  ExpectForwardExact({2, 3, 5, 6, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 5, 6}, false);  // 1x1 direct
+  ExpectForwardExact({2, 5, 7, 7, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, 4, 4}, true);   // depthwise
+  ExpectForwardExact({1, 3, 6, 6, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2, 6, 6}, false);  // dilated depthwise
+}
+
+TEST(ConvTest, OneDimensional) {
+  Value x = RandomValue({2, 3, 9}, 1), w = RandomValue({4, 3, 3}, 2);
+  Node n = MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 0}}, {"strides", Ints{2}}});
+  testing::OpRun run = RunOp(n, {x, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{2, 4, 4}));
+  Value x4 = x, w4 = w;
+  x4.shape = {2, 3, 1, 9};
+  w4.shape = {4, 3, 1, 3};
+  EXPECT_EQ(run.outputs[0].floats,
+            Reference({2, 3, 1, 9, 4, 1, 1, 3, 1, 2, 0, 1, 1, 1, 1, 4}, x4, w4, nullptr));
+}
+
+TEST(ConvTest, AutoPad) {
+  // ONNX's test_conv_with_autopad_same: SAME_LOWER puts the odd pad first.
+  Value x = RandomValue({1, 1, 5, 5}, 1), w = RandomValue({1, 1, 3, 3}, 2);
+  Node n = MakeNode("Conv", {"x", "w"}, {"y"},
+                    {{"auto_pad", std::string("SAME_LOWER")}, {"strides", Ints{2, 2}}});
+  testing::OpRun run = RunOp(n, {x, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.outputs[0].floats,
+            Reference({1, 1, 5, 5, 1, 1, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3}, x, w, nullptr));
+  n.attributes["auto_pad"] = std::string("VALID");
+  run = RunOp(n, {x, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{1, 1, 2, 2}));
+}
+
+TEST(ConvTest, Gradients) {
+  const Geo cases[] = {
+      {2, 3, 5, 4, 2, 1, 3, 3, 1, 1, 1, 1, 1, 1, 5, 4},
+      {1, 4, 6, 5, 2, 2, 2, 3, 2, 1, 1, 0, 1, 2, 3, 2},
+      {2, 3, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 5, 5},  // depthwise
+      {2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 0, 0, 1, 1, 3, 3},  // 1x1 direct
+  };
+  for (const Geo& g : cases) {
+    SCOPED_TRACE(g.group);
+    ExpectGradientsMatch(ConvNode(g, true),
+                         {RandomValue({g.n, g.c, g.h, g.w}, 1),
+                          RandomValue({g.m, g.c / g.group, g.kh, g.kw}, 2), RandomValue({g.m}, 3)},
+                         {0, 1, 2});
+  }
+}
+
+TEST(ConvTest, WeightGradientIsOneProductOverTheBatch) {
+  // N*OH*OW = 3*1600 > kGemmKBlock: the block boundary falls inside sample 2.
+  const Geo g = {3, 2, 40, 40, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 40, 40};
+  Value x = RandomValue({3, 2, 40, 40}, 1), w = RandomValue({2, 2, 1, 1}, 2);
+  Value dy = RandomValue({3, 2, 40, 40}, 3);
+  Node n = ConvNode(g, false);
+  testing::OpRun run = RunOp(n, {x, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  Value dw;
+  dw.Reset(DType::kFloat32, w.shape);
+  RunContext ctx;
+  run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {nullptr, &dw});
+  const int64_t K = 3 * 1600;
+  for (int64_t m = 0; m < 2; ++m) {
+    for (int64_t c = 0; c < 2; ++c) {
+      std::vector<float> cols(K), dys(K);
+      for (int64_t b = 0; b < 3; ++b) {
+        for (int64_t p = 0; p < 1600; ++p) {
+          cols[b * 1600 + p] = x.floats[(b * 2 + c) * 1600 + p];
+          dys[b * 1600 + p] = dy.floats[(b * 2 + m) * 1600 + p];
+        }
+      }
+      EXPECT_EQ(dw.floats[m * 2 + c],
+                formulas::GemmOutput(static_cast<int>(K), cols.data(), 1, dys.data(), 1, 0.0f));
+    }
+  }
+}
+
+TEST(ConvTest, FactoryErrors) {
+  auto error = [](std::map<std::string, Attribute> attrs, Shape x, Shape w, Shape b = {}) {
+    std::vector<std::string> names = {"x", "w"};
+    std::vector<Value> in = {RandomValue(x, 1), RandomValue(w, 2)};
+    if (!b.empty()) {
+      names.push_back("b");
+      in.push_back(RandomValue(b, 3));
+    }
+    testing::OpRun run = RunOp(MakeNode("Conv", names, {"y"}, std::move(attrs)), in);
+    EXPECT_FALSE(run.status.ok());
+    EXPECT_NE(run.status.message().find("Conv_0"), std::string::npos) << run.status;
+    return std::string(run.status.message());
+  };
+  EXPECT_NE(error({{"group", int64_t{2}}}, {1, 3, 5, 5}, {2, 3, 3, 3}).find("group"),
+            std::string::npos);
+  EXPECT_NE(error({}, {1, 3, 5, 5}, {2, 3, 3}).find("W"), std::string::npos);
+  EXPECT_NE(error({}, {1, 3, 5, 5}, {2, 3, 3, 3}, {3}).find("B"), std::string::npos);
+  EXPECT_NE(error({{"kernel_shape", Ints{2, 2}}}, {1, 3, 5, 5}, {2, 3, 3, 3}).find("kernel_shape"),
+            std::string::npos);
+  EXPECT_NE(error({{"auto_pad", std::string("SAME")}}, {1, 3, 5, 5}, {2, 3, 3, 3}).find("auto_pad"),
+            std::string::npos);
+  EXPECT_NE(error({{"strides", Ints{0, 1}}}, {1, 3, 5, 5}, {2, 3, 3, 3}).find("strides"),
+            std::string::npos);
+  EXPECT_NE(error({{"pads", Ints{1, 1}}}, {1, 3, 5, 5}, {2, 3, 3, 3}).find("pads"),
+            std::string::npos);
+  EXPECT_NE(error({}, {1, 3, 2, 5}, {2, 3, 3, 3}).find("kernel"), std::string::npos);
+  EXPECT_NE(error({}, {1, 3, 2, 2, 2}, {2, 3, 1, 1, 1}).find("X"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace easyscale::graph

@@ -1,0 +1,168 @@
+// MatMul: numpy's matmul. A is [..., M, K], B is [..., K, N]; the batch
+// dimensions broadcast; a 1-D A is [1, K] and a 1-D B is [K, 1], their unit
+// dimension dropped from Y.
+//
+// Operation order (GemmOutput: cpu::Gemm's k order, kernel_formulas.h), per
+// output batch t (row-major over Y's batch dimensions), reading A's batch a(t)
+// and B's batch b(t):
+//   Y_t[i, j] = GemmOutput over k ascending of A[i, k] * B[k, j], from 0.
+//   dA_a[i, k] = GemmOutput over j of dY_t[i, j] * B[k, j] for the first t
+//                with a(t) = a, from 0; each later such t (ascending) continues
+//                the chain: GemmOutput from the sum so far.
+//   dB_b[k, j] = the same over the t with b(t) = b of GemmOutput over i of
+//                A[i, k] * dY_t[i, j].
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/ops.h"
+#include "graph/ops/window.h"
+
+namespace easyscale::graph {
+namespace {
+
+class MatMul final : public Op {
+ public:
+  MatMul(int m, int n, int k, std::vector<size_t> a_batch, std::vector<size_t> b_batch,
+         Shape out_shape)
+      : m_(m),
+        n_(n),
+        k_(k),
+        a_batch_(std::move(a_batch)),
+        b_batch_(std::move(b_batch)),
+        out_shape_(std::move(out_shape)) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const float* a = in[0]->floats.data();
+    const float* b = in[1]->floats.data();
+    float* y = out[0]->floats.data();
+    const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
+    const size_t y_size = static_cast<size_t>(m_) * n_;
+    const size_t batches = a_batch_.size();
+    if (FoldsIntoRows()) {
+      // One B for consecutive A batches: a single taller product, the same
+      // chain for every element.
+      cpu::Gemm(static_cast<int>(batches) * m_, n_, k_, a, k_, b, n_, y, n_, false);
+      return;
+    }
+    for (size_t t = 0; t < batches; ++t) {
+      cpu::Gemm(m_, n_, k_, a + a_batch_[t] * a_size, k_, b + b_batch_[t] * b_size, n_,
+                y + t * y_size, n_, false);
+    }
+  }
+
+  bool HasGradient(size_t i) const override { return i <= 1; }
+
+  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (dout[0] == nullptr) return;
+    const float* a = in[0]->floats.data();
+    const float* b = in[1]->floats.data();
+    const float* dy = dout[0]->floats.data();
+    const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
+    const size_t y_size = static_cast<size_t>(m_) * n_;
+    const size_t batches = a_batch_.size();
+    std::vector<float> t_buf;
+    if (din[0] != nullptr) {
+      float* da = din[0]->floats.data();
+      std::vector<bool> started(din[0]->floats.size() / a_size, false);
+      t_buf.resize(b_size);
+      for (size_t t = 0; t < batches; ++t) {
+        cpu::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf.data());
+        cpu::Gemm(m_, k_, n_, dy + t * y_size, n_, t_buf.data(), k_, da + a_batch_[t] * a_size, k_,
+                  started[a_batch_[t]]);
+        started[a_batch_[t]] = true;
+      }
+    }
+    if (din[1] != nullptr) {
+      float* db = din[1]->floats.data();
+      std::vector<bool> started(din[1]->floats.size() / b_size, false);
+      t_buf.resize(a_size);
+      for (size_t t = 0; t < batches; ++t) {
+        cpu::Transpose(m_, k_, a + a_batch_[t] * a_size, t_buf.data());
+        cpu::Gemm(k_, n_, m_, t_buf.data(), m_, dy + t * y_size, n_, db + b_batch_[t] * b_size, n_,
+                  started[b_batch_[t]]);
+        started[b_batch_[t]] = true;
+      }
+    }
+  }
+
+ private:
+  bool FoldsIntoRows() const {
+    for (size_t t = 0; t < a_batch_.size(); ++t) {
+      if (a_batch_[t] != t || b_batch_[t] != 0) return false;
+    }
+    return true;
+  }
+
+  int m_, n_, k_;
+  std::vector<size_t> a_batch_, b_batch_;  // by output batch: the operands' batch index
+  Shape out_shape_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
+                                         const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 2, 2, 1));
+  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "A"));
+  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "B"));
+  Shape a = inputs[0].info->shape, b = inputs[1].info->shape;
+  if (a.empty() || b.empty()) return NodeError(node, "inputs A and B must be at least 1-D");
+  const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (m < 1 || k < 1 || n < 1) return NodeError(node, "inputs A and B have an empty dimension");
+  if (b[b.size() - 2] != k) {
+    return NodeError(node,
+                     absl::StrCat("inputs A and B disagree on K: ", k, " and ", b[b.size() - 2]));
+  }
+  // Batch dimensions, right-aligned, broadcast where one side is 1 or missing.
+  const size_t ra = a.size() - 2, rb = b.size() - 2, r = std::max(ra, rb);
+  Shape batch(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i + ra >= r ? a[i + ra - r] : 1, db = i + rb >= r ? b[i + rb - r] : 1;
+    if (da != db && da != 1 && db != 1) {
+      return NodeError(node, absl::StrCat("inputs A and B have batch dimensions that do not "
+                                          "broadcast: ",
+                                          da, " and ", db));
+    }
+    batch[i] = std::max(da, db);
+  }
+  const int64_t count = NumElements(batch);
+  std::vector<size_t> a_batch(count), b_batch(count);
+  for (int64_t t = 0; t < count; ++t) {
+    // t's index per dimension, mapped to each operand's (0 where it broadcasts).
+    int64_t rest = t;
+    size_t ai = 0, bi = 0, a_stride = 1, b_stride = 1;
+    for (size_t i = r; i-- > 0;) {
+      const int64_t idx = rest % batch[i];
+      rest /= batch[i];
+      if (i + ra >= r) {
+        const int64_t d = a[i + ra - r];
+        ai += (d == 1 ? 0 : idx) * a_stride;
+        a_stride *= d;
+      }
+      if (i + rb >= r) {
+        const int64_t d = b[i + rb - r];
+        bi += (d == 1 ? 0 : idx) * b_stride;
+        b_stride *= d;
+      }
+    }
+    a_batch[t] = ai;
+    b_batch[t] = bi;
+  }
+  Shape out = batch;
+  if (!a_vector) out.push_back(m);
+  if (!b_vector) out.push_back(n);
+  return std::unique_ptr<Op>(new MatMul(static_cast<int>(m), static_cast<int>(n),
+                                        static_cast<int>(k), std::move(a_batch), std::move(b_batch),
+                                        std::move(out)));
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+using testing::ExpectGradientsMatch;
+using testing::MakeNode;
+using testing::RandomValue;
+using testing::RunOp;
+
+const Node kMatMul = MakeNode("MatMul", {"a", "b"}, {"y"});
+
+// One product A_a B_b as the documented order runs it.
+std::vector<float> Product(const float* a, const float* b, int64_t m, int64_t n, int64_t k) {
+  std::vector<float> y(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      y[i * n + j] = formulas::GemmOutput(static_cast<int>(k), a + i * k, 1, b + j, n, 0.0f);
+    }
+  }
+  return y;
+}
+
+TEST(MatMulTest, BatchesBroadcast) {
+  // A [2, 1, 3, 4] against B [3, 4, 5]: Y [2, 3, 3, 5], A's batch repeats over
+  // B's three, B's over A's two.
+  Value a = RandomValue({2, 1, 3, 4}, 1), b = RandomValue({3, 4, 5}, 2);
+  testing::OpRun run = RunOp(kMatMul, {a, b});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  ASSERT_EQ(run.infos[0].shape, (Shape{2, 3, 3, 5}));
+  for (int64_t s = 0; s < 2; ++s) {
+    for (int64_t t = 0; t < 3; ++t) {
+      std::vector<float> want = Product(&a.floats[s * 12], &b.floats[t * 20], 3, 5, 4);
+      std::vector<float> got(run.outputs[0].floats.begin() + (s * 3 + t) * 15,
+                             run.outputs[0].floats.begin() + (s * 3 + t + 1) * 15);
+      EXPECT_EQ(got, want) << s << " " << t;
+    }
+  }
+  ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
+}
+
+TEST(MatMulTest, SharedRightOperandFoldsIntoRows) {
+  Value a = RandomValue({2, 3, 4}, 1), b = RandomValue({4, 5}, 2);
+  testing::OpRun run = RunOp(kMatMul, {a, b});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{2, 3, 5}));
+  EXPECT_EQ(run.outputs[0].floats, Product(a.floats.data(), b.floats.data(), 6, 5, 4));
+  ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
+}
+
+TEST(MatMulTest, Vectors) {
+  Value v = RandomValue({4}, 1), m = RandomValue({4, 3}, 2), w = RandomValue({3}, 3);
+  testing::OpRun run = RunOp(kMatMul, {v, m});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{3}));
+  EXPECT_EQ(run.outputs[0].floats, Product(v.floats.data(), m.floats.data(), 1, 3, 4));
+  run = RunOp(kMatMul, {m, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{4}));
+  EXPECT_EQ(run.outputs[0].floats, Product(m.floats.data(), w.floats.data(), 4, 1, 3));
+  run = RunOp(kMatMul, {w, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{}));
+  ExpectGradientsMatch(kMatMul, {v, m}, {0, 1});
+  ExpectGradientsMatch(kMatMul, {RandomValue({2, 4, 3}, 4), w}, {0, 1});
+}
+
+TEST(MatMulTest, BroadcastGradientChainsOverBatches) {
+  // dB for a B shared by 3 batches continues one chain: batch 0's products
+  // from 0, then batches 1 and 2 from the sum so far.
+  Value a = RandomValue({3, 2, 4}, 1), b = RandomValue({1, 4, 5}, 2),
+        dy = RandomValue({3, 2, 5}, 3);
+  testing::OpRun run = RunOp(kMatMul, {a, b});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  Value db;
+  db.Reset(DType::kFloat32, b.shape);
+  RunContext ctx;
+  run.op->Backward(ctx, {&a, &b}, {&run.outputs[0]}, {&dy}, {nullptr, &db});
+  for (int64_t k = 0; k < 4; ++k) {
+    for (int64_t j = 0; j < 5; ++j) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < 3; ++t) {
+        for (int64_t i = 0; i < 2; ++i) {
+          sum = detmath::Fma(a.floats[t * 8 + i * 4 + k], dy.floats[t * 10 + i * 5 + j], sum);
+        }
+      }
+      EXPECT_EQ(db.floats[k * 5 + j], sum);
+    }
+  }
+  ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
+}
+
+TEST(MatMulTest, FactoryErrors) {
+  auto error = [](Shape a, Shape b) {
+    testing::OpRun run = RunOp(kMatMul, {RandomValue(a, 1), RandomValue(b, 2)});
+    EXPECT_FALSE(run.status.ok());
+    EXPECT_NE(run.status.message().find("MatMul_0"), std::string::npos) << run.status;
+    return std::string(run.status.message());
+  };
+  EXPECT_NE(error({3, 4}, {5, 2}).find("K"), std::string::npos);
+  EXPECT_NE(error({2, 3, 4}, {3, 4, 2}).find("broadcast"), std::string::npos);
+  EXPECT_NE(error({}, {3}).find("1-D"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace easyscale::graph

@@ -1,0 +1,94 @@
+// MaxPool: 1-D or 2-D NC[H]W max pooling with strides, pads (or auto_pad),
+// dilations and ceil_mode. The Indices output is not supported.
+//
+// Operation order: each window's taps in (ky, kx) order, taps in the padding
+// skipped; the first tap's value, then a later tap replaces it only when
+// strictly greater (>), so the first maximum in scan order wins and is the
+// argmax. A window with no tap in the image gives -inf and no gradient.
+// Backward: dx = 0, then for every output (n, c, oy, ox) in row-major order,
+// dx[its argmax] += dy (windows that overlap add in that order).
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "graph/ops/ops.h"
+#include "graph/ops/window.h"
+
+namespace easyscale::graph {
+namespace {
+
+class MaxPool final : public Op {
+ public:
+  explicit MaxPool(const Window& w) : w_(w) {}
+
+  std::vector<ValueInfo> OutputInfos() const override {
+    return {{DType::kFloat32, w_.OutputShape(w_.channels)}};
+  }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const float* x = in[0]->floats.data();
+    float* y = out[0]->floats.data();
+    const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
+    argmax_.resize(out[0]->floats.size());
+    size_t o = 0;
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const float* img = x + pl * image;
+      for (int64_t oy = 0; oy < w_.oh; ++oy) {
+        for (int64_t ox = 0; ox < w_.ow; ++ox, ++o) {
+          int64_t best = -1;
+          for (int64_t ky = 0; ky < w_.kh; ++ky) {
+            const int64_t iy = oy * w_.sh - w_.pad_top + ky * w_.dh;
+            if (iy < 0 || iy >= w_.h) continue;
+            for (int64_t kx = 0; kx < w_.kw; ++kx) {
+              const int64_t ix = ox * w_.sw - w_.pad_left + kx * w_.dw;
+              if (ix < 0 || ix >= w_.w) continue;
+              const int64_t idx = iy * w_.w + ix;
+              if (best < 0 || img[idx] > img[best]) best = idx;
+            }
+          }
+          argmax_[o] = best;
+          y[o] = best >= 0 ? img[best] : -std::numeric_limits<float>::infinity();
+        }
+      }
+    }
+  }
+
+  bool HasGradient(size_t i) const override { return i == 0; }
+
+  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (dout[0] == nullptr || din[0] == nullptr) return;
+    const float* dy = dout[0]->floats.data();
+    float* dx = din[0]->floats.data();
+    const int64_t image = w_.h * w_.w, per_plane = w_.oh * w_.ow;
+    std::fill(dx, dx + din[0]->floats.size(), 0.0f);
+    for (size_t o = 0; o < argmax_.size(); ++o) {
+      if (argmax_[o] >= 0) dx[static_cast<int64_t>(o) / per_plane * image + argmax_[o]] += dy[o];
+    }
+  }
+
+ private:
+  Window w_;
+  std::vector<int64_t> argmax_;  // by output: the winning tap's index in its image, or -1
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t,
+                                          const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 2));
+  if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
+    return NodeError(node, "output Indices is not supported");
+  }
+  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
+  if (node.attributes.count("kernel_shape") == 0) {
+    return NodeError(node, "attribute kernel_shape is required");
+  }
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
+  ES_ASSIGN_OR_RETURN(Window w, ResolveWindow(node, inputs[0].info->shape, kernel, true));
+  return std::unique_ptr<Op>(new MaxPool(w));
+}
+
+}  // namespace easyscale::graph
