@@ -14,7 +14,21 @@ struct Entry {
 
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
-  static const std::vector<Entry> kOps = {};
+  // clang-format off
+  static const std::vector<Entry> kOps = {
+      {"Add", MakeAdd},
+      {"Clip", MakeClip},
+      {"Div", MakeDiv},
+      {"Erf", MakeErf},
+      {"Mul", MakeMul},
+      {"Pow", MakePow},
+      {"Relu", MakeRelu},
+      {"Sigmoid", MakeSigmoid},
+      {"Sqrt", MakeSqrt},
+      {"Sub", MakeSub},
+      {"Tanh", MakeTanh},
+  };
+  // clang-format on
   return kOps;
 }
 
