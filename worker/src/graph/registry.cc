@@ -14,15 +14,28 @@ struct Entry {
 
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
+  // clang-format off
   static const std::vector<Entry> kOps = {
+      {"Add", MakeAdd},
       {"AveragePool", MakeAveragePool},
       {"BatchNormalization", MakeBatchNormalization},
+      {"Clip", MakeClip},
       {"Conv", MakeConv},
+      {"Div", MakeDiv},
+      {"Erf", MakeErf},
       {"Gemm", MakeGemm},
       {"GlobalAveragePool", MakeGlobalAveragePool},
       {"MatMul", MakeMatMul},
       {"MaxPool", MakeMaxPool},
+      {"Mul", MakeMul},
+      {"Pow", MakePow},
+      {"Relu", MakeRelu},
+      {"Sigmoid", MakeSigmoid},
+      {"Sqrt", MakeSqrt},
+      {"Sub", MakeSub},
+      {"Tanh", MakeTanh},
   };
+  // clang-format on
   return kOps;
 }
 

@@ -102,6 +102,117 @@ ES_HD float Log(float x) {
   return Fma(fe, kLn2Hi, Fma(fe, kLn2Lo, log_m));
 }
 
+// erf(x) for float, odd: |x| < 1: x * P(x^2), P of degree 8; 1 <= |x| < 3.92:
+// 1 - exp(-x^2) * Q(|x| - 2.5), Q of degree 12 fitted to erfcx = erfc(x) exp(x^2),
+// with x^2 split exactly (fma) so exp's argument carries no rounding error;
+// beyond, erf rounds to +-1. Coefficients: weighted least-squares fits of
+// erf(x)/x and erfcx in double, rounded to float. Within 2 ulp of erf.
+ES_HD float Erf(float x) {
+  if (x != x) return x;
+  const float a = x < 0.0f ? -x : x;
+  float r;
+  if (a < 1.0f) {
+    const float t = a * a;
+    float p = 1.05570575e-06f;
+    p = Fma(p, t, -1.38963132e-05f);
+    p = Fma(p, t, 0.000119544267f);
+    p = Fma(p, t, -0.000854245562f);
+    p = Fma(p, t, 0.00522377482f);
+    p = Fma(p, t, -0.0268661305f);
+    p = Fma(p, t, 0.112837911f);
+    p = Fma(p, t, -0.376126379f);
+    p = Fma(p, t, 1.12837923f);
+    r = a * p;
+  } else if (a < 3.92f) {
+    const float s = a - 2.5f;
+    float q = 1.05672861e-07f;
+    q = Fma(q, s, -4.18467465e-07f);
+    q = Fma(q, s, 9.63715934e-07f);
+    q = Fma(q, s, -3.79154676e-06f);
+    q = Fma(q, s, 1.61343469e-05f);
+    q = Fma(q, s, -5.94345292e-05f);
+    q = Fma(q, s, 0.000210906452f);
+    q = Fma(q, s, -0.000733230147f);
+    q = Fma(q, s, 0.00246706628f);
+    q = Fma(q, s, -0.00800166652f);
+    q = Fma(q, s, 0.0249379948f);
+    q = Fma(q, s, -0.0743473396f);
+    q = Fma(q, s, 0.21080637f);
+    const float hi = a * a;
+    const float lo = Fma(a, a, -hi);  // a^2 = hi + lo exactly
+    float e = Exp(-hi);
+    e = Fma(-e, lo, e);  // exp(-hi - lo) to first order in lo
+    r = 1.0f - e * q;
+  } else {
+    r = 1.0f;
+  }
+  return x < 0.0f ? -r : r;
+}
+
+// tanh(x) for float, odd: |x| < 0.55: x + x^3 * P(x^2), P of degree 6 (a
+// weighted least-squares fit of (tanh(x)/x - 1)/x^2); beyond: (1 - e) / (1 + e)
+// with e = exp(-2|x|), which tends to 1 without overflow. Within 2 ulp of tanh.
+ES_HD float Tanh(float x) {
+  if (x != x) return x;
+  const float a = x < 0.0f ? -x : x;
+  float r;
+  if (a < 0.55f) {
+    const float t = a * a;
+    float p = -0.000989240245f;
+    p = Fma(p, t, 0.00342818792f);
+    p = Fma(p, t, -0.00883506797f);
+    p = Fma(p, t, 0.0218672864f);
+    p = Fma(p, t, -0.0539682098f);
+    p = Fma(p, t, 0.13333334f);
+    p = Fma(p, t, -0.333333343f);
+    r = Fma(a * t, p, a);
+  } else {
+    const float e = Exp(-2.0f * a);
+    r = (1.0f - e) / (1.0f + e);
+  }
+  return x < 0.0f ? -r : r;
+}
+
+// 1 / (1 + exp(-x)) for float, from exp of -|x| only (never overflows): x >= 0:
+// 1 / (1 + e); x < 0: e / (1 + e), which keeps tiny results' precision.
+ES_HD float Sigmoid(float x) {
+  if (x != x) return x;
+  if (x >= 0.0f) return 1.0f / (1.0f + Exp(-x));
+  const float e = Exp(x);
+  return e / (1.0f + e);
+}
+
+// x^y for float as exp(y * log|x|), with IEEE pow's special cases (y == 0 or
+// x == 1: 1; zero and infinite x or y; a negative x with an integer y takes
+// y's parity as its sign, with another y it is NaN) and two exact ones: y == 1
+// gives x and y == 2 gives x * x, so squares (variance, GELU's tanh form) are
+// exact. Otherwise the error grows with |y log x|: within (4 + 2 |y log x|) ulp.
+ES_HD float Pow(float x, float y) {
+  const float kInf = BitsToFloat(0x7f800000u);
+  if (y == 0.0f || x == 1.0f) return 1.0f;
+  if (x != x || y != y) return x + y;
+  if (y == 1.0f) return x;
+  if (y == 2.0f) return x * x;
+  // Whether y is an odd integer: |y| >= 2^24 is always an even integer.
+  const float ay = y < 0.0f ? -y : y;
+  bool integer = ay >= 16777216.0f;
+  bool odd = false;
+  if (!integer) {
+    const float kShift = 12582912.0f;  // 1.5 * 2^23: rounds |y| < 2^23 to an integer
+    const float n = ay < 8388608.0f ? (ay + kShift) - kShift : ay;
+    integer = n == ay;
+    odd = integer && static_cast<int64_t>(n) % 2 != 0;
+  }
+  const bool negative = x < 0.0f || (x == 0.0f && FloatToBits(x) != 0u);
+  const float ax = negative ? -x : x;
+  const float sign = negative && odd ? -1.0f : 1.0f;
+  if (ax == 0.0f) return y > 0.0f ? sign * 0.0f : sign * kInf;
+  if (ax == kInf) return y > 0.0f ? sign * kInf : sign * 0.0f;
+  if (negative && !integer) return BitsToFloat(0x7fc00000u);
+  if (ax == 1.0f) return 1.0f;  // (-1)^(+-inf)
+  return sign * Exp(y * Log(ax));
+}
+
 // cos(x) in double for host-side schedules (the learning rate), from a Taylor
 // series after reduction to [0, pi/2]; same bits on every machine.
 inline double Cos(double x) {

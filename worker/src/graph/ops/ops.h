@@ -13,15 +13,23 @@
 namespace easyscale::graph {
 
 using OpFactory = StatusOr<std::unique_ptr<Op>> (*)(const Node& node, int64_t opset,
-                                                     const std::vector<OpInput>& inputs);
+                                                    const std::vector<OpInput>& inputs);
 
 // Ops are added here, one line each, as their files land.
+StatusOr<std::unique_ptr<Op>> MakeAdd(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t opset,
                                               const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeDiv(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeErf(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t opset,
@@ -30,5 +38,19 @@ StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeMul(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakePow(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeRelu(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSqrt(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSub(const Node& node, int64_t opset,
+                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeTanh(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
 
 }  // namespace easyscale::graph

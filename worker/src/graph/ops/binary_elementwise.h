@@ -1,0 +1,124 @@
+// File: worker/src/graph/ops/binary_elementwise.h
+//
+// The element-wise binary ops (Add, Sub, Mul, Div, Pow) as one op over a
+// formula: numpy broadcasting (broadcast.h), float32, and for the formulas
+// that have one an int64 forward (shape arithmetic the loader folds; no
+// gradient). Each op's file defines its formula and factory:
+//
+//   struct AddFormula {
+//     static constexpr bool kInt64 = true;         // int64 inputs allowed
+//     static constexpr bool kInt64Exponent = false;  // a float a with an int64 b
+//     static constexpr bool kGradB = true;         // b is differentiable
+//     static float Apply(float a, float b);
+//     static int64_t ApplyInt(int64_t a, int64_t b);  // where kInt64
+//     static float GradA(float a, float b, float y, float dy);
+//     static float GradB(float a, float b, float y, float dy);  // where kGradB
+//   };
+//
+// Forward has no reductions. Backward reduces each operand's terms to its
+// shape in broadcast.h's order: per operand element, ascending output index.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "graph/ops/broadcast.h"
+#include "graph/ops/node_checks.h"
+
+namespace easyscale::graph {
+
+template <typename F>
+class BinaryElementwiseOp final : public Op {
+ public:
+  BinaryElementwiseOp(Broadcast bc, DType dtype) : bc_(std::move(bc)), dtype_(dtype) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, bc_.out}}; }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const Value& a = *in[0];
+    const Value& b = *in[1];
+    Value& y = *out[0];
+    if (dtype_ == DType::kInt64) {
+      if constexpr (F::kInt64) {
+        ForEachBroadcast(bc_, [&](int64_t o, int64_t ia, int64_t ib) {
+          y.ints[o] = F::ApplyInt(a.ints[ia], b.ints[ib]);
+        });
+      }
+      return;
+    }
+    const std::vector<float>& bf = FloatB(b);
+    ForEachBroadcast(bc_, [&](int64_t o, int64_t ia, int64_t ib) {
+      y.floats[o] = F::Apply(a.floats[ia], bf[ib]);
+    });
+  }
+
+  bool HasGradient(size_t i) const override {
+    return dtype_ == DType::kFloat32 && (i == 0 || (i == 1 && F::kGradB));
+  }
+
+  void Backward(RunContext&, const std::vector<const Value*>& in,
+                const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
+    const std::vector<float>& a = in[0]->floats;
+    const std::vector<float>& b = FloatB(*in[1]);
+    const std::vector<float>& y = out[0]->floats;
+    for (int k = 0; k < 2; ++k) {
+      if (din[k] == nullptr) continue;
+      std::vector<float>& grad = din[k]->floats;
+      if (dout[0] == nullptr) {
+        std::fill(grad.begin(), grad.end(), 0.0f);
+        continue;
+      }
+      const std::vector<float>& dy = dout[0]->floats;
+      if (k == 0) {
+        ReduceToOperand(
+            bc_, 0,
+            [&](int64_t o, int64_t ia, int64_t ib) { return F::GradA(a[ia], b[ib], y[o], dy[o]); },
+            grad);
+      } else if constexpr (F::kGradB) {
+        ReduceToOperand(
+            bc_, 1,
+            [&](int64_t o, int64_t ia, int64_t ib) { return F::GradB(a[ia], b[ib], y[o], dy[o]); },
+            grad);
+      }
+    }
+  }
+
+ private:
+  // b's elements as floats: its own, or an int64 exponent's converted.
+  const std::vector<float>& FloatB(const Value& b) {
+    if (b.dtype == DType::kFloat32) return b.floats;
+    b_floats_.assign(b.ints.begin(), b.ints.end());
+    return b_floats_;
+  }
+
+  Broadcast bc_;
+  DType dtype_;
+  std::vector<float> b_floats_;
+};
+
+// Two inputs A and B of the dtypes F allows, broadcastable; one output.
+template <typename F>
+StatusOr<std::unique_ptr<Op>> MakeBinaryElementwise(const Node& node,
+                                                    const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  const DType ta = inputs[0].info->dtype, tb = inputs[1].info->dtype;
+  const bool ok = (ta == DType::kFloat32 && tb == DType::kFloat32) ||
+                  (F::kInt64 && ta == DType::kInt64 && tb == DType::kInt64) ||
+                  (F::kInt64Exponent && ta == DType::kFloat32 && tb == DType::kInt64);
+  if (!ok) {
+    return NodeError(node, absl::StrCat("inputs ", node.inputs[0], " and ", node.inputs[1], " are ",
+                                        ToString(ta), " and ", ToString(tb),
+                                        F::kInt64 ? ": supported are two float32 or two int64"
+                                        : F::kInt64Exponent
+                                            ? ": supported is float32 to a float32 or int64 power"
+                                            : ": supported are two float32"));
+  }
+  ES_ASSIGN_OR_RETURN(Broadcast bc,
+                      MakeBroadcast(node, inputs[0].info->shape, inputs[1].info->shape));
+  return std::unique_ptr<Op>(new BinaryElementwiseOp<F>(std::move(bc), ta));
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,72 @@
+// File: worker/src/graph/ops/broadcast.h
+//
+// Numpy broadcasting of two operands, shared by the element-wise binary ops:
+// the output shape, the map from an output element to each operand's element,
+// and the backward reduction of an output-shaped gradient to an operand's
+// shape.
+//
+// Reduction order: an operand element's gradient is the sum of the terms of
+// the output elements it was broadcast to, added one at a time from +0 in
+// ascending output index (row-major), in float.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "graph/op.h"
+
+namespace easyscale::graph {
+
+struct Broadcast {
+  Shape out;
+  // Per output dimension, the element step of each operand (0 where the
+  // operand has size 1 there or lacks the dimension).
+  std::vector<int64_t> a_steps, b_steps;
+};
+
+// The broadcast of shapes `a` and `b`; InvalidArgument naming the node and
+// both shapes when a dimension pair is neither equal nor has a 1.
+StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape& b);
+
+// Calls f(o, ia, ib) for every output index o in ascending order, with the
+// element indices of operand a and b that output element reads.
+template <typename F>
+void ForEachBroadcast(const Broadcast& bc, F&& f) {
+  const int64_t total = NumElements(bc.out);
+  if (total == 0) return;
+  const size_t rank = bc.out.size();
+  if (rank == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{0});
+    return;
+  }
+  const int64_t inner = bc.out[rank - 1];
+  const int64_t sa = bc.a_steps[rank - 1], sb = bc.b_steps[rank - 1];
+  std::vector<int64_t> index(rank, 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t o = 0; o < total; o += inner) {
+    for (int64_t k = 0; k < inner; ++k) f(o + k, ia + k * sa, ib + k * sb);
+    // Step the outer dimensions like an odometer.
+    for (size_t d = rank - 1; d-- > 0;) {
+      ia += bc.a_steps[d];
+      ib += bc.b_steps[d];
+      if (++index[d] < bc.out[d]) break;
+      ia -= bc.a_steps[d] * bc.out[d];
+      ib -= bc.b_steps[d] * bc.out[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Operand `operand` (0: a, 1: b)'s gradient into `grad` (sized to the
+// operand): grad[i] = sum of term(o, ia, ib) over the output elements o that
+// read element i, in the order above.
+template <typename Term>
+void ReduceToOperand(const Broadcast& bc, int operand, Term&& term, std::vector<float>& grad) {
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  ForEachBroadcast(bc, [&](int64_t o, int64_t ia, int64_t ib) {
+    grad[operand == 0 ? ia : ib] += term(o, ia, ib);
+  });
+}
+
+}  // namespace easyscale::graph

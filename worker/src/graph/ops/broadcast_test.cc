@@ -1,0 +1,77 @@
+#include "graph/ops/broadcast.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+// The operand element an output multi-index reads, computed directly.
+int64_t NaiveIndex(const Shape& out, const Shape& s, int64_t o) {
+  std::vector<int64_t> idx(out.size());
+  for (size_t d = out.size(); d-- > 0;) {
+    idx[d] = o % out[d];
+    o /= out[d];
+  }
+  int64_t i = 0;
+  for (size_t d = 0; d < s.size(); ++d) {
+    const int64_t v = idx[d + out.size() - s.size()];
+    i = i * s[d] + (s[d] == 1 ? 0 : v);
+  }
+  return i;
+}
+
+TEST(Broadcast, ShapesAndIndicesMatchNumpyRules) {
+  const Node n = testing::MakeNode("Add", {"a", "b"}, {"y"});
+  const std::vector<std::pair<Shape, Shape>> cases = {{{2, 3, 4}, {3, 1}}, {{}, {5}},
+                                                      {{1, 4}, {3, 1}},    {{2, 1, 3}, {2, 5, 1}},
+                                                      {{3}, {}},           {{2, 0, 3}, {3}}};
+  const std::vector<Shape> want = {{2, 3, 4}, {5}, {3, 4}, {2, 5, 3}, {3}, {2, 0, 3}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto& [a, b] = cases[c];
+    auto bc = MakeBroadcast(n, a, b);
+    ASSERT_TRUE(bc.ok()) << bc.status();
+    EXPECT_EQ(bc->out, want[c]);
+    int64_t next = 0;
+    ForEachBroadcast(*bc, [&](int64_t o, int64_t ia, int64_t ib) {
+      EXPECT_EQ(o, next++);
+      EXPECT_EQ(ia, NaiveIndex(bc->out, a, o)) << c;
+      EXPECT_EQ(ib, NaiveIndex(bc->out, b, o)) << c;
+    });
+    EXPECT_EQ(next, NumElements(bc->out));
+  }
+}
+
+TEST(Broadcast, ReduceAddsInAscendingOutputOrder) {
+  const Node n = testing::MakeNode("Add", {"a", "b"}, {"y"});
+  auto bc = MakeBroadcast(n, {3, 1}, {2, 1, 5});
+  ASSERT_TRUE(bc.ok());
+  // Terms whose float sum depends on the order.
+  std::vector<float> terms(30);
+  for (size_t o = 0; o < terms.size(); ++o)
+    terms[o] = (o % 3 == 0 ? 1e8f : 1.0f) * (o % 2 ? -1 : 1);
+  std::vector<float> ga(3), gb(10), want_a(3, 0.0f), want_b(10, 0.0f);
+  ReduceToOperand(
+      *bc, 0, [&](int64_t o, int64_t, int64_t) { return terms[o]; }, ga);
+  ReduceToOperand(
+      *bc, 1, [&](int64_t o, int64_t, int64_t) { return terms[o]; }, gb);
+  for (int64_t o = 0; o < 30; ++o) {
+    want_a[NaiveIndex(bc->out, {3, 1}, o)] += terms[o];
+    want_b[NaiveIndex(bc->out, {2, 1, 5}, o)] += terms[o];
+  }
+  EXPECT_EQ(ga, want_a);
+  EXPECT_EQ(gb, want_b);
+}
+
+TEST(Broadcast, IncompatibleShapesNameTheNode) {
+  const Node n = testing::MakeNode("Mul", {"a", "b"}, {"y"});
+  auto bc = MakeBroadcast(n, {2, 3}, {4});
+  ASSERT_FALSE(bc.ok());
+  EXPECT_EQ(bc.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bc.status().message().find("Mul_0"), std::string::npos) << bc.status();
+  EXPECT_NE(bc.status().message().find("[2,3]"), std::string::npos) << bc.status();
+}
+
+}  // namespace
+}  // namespace easyscale::graph

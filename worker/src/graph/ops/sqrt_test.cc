@@ -1,0 +1,47 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+using testing::MakeNode;
+using testing::RandomValue;
+using testing::RunOp;
+
+double Reference(double x) { return std::sqrt(x); }
+
+Value Input(Shape shape, uint32_t seed) {
+  Value v = RandomValue(std::move(shape), seed);
+  for (float& x : v.floats) x = x + 1.5f;
+  return v;
+}
+
+TEST(Sqrt, ForwardMatchesReference) {
+  const Node n = MakeNode("Sqrt", {"x"}, {"y"});
+  const Value x = Input({3, 1, 7}, 1);
+  testing::OpRun run = RunOp(n, {x});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, x.shape);
+  for (size_t i = 0; i < x.floats.size(); ++i) {
+    const double want = Reference(x.floats[i]);
+    EXPECT_EQ(run.outputs[0].floats[i], static_cast<float>(want)) << x.floats[i];
+  }
+}
+
+TEST(Sqrt, GradientMatches) {
+  testing::ExpectGradientsMatch(MakeNode("Sqrt", {"x"}, {"y"}), {Input({3, 5}, 2)}, {0});
+}
+
+TEST(Sqrt, FactoryErrors) {
+  testing::OpRun run = RunOp(MakeNode("Sqrt", {"x"}, {"y"}), {testing::IntValue({2}, {1, 2})});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+  EXPECT_NE(run.status.message().find("Sqrt_0"), std::string::npos) << run.status;
+  run = RunOp(MakeNode("Sqrt", {"x", "z"}, {"y"}), {RandomValue({2}, 1), RandomValue({2}, 2)});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+}
+
+}  // namespace
+}  // namespace easyscale::graph

@@ -1,0 +1,67 @@
+// File: worker/src/graph/ops/unary_elementwise.h
+//
+// The element-wise unary float32 ops (Relu, Sqrt, Erf, Tanh, Sigmoid) as one
+// op over a formula; each op's file defines its formula and factory:
+//
+//   struct ReluFormula {
+//     static float Apply(float x);
+//     static float Grad(float x, float y, float dy);  // dx from x, y and dy
+//   };
+//
+// No reductions: one formula evaluation per element, forward and backward.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "graph/ops/node_checks.h"
+
+namespace easyscale::graph {
+
+template <typename F>
+class UnaryElementwiseOp final : public Op {
+ public:
+  explicit UnaryElementwiseOp(Shape shape) : shape_(std::move(shape)) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const std::vector<float>& x = in[0]->floats;
+    std::vector<float>& y = out[0]->floats;
+    for (size_t i = 0; i < x.size(); ++i) y[i] = F::Apply(x[i]);
+  }
+
+  bool HasGradient(size_t i) const override { return i == 0; }
+
+  void Backward(RunContext&, const std::vector<const Value*>& in,
+                const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
+    if (din[0] == nullptr) return;
+    std::vector<float>& dx = din[0]->floats;
+    if (dout[0] == nullptr) {
+      std::fill(dx.begin(), dx.end(), 0.0f);
+      return;
+    }
+    const std::vector<float>& x = in[0]->floats;
+    const std::vector<float>& y = out[0]->floats;
+    const std::vector<float>& dy = dout[0]->floats;
+    for (size_t i = 0; i < x.size(); ++i) dx[i] = F::Grad(x[i], y[i], dy[i]);
+  }
+
+ private:
+  Shape shape_;
+};
+
+// One float32 input X, one output Y of X's shape.
+template <typename F>
+StatusOr<std::unique_ptr<Op>> MakeUnaryElementwise(const Node& node,
+                                                   const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  return std::unique_ptr<Op>(new UnaryElementwiseOp<F>(inputs[0].info->shape));
+}
+
+}  // namespace easyscale::graph
