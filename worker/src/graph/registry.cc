@@ -14,7 +14,20 @@ struct Entry {
 
 // One line per op, kept sorted by name.
 const std::vector<Entry>& Registry() {
-  static const std::vector<Entry> kOps = {};
+  // One line per op, so ops added side by side merge cleanly.
+  // clang-format off
+  static const std::vector<Entry> kOps = {
+      {"Concat", MakeConcat},
+      {"Flatten", MakeFlatten},
+      {"Identity", MakeIdentity},
+      {"Reshape", MakeReshape},
+      {"Slice", MakeSlice},
+      {"Split", MakeSplit},
+      {"Squeeze", MakeSqueeze},
+      {"Transpose", MakeTranspose},
+      {"Unsqueeze", MakeUnsqueeze},
+  };
+  // clang-format on
   return kOps;
 }
 
