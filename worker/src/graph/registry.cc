@@ -17,10 +17,13 @@ const std::vector<Entry>& Registry() {
   // One line per op, so ops added side by side merge cleanly.
   // clang-format off
   static const std::vector<Entry> kOps = {
+      {"Cast", MakeCast},
       {"Concat", MakeConcat},
       {"Flatten", MakeFlatten},
+      {"Gather", MakeGather},
       {"Identity", MakeIdentity},
       {"Reshape", MakeReshape},
+      {"Shape", MakeShape},
       {"Slice", MakeSlice},
       {"Split", MakeSplit},
       {"Squeeze", MakeSqueeze},

@@ -16,14 +16,20 @@ using OpFactory = StatusOr<std::unique_ptr<Op>> (*)(const Node& node, int64_t op
                                                      const std::vector<OpInput>& inputs);
 
 // Ops are added here, one line each, as their files land.
+StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeGather(const Node& node, int64_t opset,
+                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeIdentity(const Node& node, int64_t opset,
                                            const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeReshape(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeShape(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
