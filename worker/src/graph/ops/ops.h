@@ -22,18 +22,28 @@ StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t opset,
                                               const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
+                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeDiv(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeErf(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeGather(const Node& node, int64_t opset,
+                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t opset,
                                                     const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeIdentity(const Node& node, int64_t opset,
+                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
@@ -44,13 +54,27 @@ StatusOr<std::unique_ptr<Op>> MakePow(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeRelu(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeReshape(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeShape(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSqrt(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSqueeze(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSub(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeTanh(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeTranspose(const Node& node, int64_t opset,
+                                            const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeUnsqueeze(const Node& node, int64_t opset,
+                                            const std::vector<OpInput>& inputs);
 
 }  // namespace easyscale::graph

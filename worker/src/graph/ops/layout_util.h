@@ -1,0 +1,182 @@
+// File: worker/src/graph/ops/layout_util.h
+//
+// What the layout ops (Reshape, Transpose, Slice, Concat, ...) share: their
+// factories' error messages and checks (axes, constant int64 inputs), copying
+// elements of any dtype, and the op whose output is its input's elements in
+// the same order under another shape. Layout ops only move elements: no
+// arithmetic, so their results are exact; a backward that could add two
+// contributions to one element (Gather) says its order in its own file.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "easyscale/common/checks.h"
+#include "graph/op.h"
+
+namespace easyscale::graph {
+
+// InvalidArgument "node <name> (<op>): <what>".
+inline Status NodeError(const Node& node, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("node ", node.name, " (", node.op, "): ", what));
+}
+
+// Shape as "[2, 3]" for error messages.
+inline std::string ShapeString(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&out, i ? ", " : "", s[i]);
+  return out + "]";
+}
+
+// The info of input `i`, which the node must have.
+inline StatusOr<const ValueInfo*> RequiredInput(const Node& node,
+                                                const std::vector<OpInput>& inputs, size_t i,
+                                                const std::string& what) {
+  if (i >= inputs.size() || inputs[i].info == nullptr) {
+    return NodeError(node, absl::StrCat("input ", i, " (", what, ") is missing"));
+  }
+  return inputs[i].info;
+}
+
+// Whether optional input `i` is present.
+inline bool HasInput(const std::vector<OpInput>& inputs, size_t i) {
+  return i < inputs.size() && inputs[i].info != nullptr;
+}
+
+// The elements of input `i`, an int64 tensor of rank <= 1 that configures the
+// op (Reshape's shape, Slice's starts): it must be known at load time.
+inline StatusOr<std::vector<int64_t>> ConstantInts(const Node& node,
+                                                   const std::vector<OpInput>& inputs, size_t i,
+                                                   const std::string& what) {
+  ES_ASSIGN_OR_RETURN(const ValueInfo* info, RequiredInput(node, inputs, i, what));
+  if (inputs[i].constant == nullptr) {
+    return NodeError(node, absl::StrCat(what, " input is not known at load time"));
+  }
+  if (info->dtype != DType::kInt64 || info->shape.size() > 1) {
+    return NodeError(node, absl::StrCat(what, " input must be an int64 scalar or 1-D tensor, not ",
+                                        ToString(info->dtype), " ", ShapeString(info->shape)));
+  }
+  return inputs[i].constant->ints;
+}
+
+// `axis` in [-rank, rank) as a non-negative axis.
+inline StatusOr<int64_t> NormalizeAxis(const Node& node, const std::string& what, int64_t axis,
+                                       int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    return NodeError(node, absl::StrCat(what, " ", axis, " is out of range for rank ", rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Row-major strides of `shape`, in elements.
+inline std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// Calls f on the element vector of `v` that its dtype uses.
+template <typename F>
+void WithElements(const Value& v, F&& f) {
+  if (v.dtype == DType::kFloat32) {
+    f(v.floats);
+  } else {
+    f(v.ints);
+  }
+}
+
+// dst's elements [dst_at, dst_at + n) = src's [src_at, src_at + n); same dtype.
+inline void CopyRange(const Value& src, size_t src_at, Value* dst, size_t dst_at, size_t n) {
+  if (src.dtype == DType::kFloat32) {
+    std::copy_n(src.floats.begin() + src_at, n, dst->floats.begin() + dst_at);
+  } else {
+    std::copy_n(src.ints.begin() + src_at, n, dst->ints.begin() + dst_at);
+  }
+}
+
+// Calls f(dst, src) for every element of a row-major tensor of `shape`, dst
+// ascending, where src = offset + sum_d index[d] * strides[d]: a strided view
+// of another tensor (a transpose, a slice).
+template <typename F>
+void ForEachStrided(const Shape& shape, int64_t offset, const std::vector<int64_t>& strides,
+                    F&& f) {
+  const int64_t n = NumElements(shape);
+  if (n == 0) return;
+  const size_t rank = shape.size();
+  std::vector<int64_t> index(rank, 0);
+  int64_t src = offset;
+  for (int64_t dst = 0; dst < n; ++dst) {
+    f(dst, src);
+    for (size_t d = rank; d-- > 0;) {  // odometer step, last dimension fastest
+      src += strides[d];
+      if (++index[d] < shape[d]) break;
+      src -= strides[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// An op whose output is a strided view of input 0 (Transpose, Slice): every
+// output element reads one input element and no two read the same one, so
+// the backward pass writes each gradient element at most once.
+class StridedViewOp : public Op {
+ public:
+  StridedViewOp(DType dtype, Shape out_shape, int64_t offset, std::vector<int64_t> strides)
+      : dtype_(dtype),
+        out_shape_(std::move(out_shape)),
+        offset_(offset),
+        strides_(std::move(strides)) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, out_shape_}}; }
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    if (out[0] == nullptr) return;
+    if (dtype_ == DType::kFloat32) {
+      ForEachStrided(out_shape_, offset_, strides_,
+                     [&](int64_t dst, int64_t src) { out[0]->floats[dst] = in[0]->floats[src]; });
+    } else {
+      ForEachStrided(out_shape_, offset_, strides_,
+                     [&](int64_t dst, int64_t src) { out[0]->ints[dst] = in[0]->ints[src]; });
+    }
+  }
+  bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
+  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (din[0] == nullptr || dout[0] == nullptr) return;
+    ForEachStrided(out_shape_, offset_, strides_,
+                   [&](int64_t dst, int64_t src) { din[0]->floats[src] = dout[0]->floats[dst]; });
+  }
+
+ private:
+  DType dtype_;
+  Shape out_shape_;
+  int64_t offset_;
+  std::vector<int64_t> strides_;
+};
+
+// An op whose output is input 0's elements in the same row-major order under
+// another shape (Identity, Flatten, Reshape, Squeeze, Unsqueeze). Other inputs
+// only configure it. Backward copies the gradient back.
+class SameOrderOp : public Op {
+ public:
+  SameOrderOp(DType dtype, Shape out_shape) : dtype_(dtype), out_shape_(std::move(out_shape)) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, out_shape_}}; }
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    if (out[0] != nullptr) CopyRange(*in[0], 0, out[0], 0, in[0]->size());
+  }
+  bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
+  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (din[0] != nullptr && dout[0] != nullptr) din[0]->floats = dout[0]->floats;
+  }
+
+ private:
+  DType dtype_;
+  Shape out_shape_;
+};
+
+}  // namespace easyscale::graph
