@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#if defined(__AVX__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
@@ -34,35 +39,158 @@ void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fol
 
 }  // namespace
 
-void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
-          bool accumulate) {
-  // Loop order i, k, j: every C[i,j] still sees each k block ascending, and the
-  // inner loop runs over contiguous j, which vectorises without changing any
-  // element's order. Blocks after the first chain into `part`, then add.
+namespace {
+
+#if defined(__AVX__) && defined(__FMA__)
+// One Mr x 16 tile of C in registers (its first `cols` columns, 1..16, when
+// Masked): continues each element's fma chain (_mm256_fmadd_ps: one rounding,
+// as Fma) over k in [k0, k1) ascending from C, or from 0 when !from_c. The
+// tile only shares the loads of A and B between elements.
+constexpr bool kTiled = true;
+constexpr int kMr = 6, kNr = 16;
+template <int Mr, bool Masked>
+void GemmTile(int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+              bool from_c, int cols) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+  auto load = [&](const float* p, __m256i m) {
+    return Masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
+  };
+  __m256 acc[Mr][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < Mr; ++r) {
+    const float* c = C + static_cast<size_t>(r) * ldc;
+    acc[r][0] = from_c ? load(c, m0) : _mm256_setzero_ps();
+    acc[r][1] = from_c ? load(c + 8, m1) : _mm256_setzero_ps();
+  }
+  for (int k = k0; k < k1; ++k) {
+    const float* b = B + static_cast<size_t>(k) * ldb;
+    const __m256 b0 = load(b, m0), b1 = load(b + 8, m1);
+#pragma GCC unroll 8
+    for (int r = 0; r < Mr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(A + static_cast<size_t>(r) * lda + k);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Mr; ++r) {
+    float* c = C + static_cast<size_t>(r) * ldc;
+    if (Masked) {
+      _mm256_maskstore_ps(c, m0, acc[r][0]);
+      _mm256_maskstore_ps(c + 8, m1, acc[r][1]);
+    } else {
+      _mm256_storeu_ps(c, acc[r][0]);
+      _mm256_storeu_ps(c + 8, acc[r][1]);
+    }
+  }
+}
+
+// Rows [0, rows) (rows <= kMr) of a column panel of `cols` (<= kNr).
+template <bool Masked>
+void GemmPanel(int rows, int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C,
+               int ldc, bool from_c, int cols) {
+  switch (rows) {
+    case 6:
+      return GemmTile<6, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 5:
+      return GemmTile<5, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 4:
+      return GemmTile<4, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 3:
+      return GemmTile<3, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 2:
+      return GemmTile<2, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    default:
+      return GemmTile<1, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+  }
+}
+
+// C continues its chains over k in [k0, k1) (from 0 when !from_c): column
+// panels outermost so the chunk's panel of B stays in cache across row tiles.
+void GemmChunk(int M, int N, int k0, int k1, const float* A, int lda, const float* B, int ldb,
+               float* C, int ldc, bool from_c) {
+  for (int j = 0; j < N; j += kNr) {
+    const int cols = std::min(kNr, N - j);
+    for (int i = 0; i < M; i += kMr) {
+      const int rows = std::min(kMr, M - i);
+      const float* a = A + static_cast<size_t>(i) * lda;
+      float* c = C + static_cast<size_t>(i) * ldc + j;
+      if (cols == kNr) {
+        GemmPanel<false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+      } else {
+        GemmPanel<true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+      }
+    }
+  }
+}
+#else
+constexpr bool kTiled = false;  // GemmRows does all
+#endif
+
+// Rows [i0, i1) and columns [j0, j1) of C, a row at a time: loop order i, k,
+// j, so every C[i,j] still sees each k block ascending and the inner loop runs
+// over contiguous j. Blocks after the first chain into `part`, then add.
+void GemmRows(int i0, int i1, int j0, int j1, int K, const float* A, int lda, const float* B,
+              int ldb, float* C, int ldc, bool accumulate) {
   constexpr int kBlockN = 256;
   float part[kBlockN];
-  // c[0..n) += the chain over k in [k0, k1) of a[k] * B[k, j0..j0+n).
-  auto chain = [&](const float* a, int k0, int k1, int j0, int n, float* __restrict c) {
+  // c[0..n) += the chain over k in [k0, k1) of a[k] * B[k, jb..jb+n).
+  auto chain = [&](const float* a, int k0, int k1, int jb, int n, float* __restrict c) {
     for (int k = k0; k < k1; ++k) {
       const float aik = a[k];
-      const float* __restrict b = B + static_cast<size_t>(k) * ldb + j0;
+      const float* __restrict b = B + static_cast<size_t>(k) * ldb + jb;
       for (int j = 0; j < n; ++j) c[j] = Fma(aik, b[j], c[j]);
     }
   };
-  for (int j0 = 0; j0 < N; j0 += kBlockN) {
-    const int n = std::min(N - j0, kBlockN);
-    for (int i = 0; i < M; ++i) {
-      float* __restrict c = C + static_cast<size_t>(i) * ldc + j0;
+  for (int jb = j0; jb < j1; jb += kBlockN) {
+    const int n = std::min(j1 - jb, kBlockN);
+    for (int i = i0; i < i1; ++i) {
+      float* __restrict c = C + static_cast<size_t>(i) * ldc + jb;
       if (!accumulate) std::fill(c, c + n, 0.0f);
       const float* a = A + static_cast<size_t>(i) * lda;
-      chain(a, 0, std::min(K, formulas::kGemmKBlock), j0, n, c);
+      chain(a, 0, std::min(K, formulas::kGemmKBlock), jb, n, c);
       for (int k0 = formulas::kGemmKBlock; k0 < K; k0 += formulas::kGemmKBlock) {
         std::fill(part, part + n, 0.0f);
-        chain(a, k0, std::min(K, k0 + formulas::kGemmKBlock), j0, n, part);
+        chain(a, k0, std::min(K, k0 + formulas::kGemmKBlock), jb, n, part);
         for (int j = 0; j < n; ++j) c[j] += part[j];
       }
     }
   }
+}
+
+}  // namespace
+
+void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate) {
+  if (!kTiled) return GemmRows(0, M, 0, N, K, A, lda, B, ldb, C, ldc, accumulate);
+#if defined(__AVX__) && defined(__FMA__)
+  // k in chunks that fit the cache, inside GemmOutput's blocks: block 0's
+  // chains run in C; a later block's run from 0 in `part`, added to C at the
+  // block's end. Each element gets GemmOutput's operations whatever its tile.
+  constexpr int kChunk = 256;
+  static_assert(formulas::kGemmKBlock % kChunk == 0, "chunks never straddle a k block");
+  std::vector<float> part;
+  if (K > formulas::kGemmKBlock) part.resize(static_cast<size_t>(M) * N);
+  for (int k0 = 0; k0 == 0 || k0 < K; k0 += kChunk) {
+    const int k1 = std::min(K, k0 + kChunk);
+    const bool first_block = k0 < formulas::kGemmKBlock;
+    const bool block_start = k0 % formulas::kGemmKBlock == 0;
+    if (first_block) {
+      GemmChunk(M, N, k0, k1, A, lda, B, ldb, C, ldc, !block_start || accumulate);
+      continue;
+    }
+    GemmChunk(M, N, k0, k1, A, lda, B, ldb, part.data(), N, !block_start);
+    if (k1 == K || k1 % formulas::kGemmKBlock == 0) {
+      for (int i = 0; i < M; ++i) {
+        float* c = C + static_cast<size_t>(i) * ldc;
+        const float* p = part.data() + static_cast<size_t>(i) * N;
+        for (int j = 0; j < N; ++j) c[j] += p[j];
+      }
+    }
+  }
+#endif
 }
 
 void Transpose(int rows, int cols, const float* src, float* dst) {
