@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX__) && defined(__FMA__)
@@ -107,20 +108,26 @@ void GemmPanel(int rows, int k0, int k1, const float* A, int lda, const float* B
   }
 }
 
-// C continues its chains over k in [k0, k1) (from 0 when !from_c): column
-// panels outermost so the chunk's panel of B stays in cache across row tiles.
+// C continues its chains over k in [k0, k1) (from 0 when !from_c), in blocks
+// of kMc rows: a block's rows of A stay in L2 across B's column panels, and a
+// panel of B in L1 across the block's row tiles. The order of tiles never
+// changes an element's chain.
 void GemmChunk(int M, int N, int k0, int k1, const float* A, int lda, const float* B, int ldb,
                float* C, int ldc, bool from_c) {
-  for (int j = 0; j < N; j += kNr) {
-    const int cols = std::min(kNr, N - j);
-    for (int i = 0; i < M; i += kMr) {
-      const int rows = std::min(kMr, M - i);
-      const float* a = A + static_cast<size_t>(i) * lda;
-      float* c = C + static_cast<size_t>(i) * ldc + j;
-      if (cols == kNr) {
-        GemmPanel<false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
-      } else {
-        GemmPanel<true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+  constexpr int kMc = 16 * kMr;
+  for (int i0 = 0; i0 < M; i0 += kMc) {
+    const int i1 = std::min(M, i0 + kMc);
+    for (int j = 0; j < N; j += kNr) {
+      const int cols = std::min(kNr, N - j);
+      for (int i = i0; i < i1; i += kMr) {
+        const int rows = std::min(kMr, i1 - i);
+        const float* a = A + static_cast<size_t>(i) * lda;
+        float* c = C + static_cast<size_t>(i) * ldc + j;
+        if (cols == kNr) {
+          GemmPanel<false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+        } else {
+          GemmPanel<true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+        }
       }
     }
   }
@@ -239,13 +246,23 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
-void Im2ColImage(const ConvGeometry& g, const float* x, float* cols) {
-  const size_t P = static_cast<size_t>(g.OH) * g.OW;
+namespace {
+
+// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
+std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
+  const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
+  const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
+  return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
+}
+
+}  // namespace
+
+void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * g.H * g.W;
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * P;
+        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
@@ -254,35 +271,37 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols) {
             continue;
           }
           const float* src = img + static_cast<size_t>(iy) * g.W;
-          if (g.SW == 1 && x0 >= 0 && x0 + g.OW <= g.W) {
-            std::memcpy(row, src + x0, sizeof(float) * g.OW);
-            continue;
+          const auto [lo, hi] = InsideColumns(g, x0);
+          std::fill(row, row + lo, 0.0f);
+          if (g.SW == 1) {
+            std::memcpy(row + lo, src + lo + x0, sizeof(float) * (hi - lo));
+          } else {
+            for (int ox = lo; ox < hi; ++ox) row[ox] = src[ox * g.SW + x0];
           }
-          for (int ox = 0; ox < g.OW; ++ox) {
-            const int ix = ox * g.SW + x0;
-            row[ox] = ix >= 0 && ix < g.W ? src[ix] : 0.0f;
-          }
+          std::fill(row + hi, row + g.OW, 0.0f);
         }
       }
     }
   }
 }
 
-void Col2ImImage(const ConvGeometry& g, const float* cols, float* dx) {
+void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
   std::fill(dx, dx + static_cast<size_t>(g.C) * g.H * g.W, 0.0f);
   for (int c = 0; c < g.C; ++c) {
     float* img = dx + static_cast<size_t>(c) * g.H * g.W;
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * g.OH * g.OW;
+        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
           if (iy < 0 || iy >= g.H) continue;
-          float* dst = img + static_cast<size_t>(iy) * g.W;
-          for (int ox = 0; ox < g.OW; ++ox) {
-            const int ix = ox * g.SW + x0;
-            if (ix >= 0 && ix < g.W) dst[ix] += row[ox];
+          float* dst = img + static_cast<size_t>(iy) * g.W + x0;
+          const auto [lo, hi] = InsideColumns(g, x0);
+          if (g.SW == 1) {
+            for (int ox = lo; ox < hi; ++ox) dst[ox] += row[ox];
+          } else {
+            for (int ox = lo; ox < hi; ++ox) dst[ox * g.SW] += row[ox];
           }
         }
       }
