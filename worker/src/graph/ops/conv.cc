@@ -248,13 +248,17 @@ StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t,
   ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "W"));
   const Shape& x = inputs[0].info->shape;
   const Shape& w = inputs[1].info->shape;
+  if (x.size() != 3 && x.size() != 4) {
+    return NodeError(
+        node, absl::StrCat("input X must be 3-D or 4-D (N, C, [H,] W), not rank ", x.size()));
+  }
   if (w.size() != x.size()) {
     return NodeError(node,
                      absl::StrCat("input W must have X's rank ", x.size(), ", not ", w.size()));
   }
   ES_ASSIGN_OR_RETURN(const int64_t group, node.Get<int64_t>("group", 1));
   if (group < 1) return NodeError(node, "attribute group must be >= 1");
-  if (x.size() >= 2 && x[1] != w[1] * group) {
+  if (x[1] != w[1] * group) {
     return NodeError(node, absl::StrCat("input X has ", x[1], " channels; W and group ", group,
                                         " want ", w[1] * group));
   }

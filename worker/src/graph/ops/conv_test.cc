@@ -217,6 +217,7 @@ TEST(ConvTest, FactoryErrors) {
             std::string::npos);
   EXPECT_NE(error({}, {1, 3, 2, 5}, {2, 3, 3, 3}).find("kernel"), std::string::npos);
   EXPECT_NE(error({}, {1, 3, 2, 2, 2}, {2, 3, 1, 1, 1}).find("X"), std::string::npos);
+  EXPECT_NE(error({}, {3}, {3}).find("X"), std::string::npos);
 }
 
 }  // namespace
