@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
+
+#if defined(__AVX__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
@@ -34,35 +40,164 @@ void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fol
 
 }  // namespace
 
-void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
-          bool accumulate) {
-  // Loop order i, k, j: every C[i,j] still sees each k block ascending, and the
-  // inner loop runs over contiguous j, which vectorises without changing any
-  // element's order. Blocks after the first chain into `part`, then add.
+namespace {
+
+#if defined(__AVX__) && defined(__FMA__)
+// One Mr x 16 tile of C in registers (its first `cols` columns, 1..16, when
+// Masked): continues each element's fma chain (_mm256_fmadd_ps: one rounding,
+// as Fma) over k in [k0, k1) ascending from C, or from 0 when !from_c. The
+// tile only shares the loads of A and B between elements.
+constexpr bool kTiled = true;
+constexpr int kMr = 6, kNr = 16;
+template <int Mr, bool Masked>
+void GemmTile(int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+              bool from_c, int cols) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+  auto load = [&](const float* p, __m256i m) {
+    return Masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
+  };
+  __m256 acc[Mr][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < Mr; ++r) {
+    const float* c = C + static_cast<size_t>(r) * ldc;
+    acc[r][0] = from_c ? load(c, m0) : _mm256_setzero_ps();
+    acc[r][1] = from_c ? load(c + 8, m1) : _mm256_setzero_ps();
+  }
+  for (int k = k0; k < k1; ++k) {
+    const float* b = B + static_cast<size_t>(k) * ldb;
+    const __m256 b0 = load(b, m0), b1 = load(b + 8, m1);
+#pragma GCC unroll 8
+    for (int r = 0; r < Mr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(A + static_cast<size_t>(r) * lda + k);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Mr; ++r) {
+    float* c = C + static_cast<size_t>(r) * ldc;
+    if (Masked) {
+      _mm256_maskstore_ps(c, m0, acc[r][0]);
+      _mm256_maskstore_ps(c + 8, m1, acc[r][1]);
+    } else {
+      _mm256_storeu_ps(c, acc[r][0]);
+      _mm256_storeu_ps(c + 8, acc[r][1]);
+    }
+  }
+}
+
+// Rows [0, rows) (rows <= kMr) of a column panel of `cols` (<= kNr).
+template <bool Masked>
+void GemmPanel(int rows, int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C,
+               int ldc, bool from_c, int cols) {
+  switch (rows) {
+    case 6:
+      return GemmTile<6, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 5:
+      return GemmTile<5, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 4:
+      return GemmTile<4, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 3:
+      return GemmTile<3, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    case 2:
+      return GemmTile<2, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+    default:
+      return GemmTile<1, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+  }
+}
+
+// C continues its chains over k in [k0, k1) (from 0 when !from_c), in blocks
+// of kMc rows: a block's rows of A stay in L2 across B's column panels, and a
+// panel of B in L1 across the block's row tiles. The order of tiles never
+// changes an element's chain.
+void GemmChunk(int M, int N, int k0, int k1, const float* A, int lda, const float* B, int ldb,
+               float* C, int ldc, bool from_c) {
+  constexpr int kMc = 16 * kMr;
+  for (int i0 = 0; i0 < M; i0 += kMc) {
+    const int i1 = std::min(M, i0 + kMc);
+    for (int j = 0; j < N; j += kNr) {
+      const int cols = std::min(kNr, N - j);
+      for (int i = i0; i < i1; i += kMr) {
+        const int rows = std::min(kMr, i1 - i);
+        const float* a = A + static_cast<size_t>(i) * lda;
+        float* c = C + static_cast<size_t>(i) * ldc + j;
+        if (cols == kNr) {
+          GemmPanel<false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+        } else {
+          GemmPanel<true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+        }
+      }
+    }
+  }
+}
+#else
+constexpr bool kTiled = false;  // GemmRows does all
+#endif
+
+// Rows [i0, i1) and columns [j0, j1) of C, a row at a time: loop order i, k,
+// j, so every C[i,j] still sees each k block ascending and the inner loop runs
+// over contiguous j. Blocks after the first chain into `part`, then add.
+void GemmRows(int i0, int i1, int j0, int j1, int K, const float* A, int lda, const float* B,
+              int ldb, float* C, int ldc, bool accumulate) {
   constexpr int kBlockN = 256;
   float part[kBlockN];
-  // c[0..n) += the chain over k in [k0, k1) of a[k] * B[k, j0..j0+n).
-  auto chain = [&](const float* a, int k0, int k1, int j0, int n, float* __restrict c) {
+  // c[0..n) += the chain over k in [k0, k1) of a[k] * B[k, jb..jb+n).
+  auto chain = [&](const float* a, int k0, int k1, int jb, int n, float* __restrict c) {
     for (int k = k0; k < k1; ++k) {
       const float aik = a[k];
-      const float* __restrict b = B + static_cast<size_t>(k) * ldb + j0;
+      const float* __restrict b = B + static_cast<size_t>(k) * ldb + jb;
       for (int j = 0; j < n; ++j) c[j] = Fma(aik, b[j], c[j]);
     }
   };
-  for (int j0 = 0; j0 < N; j0 += kBlockN) {
-    const int n = std::min(N - j0, kBlockN);
-    for (int i = 0; i < M; ++i) {
-      float* __restrict c = C + static_cast<size_t>(i) * ldc + j0;
+  for (int jb = j0; jb < j1; jb += kBlockN) {
+    const int n = std::min(j1 - jb, kBlockN);
+    for (int i = i0; i < i1; ++i) {
+      float* __restrict c = C + static_cast<size_t>(i) * ldc + jb;
       if (!accumulate) std::fill(c, c + n, 0.0f);
       const float* a = A + static_cast<size_t>(i) * lda;
-      chain(a, 0, std::min(K, formulas::kGemmKBlock), j0, n, c);
+      chain(a, 0, std::min(K, formulas::kGemmKBlock), jb, n, c);
       for (int k0 = formulas::kGemmKBlock; k0 < K; k0 += formulas::kGemmKBlock) {
         std::fill(part, part + n, 0.0f);
-        chain(a, k0, std::min(K, k0 + formulas::kGemmKBlock), j0, n, part);
+        chain(a, k0, std::min(K, k0 + formulas::kGemmKBlock), jb, n, part);
         for (int j = 0; j < n; ++j) c[j] += part[j];
       }
     }
   }
+}
+
+}  // namespace
+
+void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate) {
+  if (!kTiled) return GemmRows(0, M, 0, N, K, A, lda, B, ldb, C, ldc, accumulate);
+#if defined(__AVX__) && defined(__FMA__)
+  // k in chunks that fit the cache, inside GemmOutput's blocks: block 0's
+  // chains run in C; a later block's run from 0 in `part`, added to C at the
+  // block's end. Each element gets GemmOutput's operations whatever its tile.
+  constexpr int kChunk = 256;
+  static_assert(formulas::kGemmKBlock % kChunk == 0, "chunks never straddle a k block");
+  std::vector<float> part;
+  if (K > formulas::kGemmKBlock) part.resize(static_cast<size_t>(M) * N);
+  for (int k0 = 0; k0 == 0 || k0 < K; k0 += kChunk) {
+    const int k1 = std::min(K, k0 + kChunk);
+    const bool first_block = k0 < formulas::kGemmKBlock;
+    const bool block_start = k0 % formulas::kGemmKBlock == 0;
+    if (first_block) {
+      GemmChunk(M, N, k0, k1, A, lda, B, ldb, C, ldc, !block_start || accumulate);
+      continue;
+    }
+    GemmChunk(M, N, k0, k1, A, lda, B, ldb, part.data(), N, !block_start);
+    if (k1 == K || k1 % formulas::kGemmKBlock == 0) {
+      for (int i = 0; i < M; ++i) {
+        float* c = C + static_cast<size_t>(i) * ldc;
+        const float* p = part.data() + static_cast<size_t>(i) * N;
+        for (int j = 0; j < N; ++j) c[j] += p[j];
+      }
+    }
+  }
+#endif
 }
 
 void Transpose(int rows, int cols, const float* src, float* dst) {
@@ -111,13 +246,23 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
-void Im2ColImage(const ConvGeometry& g, const float* x, float* cols) {
-  const size_t P = static_cast<size_t>(g.OH) * g.OW;
+namespace {
+
+// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
+std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
+  const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
+  const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
+  return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
+}
+
+}  // namespace
+
+void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * g.H * g.W;
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * P;
+        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
@@ -126,35 +271,37 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols) {
             continue;
           }
           const float* src = img + static_cast<size_t>(iy) * g.W;
-          if (g.SW == 1 && x0 >= 0 && x0 + g.OW <= g.W) {
-            std::memcpy(row, src + x0, sizeof(float) * g.OW);
-            continue;
+          const auto [lo, hi] = InsideColumns(g, x0);
+          std::fill(row, row + lo, 0.0f);
+          if (g.SW == 1) {
+            std::memcpy(row + lo, src + lo + x0, sizeof(float) * (hi - lo));
+          } else {
+            for (int ox = lo; ox < hi; ++ox) row[ox] = src[ox * g.SW + x0];
           }
-          for (int ox = 0; ox < g.OW; ++ox) {
-            const int ix = ox * g.SW + x0;
-            row[ox] = ix >= 0 && ix < g.W ? src[ix] : 0.0f;
-          }
+          std::fill(row + hi, row + g.OW, 0.0f);
         }
       }
     }
   }
 }
 
-void Col2ImImage(const ConvGeometry& g, const float* cols, float* dx) {
+void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
   std::fill(dx, dx + static_cast<size_t>(g.C) * g.H * g.W, 0.0f);
   for (int c = 0; c < g.C; ++c) {
     float* img = dx + static_cast<size_t>(c) * g.H * g.W;
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * g.OH * g.OW;
+        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
           if (iy < 0 || iy >= g.H) continue;
-          float* dst = img + static_cast<size_t>(iy) * g.W;
-          for (int ox = 0; ox < g.OW; ++ox) {
-            const int ix = ox * g.SW + x0;
-            if (ix >= 0 && ix < g.W) dst[ix] += row[ox];
+          float* dst = img + static_cast<size_t>(iy) * g.W + x0;
+          const auto [lo, hi] = InsideColumns(g, x0);
+          if (g.SW == 1) {
+            for (int ox = lo; ox < hi; ++ox) dst[ox] += row[ox];
+          } else {
+            for (int ox = lo; ox < hi; ++ox) dst[ox * g.SW] += row[ox];
           }
         }
       }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "easyscale/worker/kernel_formulas.h"
@@ -29,6 +30,31 @@ TEST(Gemm, EqualsScalarFmaChainInKOrder) {
       float acc = 0.0f;
       for (int k = 0; k < K; ++k) acc = std::fma(A[i * K + k], B[k * N + j], acc);
       ASSERT_EQ(C[i * N + j], acc) << i << "," << j;  // bit-exact, not approximately
+    }
+  }
+}
+
+TEST(Gemm, TilesAndChunksKeepEveryElementsChain) {
+  // Whole and partial register tiles (rows 6, columns 16), cache chunks of k,
+  // a K past one block, accumulating and not, with leading dimensions > width.
+  for (const bool accumulate : {false, true}) {
+    const int M = 14, N = 37, K = formulas::kGemmKBlock + 301, lda = K + 3, ldb = N + 2,
+              ldc = N + 1;
+    std::vector<float> A(M * lda), B(K * ldb), C(M * ldc), C0;
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : A) v = dist(gen);
+    for (float& v : B) v = dist(gen);
+    for (float& v : C) v = dist(gen);
+    C0 = C;
+    cpu::Gemm(M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) {
+        ASSERT_EQ(C[i * ldc + j], formulas::GemmOutput(K, &A[i * lda], 1, &B[j], ldb,
+                                                       accumulate ? C0[i * ldc + j] : 0.0f))
+            << i << " " << j;
+      }
+      ASSERT_EQ(C[i * ldc + N], C0[i * ldc + N]);  // past the row: untouched
     }
   }
 }

@@ -29,8 +29,10 @@ void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* c
 void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx);
 
 // One image's unfolding for a general 2-D convolution or its adjoint: cols has
-// shape [C*KH*KW, OH*OW], row (c, ky, kx), column (oy, ox), all ascending, and
-// entry x[c, oy*SH - PT + ky*DH, ox*SW - PL + kx*DW], 0 outside the image.
+// shape [C*KH*KW, OH*OW] with rows `ld` floats apart (ld >= OH*OW, so several
+// images can sit side by side), row (c, ky, kx), column (oy, ox), all
+// ascending, and entry x[c, oy*SH - PT + ky*DH, ox*SW - PL + kx*DW], 0 outside
+// the image.
 struct ConvGeometry {
   int C, H, W;  // input channels and size
   int KH, KW;   // kernel
@@ -39,10 +41,10 @@ struct ConvGeometry {
   int DH, DW;   // dilations
   int OH, OW;   // output size
 };
-void Im2ColImage(const ConvGeometry& g, const float* x, float* cols);
+void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld);
 // dx (zeroed here) gets the sum of every in-image column entry that maps to it,
 // added in row-major order of cols: for one element, in (ky, kx) order.
-void Col2ImImage(const ConvGeometry& g, const float* cols, float* dx);
+void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx);
 
 // y[b, c, p] = x[c, b*P + p] + bias[c] and back: channel-major GEMM output to NCHW.
 void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y);

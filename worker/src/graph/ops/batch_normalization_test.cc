@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "graph/program.h"
 #include "graph/testing/op_check.h"
 
 namespace easyscale::graph {
@@ -144,6 +145,39 @@ TEST(BatchNormalizationTest, FactoryErrors) {
   EXPECT_NE(error(four, Inputs({2, 3})).find("outputs"), std::string::npos);
   Node eps = MakeNode("BatchNormalization", kInputs, {"y"}, {{"epsilon", int64_t{1}}});
   EXPECT_NE(error(eps, Inputs({2, 3})).find("epsilon"), std::string::npos);
+}
+
+TEST(BatchNormalizationTest, ProgramWritesRunningStatisticsBack) {
+  std::vector<Value> in = Inputs({4, 2, 3});
+  Graph g;
+  g.opset = 15;
+  g.nodes.push_back(
+      MakeNode("BatchNormalization", kInputs, {"y", "rm", "rv"}, {{"training_mode", int64_t{1}}}));
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  for (size_t i = 0; i < kInputs.size(); ++i) {
+    g.values[kInputs[i]] = {DType::kFloat32, in[i].shape};
+    if (i > 0) g.initializers[kInputs[i]] = testing::ToConstant(in[i]);
+  }
+  g.values["y"] = {DType::kFloat32, in[0].shape};
+  g.values["rm"] = g.values["rv"] = {DType::kFloat32, {2}};
+  auto program = Program::Create(std::move(g));
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ((*program)->state(), (std::vector<std::string>{"mean", "var"}));
+  EXPECT_EQ((*program)->parameters(), (std::vector<std::string>{"scale", "b"}));
+  (*program)->Input(0) = in[0];
+  testing::OpRun run = RunOp(
+      MakeNode("BatchNormalization", kInputs, {"y", "rm", "rv"}, {{"training_mode", int64_t{1}}}),
+      in, {}, true, 15);
+  RunContext ctx;
+  (*program)->Forward(ctx);
+  EXPECT_EQ((*program)->Output(0).floats, run.outputs[0].floats);
+  EXPECT_EQ((*program)->Initializer("mean").floats, run.outputs[1].floats);
+  EXPECT_EQ((*program)->Initializer("var").floats, run.outputs[2].floats);
+  // An evaluation pass leaves them alone.
+  ctx.training = false;
+  (*program)->Forward(ctx);
+  EXPECT_EQ((*program)->Initializer("mean").floats, run.outputs[1].floats);
 }
 
 }  // namespace

@@ -62,27 +62,37 @@ class Conv final : public Op {
     const float* w = in[1]->floats.data();
     const float* bias = has_bias_ ? in[2]->floats.data() : nullptr;
     float* y = out[0]->floats.data();
-    const size_t image = static_cast<size_t>(geo_.C) * geo_.H * geo_.W;  // one group's input
-    cols_.resize(direct_ ? 0 : static_cast<size_t>(kc_) * p_);
-    for (int b = 0; b < batch_; ++b) {
-      for (int g = 0; g < group_; ++g) {
-        const float* xg = x + (static_cast<size_t>(b) * group_ + g) * image;
-        const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
-        float* yg = y + (static_cast<size_t>(b) * group_ + g) * mg_ * p_;
-        for (int m = 0; m < mg_; ++m) {
-          std::fill(yg + static_cast<size_t>(m) * p_, yg + static_cast<size_t>(m + 1) * p_,
-                    bias != nullptr ? bias[g * mg_ + m] : 0.0f);
-        }
+    const int nb = SamplesPerChunk();
+    const size_t ld = static_cast<size_t>(nb) * p_;
+    if (!depthwise_) cols_.resize(static_cast<size_t>(kc_) * ld);
+    if (nb > 1) out_cm_.resize(static_cast<size_t>(mg_) * ld);
+    for (int g = 0; g < group_; ++g) {
+      const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
+      for (int b0 = 0; b0 < batch_; b0 += nb) {
+        const int samples = std::min(nb, batch_ - b0);
         if (depthwise_) {
-          DepthwiseForward(xg, wg, yg);
+          for (int b = b0; b < b0 + samples; ++b) {
+            float* yg = Slice(y, b, g, mg_, p_);
+            std::fill(yg, yg + p_, bias != nullptr ? bias[g] : 0.0f);
+            DepthwiseForward(Slice(x, b, g, geo_.C, geo_.H * geo_.W), wg, yg);
+          }
           continue;
         }
-        const float* cols = xg;
-        if (!direct_) {
-          cpu::Im2ColImage(geo_, xg, cols_.data());
-          cols = cols_.data();
+        // The chunk's columns side by side; one sample writes Y in place.
+        const float* cols = Columns(x, b0, samples, g, ld);
+        float* yc = nb > 1 ? out_cm_.data() : Slice(y, b0, g, mg_, p_);
+        for (int m = 0; m < mg_; ++m) {
+          std::fill(yc + m * ld, yc + m * ld + samples * p_,
+                    bias != nullptr ? bias[g * mg_ + m] : 0.0f);
         }
-        cpu::Gemm(mg_, p_, kc_, wg, kc_, cols, p_, yg, p_, /*accumulate=*/true);
+        cpu::Gemm(mg_, samples * p_, kc_, wg, kc_, cols, static_cast<int>(ld), yc,
+                  static_cast<int>(ld), /*accumulate=*/true);
+        if (nb == 1) continue;
+        for (int s = 0; s < samples; ++s) {
+          for (int m = 0; m < mg_; ++m) {
+            std::copy_n(yc + m * ld + s * p_, p_, Slice(y, b0 + s, g, mg_, p_) + m * p_);
+          }
+        }
       }
     }
   }
@@ -91,47 +101,54 @@ class Conv final : public Op {
 
   void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (dout[0] == nullptr) return;  // din already zero
     const float* x = in[0]->floats.data();
     const float* w = in[1]->floats.data();
-    const int M = mg_ * group_;
-    const size_t image = static_cast<size_t>(geo_.C) * geo_.H * geo_.W;
-    if (dout[0] == nullptr) return;  // din already zero
     const float* dy = dout[0]->floats.data();
     if (has_bias_ && din.size() > 2 && din[2] != nullptr) {
-      cpu::ChannelSum(batch_, M, p_, dy, din[2]->floats.data());
+      cpu::ChannelSum(batch_, mg_ * group_, p_, dy, din[2]->floats.data());
     }
     const bool want_dx = din[0] != nullptr, want_dw = din[1] != nullptr;
     if (!want_dx && !want_dw) return;
-    std::vector<float> cols(static_cast<size_t>(kc_) * p_), dyt, dwt, part, wt;
+    const int nb = SamplesPerChunk();
+    const size_t ld = static_cast<size_t>(nb) * p_;
+    cols_.resize(static_cast<size_t>(kc_) * ld);
+    std::vector<float> dyt, dwt, part, wt, dy_cm;
     if (want_dw) {
-      dyt.resize(static_cast<size_t>(p_) * mg_);
+      dyt.resize(ld * mg_);
       dwt.resize(static_cast<size_t>(kc_) * mg_);
       part.resize(dwt.size());
     }
-    if (want_dx) wt.resize(static_cast<size_t>(kc_) * mg_);
+    if (want_dx) {
+      wt.resize(static_cast<size_t>(kc_) * mg_);
+      if (nb > 1) dy_cm.resize(static_cast<size_t>(mg_) * ld);
+    }
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
       if (want_dx) cpu::Transpose(mg_, kc_, wg, wt.data());
-      // dW's product over k = (b, p) in kGemmKBlock blocks of the flattened
-      // index, each chained from 0 and added in block order (GemmOutput),
-      // fed one sample's segment of a block at a time.
-      int64_t k = 0;
-      for (int b = 0; b < batch_; ++b) {
-        const float* xg = x + (static_cast<size_t>(b) * group_ + g) * image;
-        const float* dyg = dy + (static_cast<size_t>(b) * group_ + g) * mg_ * p_;
+      int64_t k = 0;  // dW's k: the flattened (b, p) index
+      for (int b0 = 0; b0 < batch_; b0 += nb) {
+        const int samples = std::min(nb, batch_ - b0);
+        const int width = samples * p_;
         if (want_dw) {
-          cpu::Im2ColImage(geo_, xg, cols.data());
-          cpu::Transpose(mg_, p_, dyg, dyt.data());
-          for (int p0 = 0; p0 < p_;) {
+          const float* cols = Columns(x, b0, samples, g, ld);
+          for (int s = 0; s < samples; ++s) {
+            cpu::Transpose(mg_, p_, Slice(dy, b0 + s, g, mg_, p_),
+                           dyt.data() + static_cast<size_t>(s) * p_ * mg_);
+          }
+          // GemmOutput over the flattened k in kGemmKBlock blocks, each chained
+          // from 0 and added in block order, fed a chunk's segment at a time.
+          for (int q = 0; q < width;) {
             const int64_t block = k / formulas::kGemmKBlock;
             const int64_t block_end = (block + 1) * formulas::kGemmKBlock;
-            const int n = static_cast<int>(std::min<int64_t>(p_ - p0, block_end - k));
+            const int n = static_cast<int>(std::min<int64_t>(width - q, block_end - k));
             const bool starts = k % formulas::kGemmKBlock == 0;
             float* target = block == 0 ? dwt.data() : part.data();
-            cpu::Gemm(kc_, mg_, n, cols.data() + p0, p_, dyt.data() + static_cast<size_t>(p0) * mg_,
-                      mg_, target, mg_, /*accumulate=*/!starts);
+            cpu::Gemm(kc_, mg_, n, cols + q, static_cast<int>(ld),
+                      dyt.data() + static_cast<size_t>(q) * mg_, mg_, target, mg_,
+                      /*accumulate=*/!starts);
             k += n;
-            p0 += n;
+            q += n;
             const bool ends = k == block_end || k == static_cast<int64_t>(batch_) * p_;
             if (block > 0 && ends) {
               for (size_t e = 0; e < dwt.size(); ++e) dwt[e] += part[e];
@@ -139,9 +156,23 @@ class Conv final : public Op {
           }
         }
         if (want_dx) {
-          cpu::Gemm(kc_, p_, mg_, wt.data(), mg_, dyg, p_, cols.data(), p_, false);
-          cpu::Col2ImImage(geo_, cols.data(),
-                           din[0]->floats.data() + (static_cast<size_t>(b) * group_ + g) * image);
+          // dcols for the chunk (over cols_, done with), then back per sample.
+          const float* dyc = Slice(dy, b0, g, mg_, p_);
+          if (nb > 1) {
+            for (int s = 0; s < samples; ++s) {
+              for (int m = 0; m < mg_; ++m) {
+                std::copy_n(Slice(dy, b0 + s, g, mg_, p_) + m * p_, p_,
+                            dy_cm.data() + m * ld + s * p_);
+              }
+            }
+            dyc = dy_cm.data();
+          }
+          cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
+                    static_cast<int>(ld), false);
+          for (int s = 0; s < samples; ++s) {
+            cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
+                             Slice(din[0]->floats.data(), b0 + s, g, geo_.C, geo_.H * geo_.W));
+          }
         }
       }
       if (want_dw) {
@@ -152,6 +183,32 @@ class Conv final : public Op {
   }
 
  private:
+  // Sample b's group g of an NCHW tensor with `channels` per group of `size`.
+  template <typename T>
+  T* Slice(T* base, int b, int g, int channels, int size) const {
+    return base + ((static_cast<size_t>(b) * group_ + g) * channels) * size;
+  }
+
+  // Enough samples per chunk that the GEMMs get a few hundred columns.
+  int SamplesPerChunk() const {
+    constexpr int kColumns = 256;
+    return std::clamp((kColumns + p_ - 1) / p_, 1, batch_);
+  }
+
+  // The columns of samples [b0, b0 + samples), group g, side by side with rows
+  // ld apart: the input itself for one sample of a 1x1 kernel.
+  const float* Columns(const float* x, int b0, int samples, int g, size_t ld) {
+    const int size = geo_.H * geo_.W;
+    if (direct_ && samples == 1 && ld == static_cast<size_t>(p_)) {
+      return Slice(x, b0, g, geo_.C, size);
+    }
+    for (int s = 0; s < samples; ++s) {
+      cpu::Im2ColImage(geo_, Slice(x, b0 + s, g, geo_.C, size),
+                       cols_.data() + static_cast<size_t>(s) * p_, ld);
+    }
+    return cols_.data();
+  }
+
   // One channel, one filter: for each tap (ky, kx), every output position's
   // chain takes fma(w, x or 0, acc), as the GEMM over the columns would.
   void DepthwiseForward(const float* x, const float* w, float* y) const {
@@ -179,7 +236,7 @@ class Conv final : public Op {
   cpu::ConvGeometry geo_;
   bool direct_ = false, depthwise_ = false;
   Shape out_shape_;
-  std::vector<float> cols_;
+  std::vector<float> cols_, out_cm_;  // scratch: a chunk's columns, its channel-major Y
 };
 
 }  // namespace
@@ -191,13 +248,17 @@ StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t,
   ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "W"));
   const Shape& x = inputs[0].info->shape;
   const Shape& w = inputs[1].info->shape;
+  if (x.size() != 3 && x.size() != 4) {
+    return NodeError(
+        node, absl::StrCat("input X must be 3-D or 4-D (N, C, [H,] W), not rank ", x.size()));
+  }
   if (w.size() != x.size()) {
     return NodeError(node,
                      absl::StrCat("input W must have X's rank ", x.size(), ", not ", w.size()));
   }
   ES_ASSIGN_OR_RETURN(const int64_t group, node.Get<int64_t>("group", 1));
   if (group < 1) return NodeError(node, "attribute group must be >= 1");
-  if (x.size() >= 2 && x[1] != w[1] * group) {
+  if (x[1] != w[1] * group) {
     return NodeError(node, absl::StrCat("input X has ", x[1], " channels; W and group ", group,
                                         " want ", w[1] * group));
   }

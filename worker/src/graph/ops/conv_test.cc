@@ -83,6 +83,8 @@ TEST(ConvTest, ForwardMatchesTheDocumentedOrder) {
   ExpectForwardExact({2, 3, 5, 6, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 5, 6}, false);  // 1x1 direct
   ExpectForwardExact({2, 5, 7, 7, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, 4, 4}, true);   // depthwise
   ExpectForwardExact({1, 3, 6, 6, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2, 6, 6}, false);  // dilated depthwise
+  // Chunks of 4 samples (64 positions each), the last one partial.
+  ExpectForwardExact({5, 4, 8, 8, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8}, true);
 }
 
 TEST(ConvTest, OneDimensional) {
@@ -119,6 +121,7 @@ TEST(ConvTest, Gradients) {
       {1, 4, 6, 5, 2, 2, 2, 3, 2, 1, 1, 0, 1, 2, 3, 2},
       {2, 3, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 5, 5},  // depthwise
       {2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 0, 0, 1, 1, 3, 3},  // 1x1 direct
+      {5, 2, 8, 8, 2, 1, 3, 3, 2, 2, 1, 1, 1, 1, 4, 4},  // chunks of 2 samples
   };
   for (const Geo& g : cases) {
     SCOPED_TRACE(g.group);
@@ -129,32 +132,62 @@ TEST(ConvTest, Gradients) {
   }
 }
 
-TEST(ConvTest, WeightGradientIsOneProductOverTheBatch) {
-  // N*OH*OW = 3*1600 > kGemmKBlock: the block boundary falls inside sample 2.
-  const Geo g = {3, 2, 40, 40, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 40, 40};
-  Value x = RandomValue({3, 2, 40, 40}, 1), w = RandomValue({2, 2, 1, 1}, 2);
-  Value dy = RandomValue({3, 2, 40, 40}, 3);
-  Node n = ConvNode(g, false);
-  testing::OpRun run = RunOp(n, {x, w});
+// dW against GemmOutput over the flattened (b, p) index, and dX against the
+// col2im of dcols = GemmOutput over the group's m, bit for bit.
+void ExpectBackwardExact(const Geo& g) {
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, kc_n = cg * g.kh * g.kw;
+  const int64_t P = g.oh * g.ow, K = g.n * P;
+  Value x = RandomValue({g.n, g.c, g.h, g.w}, 1), w = RandomValue({g.m, cg, g.kh, g.kw}, 2);
+  Value dy = RandomValue({g.n, g.m, g.oh, g.ow}, 3);
+  testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
   ASSERT_TRUE(run.status.ok()) << run.status;
-  Value dw;
+  Value dx, dw;
+  dx.Reset(DType::kFloat32, x.shape);
   dw.Reset(DType::kFloat32, w.shape);
   RunContext ctx;
-  run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {nullptr, &dw});
-  const int64_t K = 3 * 1600;
-  for (int64_t m = 0; m < 2; ++m) {
-    for (int64_t c = 0; c < 2; ++c) {
-      std::vector<float> cols(K), dys(K);
-      for (int64_t b = 0; b < 3; ++b) {
-        for (int64_t p = 0; p < 1600; ++p) {
-          cols[b * 1600 + p] = x.floats[(b * 2 + c) * 1600 + p];
-          dys[b * 1600 + p] = dy.floats[(b * 2 + m) * 1600 + p];
+  run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {&dx, &dw});
+  std::vector<float> want_dx(x.size(), 0.0f);
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      for (int64_t kc = 0; kc < kc_n; ++kc) {
+        const int64_t c = grp * cg + kc / (g.kh * g.kw), ky = kc / g.kw % g.kh, kx = kc % g.kw;
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t iy = p / g.ow * g.sh - g.pt + ky * g.dh;
+          const int64_t ix = p % g.ow * g.sw - g.pl + kx * g.dw;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+          want_dx[((b * g.c + c) * g.h + iy) * g.w + ix] +=
+              formulas::GemmOutput(static_cast<int>(mg), &w.floats[grp * mg * kc_n + kc], kc_n,
+                                   &dy.floats[(b * g.m + grp * mg) * P + p], P, 0.0f);
         }
       }
-      EXPECT_EQ(dw.floats[m * 2 + c],
-                formulas::GemmOutput(static_cast<int>(K), cols.data(), 1, dys.data(), 1, 0.0f));
     }
   }
+  EXPECT_EQ(dx.floats, want_dx);
+  for (int64_t m = 0; m < g.m; ++m) {
+    for (int64_t kc = 0; kc < kc_n; ++kc) {
+      std::vector<float> cols(K), dys(K);
+      for (int64_t b = 0; b < g.n; ++b) {
+        for (int64_t p = 0; p < P; ++p) {
+          cols[b * P + p] = Tap(g, x, b, m / mg, kc, p);
+          dys[b * P + p] = dy.floats[(b * g.m + m) * P + p];
+        }
+      }
+      ASSERT_EQ(dw.floats[m * kc_n + kc],
+                formulas::GemmOutput(static_cast<int>(K), cols.data(), 1, dys.data(), 1, 0.0f))
+          << m << " " << kc;
+    }
+  }
+}
+
+TEST(ConvTest, BackwardMatchesTheDocumentedOrder) {
+  // N*OH*OW = 3*1600 > kGemmKBlock: the block boundary falls inside sample 2.
+  ExpectBackwardExact({3, 2, 40, 40, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 40, 40});
+  // 49 positions a sample run in chunks of samples; the boundary (k = 4096,
+  // inside sample 83) falls inside a chunk, and the last chunk is partial.
+  ExpectBackwardExact({90, 4, 7, 7, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 7, 7});
+  // Strides, dilations, groups; depthwise.
+  ExpectBackwardExact({2, 4, 9, 8, 6, 2, 3, 2, 2, 3, 1, 0, 2, 1, 4, 3});
+  ExpectBackwardExact({2, 5, 7, 7, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, 4, 4});
 }
 
 TEST(ConvTest, FactoryErrors) {
@@ -184,6 +217,7 @@ TEST(ConvTest, FactoryErrors) {
             std::string::npos);
   EXPECT_NE(error({}, {1, 3, 2, 5}, {2, 3, 3, 3}).find("kernel"), std::string::npos);
   EXPECT_NE(error({}, {1, 3, 2, 2, 2}, {2, 3, 1, 1, 1}).find("X"), std::string::npos);
+  EXPECT_NE(error({}, {3}, {3}).find("X"), std::string::npos);
 }
 
 }  // namespace

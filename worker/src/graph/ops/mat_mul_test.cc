@@ -96,6 +96,16 @@ TEST(MatMulTest, BroadcastGradientChainsOverBatches) {
   ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
 }
 
+TEST(MatMulTest, LargeProductsKeepTheOrder) {
+  // cpu::Gemm's register tiles, partial tiles and cache chunks, and a K past
+  // one kGemmKBlock: every element is still GemmOutput's chain.
+  const int64_t m = 13, n = 37, k = formulas::kGemmKBlock + 300;
+  Value a = RandomValue({m, k}, 1), b = RandomValue({k, n}, 2);
+  testing::OpRun run = RunOp(kMatMul, {a, b});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.outputs[0].floats, Product(a.floats.data(), b.floats.data(), m, n, k));
+}
+
 TEST(MatMulTest, FactoryErrors) {
   auto error = [](Shape a, Shape b) {
     testing::OpRun run = RunOp(kMatMul, {RandomValue(a, 1), RandomValue(b, 2)});
