@@ -20,6 +20,8 @@ StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGather(const Node& node, int64_t opset,
@@ -32,6 +34,8 @@ StatusOr<std::unique_ptr<Op>> MakeShape(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSoftmaxCrossEntropyLoss(const Node& node, int64_t opset,
+                                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSqueeze(const Node& node, int64_t opset,
