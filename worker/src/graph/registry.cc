@@ -19,10 +19,12 @@ const std::vector<Entry>& Registry() {
   static const std::vector<Entry> kOps = {
       {"Cast", MakeCast},
       {"Concat", MakeConcat},
+      {"ConstantOfShape", MakeConstantOfShape},
       {"Dropout", MakeDropout},
       {"Flatten", MakeFlatten},
       {"Gather", MakeGather},
       {"Identity", MakeIdentity},
+      {"Range", MakeRange},
       {"Reshape", MakeReshape},
       {"Shape", MakeShape},
       {"Slice", MakeSlice},

@@ -20,6 +20,8 @@ StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeConstantOfShape(const Node& node, int64_t opset,
+                                                  const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
@@ -28,6 +30,8 @@ StatusOr<std::unique_ptr<Op>> MakeGather(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeIdentity(const Node& node, int64_t opset,
                                            const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeRange(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeReshape(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeShape(const Node& node, int64_t opset,
