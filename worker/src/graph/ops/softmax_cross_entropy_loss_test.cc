@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/program.h"
 #include "graph/testing/op_check.h"
 
 namespace easyscale::graph {
@@ -118,6 +119,70 @@ TEST(SoftmaxCrossEntropyLossTest, Gradients) {
                        {RandomValue({4, 3}, 6), IntValue({4}, {2, 0, 1, 2})}, {0});
   ExpectGradientsMatch(SceNode({{"reduction", std::string("sum")}}, false, false),
                        {RandomValue({4, 3}, 7), IntValue({4}, {2, 0, 1, 2})}, {0});
+}
+
+// An embedding lookup, dropout and the loss as a program runs them: the
+// dropout stream advances once per pass and the embedding's gradient matches
+// finite differences of the loss (the mask is the same for a fixed counter).
+TEST(SoftmaxCrossEntropyLossTest, TrainsAnEmbeddingThroughDropoutInAProgram) {
+  auto constant = [](DType t, Shape s, std::vector<float> f, std::vector<int64_t> i) {
+    ConstantTensor c;
+    c.dtype = t;
+    c.shape = std::move(s);
+    c.floats = std::move(f);
+    c.ints = std::move(i);
+    return c;
+  };
+  Graph g;
+  g.opset = 17;
+  g.nodes = {MakeNode("Gather", {"emb", "ids"}, {"x"}),
+             MakeNode("Dropout", {"x", "ratio", "train"}, {"h"}),
+             MakeNode("SoftmaxCrossEntropyLoss", {"h", "labels"}, {"loss"})};
+  g.initializers["emb"] = constant(DType::kFloat32, {5, 3}, RandomValue({5, 3}, 9).floats, {});
+  g.initializers["ratio"] = constant(DType::kFloat32, {}, {0.25f}, {});
+  g.initializers["train"] = constant(DType::kBool, {}, {}, {1});
+  g.constants = {"ratio", "train"};
+  g.inputs = {"ids", "labels"};
+  g.outputs = {"loss"};
+  g.values = {{"emb", {DType::kFloat32, {5, 3}}}, {"ratio", {DType::kFloat32, {}}},
+              {"train", {DType::kBool, {}}},      {"ids", {DType::kInt64, {4}}},
+              {"labels", {DType::kInt64, {4}}},   {"x", {DType::kFloat32, {4, 3}}},
+              {"h", {DType::kFloat32, {4, 3}}},   {"loss", {DType::kFloat32, {}}}};
+  auto program = Program::Create(g);
+  ASSERT_TRUE(program.ok()) << program.status();
+  Program& p = **program;
+  ASSERT_EQ(p.parameters(), std::vector<std::string>{"emb"});
+  p.Input(0).ints = {4, 1, 4, 0};
+  p.Input(1).ints = {2, 0, 1, 1};
+
+  RunContext ctx;
+  ctx.dropout_key = {11, 22};
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  auto loss_at = [&](uint64_t base) {
+    counter = base;
+    p.Forward(ctx);
+    return static_cast<double>(p.Output(0).floats[0]);
+  };
+  loss_at(5);
+  EXPECT_EQ(counter, 5u + 3u);  // 12 elements: ceil(12 / 4) blocks
+  Value seed;
+  seed.Reset(DType::kFloat32, {});
+  seed.floats = {1.0f};
+  p.Backward(ctx, 0, seed);
+  const Value grad = p.Gradient("emb");
+  std::vector<float>& emb = p.Initializer("emb").floats;
+  for (size_t e = 0; e < emb.size(); ++e) {
+    const float saved = emb[e];
+    emb[e] = saved + 1e-2f;
+    const double plus = loss_at(5);
+    emb[e] = saved - 1e-2f;
+    const double minus = loss_at(5);
+    emb[e] = saved;
+    const double numeric = (plus - minus) / 2e-2;
+    EXPECT_NEAR(grad.floats[e], numeric, 2e-2 * (1 + std::abs(numeric))) << e;
+  }
+  EXPECT_EQ(grad.floats[3 * 3], 0.0f);  // row 3 is never looked up
 }
 
 TEST(SoftmaxCrossEntropyLossTest, Errors) {
