@@ -28,10 +28,14 @@ StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeConstantOfShape(const Node& node, int64_t opset,
+                                                  const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeDiv(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeErf(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
@@ -52,6 +56,8 @@ StatusOr<std::unique_ptr<Op>> MakeMul(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakePow(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeRange(const Node& node, int64_t opset,
+                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeRelu(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeReshape(const Node& node, int64_t opset,
@@ -62,6 +68,8 @@ StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSoftmaxCrossEntropyLoss(const Node& node, int64_t opset,
+                                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSqrt(const Node& node, int64_t opset,

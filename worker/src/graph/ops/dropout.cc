@@ -1,0 +1,108 @@
+// Dropout: in training, y = x * mask with mask = 1/(1-ratio) for kept
+// elements and 0 for dropped ones; otherwise y = x. The optional second
+// output says which elements were kept (bool).
+//
+// Randomness is the EST's own dropout stream, the scheme of the built-in
+// models' dropout (cpu::Dropout): element i is kept when the Philox4x32 word
+// (ctx.dropout_key, counter *ctx.dropout_counter + i/4, lane i%4) as a uniform
+// is >= ratio, and each training forward advances the counter by ceil(n/4),
+// so the mask depends on the EST, not on the machine or the thread count. The
+// node's seed attribute is ignored for that reason.
+//
+// Training is RunContext.training and, since opset 12, the training_mode
+// input (a constant; absent means false, as ONNX). ratio (default 0.5) is a
+// constant input since opset 12, an attribute before. Backward: dx = dy * mask.
+#include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/layout_util.h"
+#include "graph/ops/ops.h"
+
+namespace easyscale::graph {
+namespace {
+
+class DropoutOp : public Op {
+ public:
+  DropoutOp(Shape shape, float ratio, bool training_mode)
+      : shape_(std::move(shape)), ratio_(ratio), training_mode_(training_mode) {}
+
+  std::vector<ValueInfo> OutputInfos() const override {
+    return {{DType::kFloat32, shape_}, {DType::kBool, shape_}};
+  }
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const Value& x = *in[0];
+    const size_t n = x.size();
+    dropped_ = ctx.training && training_mode_;
+    if (!dropped_) {
+      mask_.clear();
+      if (out[0] != nullptr) out[0]->floats = x.floats;
+      if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(n, 1);
+      return;
+    }
+    ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
+    mask_.resize(n);
+    std::vector<float> y(n);
+    cpu::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter,
+                 x.floats.data(), y.data(), mask_.data());
+    *ctx.dropout_counter += (n + 3) / 4;
+    if (out[0] != nullptr) out[0]->floats = std::move(y);
+    if (out.size() > 1 && out[1] != nullptr) {
+      for (size_t i = 0; i < n; ++i) out[1]->ints[i] = mask_[i] != 0.0f ? 1 : 0;
+    }
+  }
+  bool HasGradient(size_t i) const override { return i == 0; }
+  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (din[0] == nullptr || dout[0] == nullptr) return;
+    if (!dropped_) {
+      din[0]->floats = dout[0]->floats;
+      return;
+    }
+    cpu::Mul(mask_.size(), dout[0]->floats.data(), mask_.data(), din[0]->floats.data());
+  }
+
+ private:
+  Shape shape_;
+  float ratio_;
+  bool training_mode_;
+  bool dropped_ = false;     // whether the last forward dropped (trained)
+  std::vector<float> mask_;  // its scales, 0 or 1/(1-ratio)
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs) {
+  ES_ASSIGN_OR_RETURN(const ValueInfo* x, RequiredInput(node, inputs, 0, "data"));
+  if (x->dtype != DType::kFloat32) {
+    return NodeError(node, absl::StrCat("data input is ", ToString(x->dtype), ", not float32"));
+  }
+  float ratio = 0.5f;
+  bool training_mode = true;
+  if (opset >= 12) {
+    if (HasInput(inputs, 1)) {
+      const ConstantTensor* c = inputs[1].constant;
+      if (c == nullptr) return NodeError(node, "ratio input is not known at load time");
+      if (c->dtype != DType::kFloat32 || c->floats.size() != 1) {
+        return NodeError(node, "ratio input must be one float32");
+      }
+      ratio = c->floats[0];
+    }
+    training_mode = false;
+    if (HasInput(inputs, 2)) {
+      const ConstantTensor* c = inputs[2].constant;
+      if (c == nullptr) return NodeError(node, "training_mode input is not known at load time");
+      if (c->dtype != DType::kBool || c->ints.size() != 1) {
+        return NodeError(node, "training_mode input must be one bool");
+      }
+      training_mode = c->ints[0] != 0;
+    }
+  } else {
+    ES_ASSIGN_OR_RETURN(ratio, node.Get<float>("ratio", 0.5f));
+  }
+  if (!(ratio >= 0.0f && ratio < 1.0f)) {
+    return NodeError(node, absl::StrCat("ratio ", ratio, " is not in [0, 1)"));
+  }
+  return std::make_unique<DropoutOp>(x->shape, ratio, training_mode);
+}
+
+}  // namespace easyscale::graph
