@@ -72,7 +72,7 @@ def export(model, a, out_path, opset=DEFAULT_OPSET):
     for init in proto.graph.initializer:
         if init.name in before:
             init.CopyFrom(numpy_helper.from_array(before[init.name].numpy(), init.name))
-    onnx.checker.check_model(proto)
+    onnx.checker.check_model(proto, full_check=True)  # with strict shape inference
     models.check_ops(proto)  # before writing: no unusable file is left behind
     onnx.save(proto, out_path)
     return proto
