@@ -96,12 +96,13 @@ def main():
     state = model.state_dict()
     inits = {t.name for t in proto.graph.initializer}
     missing = [k for k, v in state.items() if v.is_floating_point() and k not in inits]
+    if missing:  # the runtime finds parameters and running stats by state_dict key
+        sys.exit(f"export.py: {a.model}: no initializer named {', '.join(missing[:10])}")
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({
         "model": a.model, "out": a.out, "opset": a.opset, "bytes": os.path.getsize(a.out),
         "parameters": params, "nodes": len(proto.graph.node),
         "ops": models.op_histogram(proto),
-        "state_dict_keys_not_initializers": missing,
     }))
 
 
