@@ -13,11 +13,18 @@ decay 1e-4) on one fixed random batch. Prints one JSON line per model:
 Default sizes are the README's training ones: cnn (width 8, the worker's
 built-in), resnet18 width 16, mobilenetv2 width 0.5, encoder d_model 64,
 2 layers, 4 heads, T=32, vocabulary 1000; all at batch 32.
+
+Linear layers run on the BLAS torch was built with (the "blas" field):
+Debian's python3-torch says "generic", i.e. the system libblas.so.3, which is
+the unoptimized reference BLAS unless OpenBLAS or similar is installed, so
+its Gemm/MatMul-heavy figures (encoder) are far slower than a pip wheel's
+MKL ones; convolutions use oneDNN either way.
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -52,6 +59,12 @@ def step_times_ms(model, x, y, steps, repeats, warmup):
     return times
 
 
+def blas_info():
+    """torch's BLAS_INFO build setting ("mkl", "open", "generic", ...)."""
+    m = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    return m.group(1) if m else "unknown"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, required=True, help="torch.set_num_threads")
@@ -70,6 +83,7 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    blas = blas_info()
 
     for name in a.models.split(","):
         width = TRAINING_WIDTH[name] if a.width is None else a.width
@@ -83,7 +97,8 @@ def main():
             "model": name, "width": width, "batch": a.batch, "threads": a.threads,
             "ms_median": round(statistics.median(times), 3), "ms_min": round(min(times), 3),
             "steps": a.steps * a.repeats,
-            "parameters": sum(v.numel() for v in model.parameters())}), flush=True)
+            "parameters": sum(v.numel() for v in model.parameters()),
+            "torch": torch.__version__, "blas": blas}), flush=True)
 
 
 if __name__ == "__main__":

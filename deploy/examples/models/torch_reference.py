@@ -17,6 +17,10 @@ The update is torch.optim.SGD's (dampening 0, no Nesterov), which is the
 worker's (worker/src/optimizer.cc) formula for every parameter, BatchNorm's
 and biases included, with a velocity that starts at zero:
     g' = g + weight_decay * w;  v = momentum * v + g';  w = w - lr * v
+The formula is the same, the rounding not quite: this torch (AVX2) computes
+g + wd*w and w + (-lr)*v as fused multiply-adds (recomputing them so gives
+params_after bit for bit), the worker, built with -ffp-contract=off, rounds
+the products first. Compare with a tolerance, not bit for bit.
 
 The JSON file (floats are float32 values written as Python floats, so they
 read back exactly):
