@@ -236,7 +236,7 @@ TEST_F(OnnxLoaderTest, KeepsANodeAndInfersItsShape) {
   StatusOr<Graph> g = LoadOnnxModel(Write(m), {{"X", {2, 3, 4}}});
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_EQ(g->nodes.size(), 1u);
-  EXPECT_EQ(g->nodes[0].name, "MatMul_3");
+  EXPECT_EQ(g->nodes[0].name, "MatMul_2");  // its index among the file's nodes
   EXPECT_EQ(g->values.at("Y").shape, (Shape{2, 3, 5}));
   // The file's float initializer stays one: it may be a parameter.
   EXPECT_EQ(g->initializers.count("W"), 1u);
