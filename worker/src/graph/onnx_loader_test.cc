@@ -465,6 +465,24 @@ TEST_F(OnnxLoaderTest, RefusesGraphAttributes) {
               HasSubstr("node branch (If): attribute then_branch: graph-valued"));
 }
 
+TEST_F(OnnxLoaderTest, CheckerErrorsAreOneLine) {
+  onnx::ModelProto m = BaseModel();
+  AddNode(m.mutable_graph(), "Concat", {"X", "X"}, {"xx"}, "cat");  // no axis
+  AddOutput(m.mutable_graph(), "xx");
+  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}), HasSubstr("the ONNX checker refuses it: "));
+}
+
+TEST_F(OnnxLoaderTest, RefusesStringConstants) {
+  onnx::ModelProto m = BaseModel();
+  auto* a = AddNode(m.mutable_graph(), "Constant", {}, {"text"}, "words")->add_attribute();
+  a->set_name("value_string");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("hello");
+  AddOutput(m.mutable_graph(), "text", onnx::TensorProto::STRING);
+  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
+              HasSubstr("node words (Constant): attribute value_string is not supported"));
+}
+
 TEST(OnnxTensorTest, ReadsRawAndTypedData) {
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::FLOAT);
