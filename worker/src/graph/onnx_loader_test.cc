@@ -14,6 +14,7 @@
 #include "easyscale/common/file_io.h"
 #include "easyscale/worker/graph.h"
 #include "graph/onnx_tensor.h"
+#include "graph/program.h"
 #include "onnx/onnx_pb.h"
 
 namespace easyscale::graph {
@@ -236,7 +237,7 @@ TEST_F(OnnxLoaderTest, KeepsANodeAndInfersItsShape) {
   StatusOr<Graph> g = LoadOnnxModel(Write(m), {{"X", {2, 3, 4}}});
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_EQ(g->nodes.size(), 1u);
-  EXPECT_EQ(g->nodes[0].name, "MatMul_3");
+  EXPECT_EQ(g->nodes[0].name, "MatMul_2");  // its index among the file's nodes
   EXPECT_EQ(g->values.at("Y").shape, (Shape{2, 3, 5}));
   // The file's float initializer stays one: it may be a parameter.
   EXPECT_EQ(g->initializers.count("W"), 1u);
@@ -275,6 +276,74 @@ TEST_F(OnnxLoaderTest, FoldsAShapeComputationChain) {
     EXPECT_EQ(loaded->initializers.count(gone), 0u) << gone;
     EXPECT_EQ(loaded->values.count(gone), 0u) << gone;
   }
+}
+
+// A small CNN as PyTorch exports it in training mode (Conv, BatchNormalization
+// with its running statistics, Relu, x.view(x.size(0), -1), Linear): the graph
+// the loader makes compiles into a Program with the expected parameters and
+// state, and trains a step.
+TEST_F(OnnxLoaderTest, AnExportedCnnBecomesAProgram) {
+  REQUIRE_OPS("Conv", "BatchNormalization", "Relu", "Gather", "Unsqueeze", "Concat", "Reshape",
+              "Gemm");
+  onnx::ModelProto m = NewModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "X", {-1, 1, 4, 4});
+  auto ramp = [](size_t n, float step) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = step * static_cast<float>(static_cast<int>(i % 7) - 3);
+    return v;
+  };
+  *g->add_initializer() = FloatTensor("W", {2, 1, 3, 3}, ramp(18, 0.1f));
+  *g->add_initializer() = FloatTensor("B", {2}, {0.1f, -0.1f});
+  *g->add_initializer() = FloatTensor("scale", {2}, {1.0f, 0.5f});
+  *g->add_initializer() = FloatTensor("bias", {2}, {0.0f, 0.2f});
+  *g->add_initializer() = FloatTensor("mean", {2}, {0.0f, 0.0f});
+  *g->add_initializer() = FloatTensor("var", {2}, {1.0f, 1.0f});
+  *g->add_initializer() = FloatTensor("W2", {3, 32}, ramp(96, 0.05f));
+  *g->add_initializer() = FloatTensor("B2", {3}, {0.0f, 0.1f, 0.2f});
+  *g->add_initializer() = IntTensor("zero", {}, {0});
+  *g->add_initializer() = IntTensor("axes", {1}, {0});
+  *g->add_initializer() = IntTensor("rest", {1}, {-1});
+  AddIntsAttribute(AddNode(g, "Conv", {"X", "W", "B"}, {"c"}), "pads", {1, 1, 1, 1});
+  AddIntAttribute(AddNode(g, "BatchNormalization", {"c", "scale", "bias", "mean", "var"},
+                          {"bn", "mean_out", "var_out"}),
+                  "training_mode", 1);
+  AddNode(g, "Relu", {"bn"}, {"r"});
+  AddNode(g, "Shape", {"r"}, {"s"});
+  AddNode(g, "Gather", {"s", "zero"}, {"n"});
+  AddNode(g, "Unsqueeze", {"n", "axes"}, {"n1"});
+  AddIntAttribute(AddNode(g, "Concat", {"n1", "rest"}, {"shape"}), "axis", 0);
+  AddNode(g, "Reshape", {"r", "shape"}, {"flat"});
+  AddIntAttribute(AddNode(g, "Gemm", {"flat", "W2", "B2"}, {"logits"}), "transB", 1);
+  AddOutput(g, "logits");
+
+  StatusOr<Graph> loaded = LoadOnnxModel(Write(m), {{"X", {2, 1, 4, 4}}});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<std::string> ops;
+  for (const Node& n : loaded->nodes) ops.push_back(n.op);
+  EXPECT_THAT(ops, ElementsAre("Conv", "BatchNormalization", "Relu", "Reshape", "Gemm"));
+  EXPECT_EQ(loaded->values.at("flat").shape, (Shape{2, 32}));
+  EXPECT_EQ(loaded->values.at("logits").shape, (Shape{2, 3}));
+
+  StatusOr<std::unique_ptr<Program>> p = Program::Create(std::move(*loaded));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT((*p)->parameters(), ElementsAre("W", "B", "scale", "bias", "W2", "B2"));
+  EXPECT_THAT((*p)->state(), ElementsAre("mean", "var"));
+  Value x;
+  x.Reset(DType::kFloat32, {2, 1, 4, 4});
+  for (size_t i = 0; i < x.floats.size(); ++i) x.floats[i] = 0.1f * static_cast<float>(i % 5);
+  (*p)->Input(0) = x;
+  RunContext ctx;
+  uint64_t dropout_counter = 0;
+  ctx.dropout_counter = &dropout_counter;
+  (*p)->Forward(ctx);
+  EXPECT_EQ((*p)->Output(0).shape, (Shape{2, 3}));
+  Value dlogits;
+  dlogits.Reset(DType::kFloat32, {2, 3});
+  dlogits.floats.assign(6, 1.0f);
+  (*p)->Backward(ctx, 0, dlogits);
+  EXPECT_EQ((*p)->Gradient("W").shape, (Shape{2, 1, 3, 3}));
+  EXPECT_EQ((*p)->Gradient("B2").shape, (Shape{3}));
 }
 
 TEST_F(OnnxLoaderTest, RefusesATruncatedFile) {
@@ -394,6 +463,24 @@ TEST_F(OnnxLoaderTest, RefusesGraphAttributes) {
   AddOutput(g, "r");
   EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}, {"cond", {}}}),
               HasSubstr("node branch (If): attribute then_branch: graph-valued"));
+}
+
+TEST_F(OnnxLoaderTest, CheckerErrorsAreOneLine) {
+  onnx::ModelProto m = BaseModel();
+  AddNode(m.mutable_graph(), "Concat", {"X", "X"}, {"xx"}, "cat");  // no axis
+  AddOutput(m.mutable_graph(), "xx");
+  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}), HasSubstr("the ONNX checker refuses it: "));
+}
+
+TEST_F(OnnxLoaderTest, RefusesStringConstants) {
+  onnx::ModelProto m = BaseModel();
+  auto* a = AddNode(m.mutable_graph(), "Constant", {}, {"text"}, "words")->add_attribute();
+  a->set_name("value_string");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("hello");
+  AddOutput(m.mutable_graph(), "text", onnx::TensorProto::STRING);
+  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
+              HasSubstr("node words (Constant): attribute value_string is not supported"));
 }
 
 TEST(OnnxTensorTest, ReadsRawAndTypedData) {
