@@ -19,15 +19,15 @@ namespace fs = std::filesystem;
 constexpr char kPython[] = "/usr/bin/python3";
 const std::string kSource = EASYSCALE_SOURCE_DIR;
 
-struct Run {
+struct Outcome {
   int exit_code = -1;
   std::string output;
   std::string digest;
   double accuracy = -1;
 };
 
-Run Command(std::vector<std::string> argv, int timeout_s = 600) {
-  Run r;
+Outcome Command(std::vector<std::string> argv, int timeout_s = 600) {
+  Outcome r;
   easyscale::StatusOr<easyscale::CommandResult> c =
       easyscale::RunCommand({.argv = argv,
                              .stdoutTo = easyscale::Output::Pipe(),
@@ -46,7 +46,7 @@ Run Command(std::vector<std::string> argv, int timeout_s = 600) {
   return r;
 }
 
-Run Worker(const std::string& args) {
+Outcome Worker(const std::string& args) {
   std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
   for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   return Command(argv);
@@ -75,7 +75,7 @@ std::string Exported(const Example& ex) {
   for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
   argv.push_back(out.string());
-  Run r = Command(argv);
+  Outcome r = Command(argv);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return out.string();
 }
@@ -124,14 +124,14 @@ class BadModelFile : public ::testing::TestWithParam<BadModel> {};
 TEST_P(BadModelFile, RefusedWithOneClearLine) {
   if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing: run scripts/install-deps.sh";
   static const bool made = [] {
-    Run r = Command(
+    Outcome r = Command(
         {kPython, kSource + "/tests/worker/make_bad_models.py", (WorkDir() / "bad").string()});
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return true;
   }();
   (void)made;
   const std::string path = (WorkDir() / "bad" / GetParam().file).string();
-  Run r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
+  Outcome r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
                  std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(GetParam().says), std::string::npos)
@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
 
 TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
-  Run r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
+  Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
                  std::string(EASYSCALE_MNIST_DATA));
   EXPECT_NE(r.exit_code, 0) << r.output;
 }

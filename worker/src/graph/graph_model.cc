@@ -105,15 +105,22 @@ StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::ve
   if (path.empty()) return absl::InvalidArgumentError("--model-file: no file given");
   ES_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, kMaxModelFileBytes));
   const std::string fingerprint = Sha256Hex(bytes.data(), bytes.size());
-  // The graph's one data input: what the data set feeds, at the micro-batch.
-  Shape input = {batch};
-  for (int d : input_chw) input.push_back(d);
-  ES_ASSIGN_OR_RETURN(const std::vector<std::string> inputs, OnnxDataInputs(path));
+  ES_ASSIGN_OR_RETURN(const std::vector<DataInput> inputs, OnnxDataInputs(path));
   if (inputs.size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the model takes ", inputs.size(),
                                                    " data inputs; the worker feeds exactly one"));
   }
-  ES_ASSIGN_OR_RETURN(Graph g, LoadOnnxModel(path, {{inputs[0], input}}));
+  // The graph's one data input takes the micro-batch: [B, C, H, W] images, or
+  // [B, C*H*W] for a rank-2 input (token sequences, tabular rows).
+  Shape input = {batch};
+  if (inputs[0].rank == 2) {
+    int64_t features = 1;
+    for (int d : input_chw) features *= d;
+    input.push_back(features);
+  } else {
+    for (int d : input_chw) input.push_back(d);
+  }
+  ES_ASSIGN_OR_RETURN(Graph g, LoadOnnxModel(path, {{inputs[0].name, input}}));
   const ValueInfo& out = g.values.at(g.outputs.at(0));
   if (out.dtype != DType::kFloat32 || out.shape != Shape{batch, classes}) {
     std::string shape;

@@ -420,15 +420,17 @@ StatusOr<Graph> LoadOnnxModel(const std::string& path,
   return g;
 }
 
-StatusOr<std::vector<std::string>> OnnxDataInputs(const std::string& path) {
+StatusOr<std::vector<DataInput>> OnnxDataInputs(const std::string& path) {
   ES_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path, kMaxModelBytes));
   StatusOr<onnx::ModelProto> model = ParseModel(bytes);
   if (!model.ok()) return InFile(path, model.status());
   std::set<std::string> initializers;
   for (const auto& init : model->graph().initializer()) initializers.insert(init.name());
-  std::vector<std::string> inputs;
+  std::vector<DataInput> inputs;
   for (const auto& in : model->graph().input()) {
-    if (initializers.count(in.name()) == 0) inputs.push_back(in.name());
+    if (initializers.count(in.name()) != 0) continue;
+    const bool ranked = in.type().has_tensor_type() && in.type().tensor_type().has_shape();
+    inputs.push_back({in.name(), ranked ? in.type().tensor_type().shape().dim_size() : -1});
   }
   return inputs;
 }

@@ -204,9 +204,11 @@ TEST_F(OnnxLoaderTest, LoadsAValidModelAndFoldsConstantAndShape) {
   EXPECT_EQ(g->initializers.count("W"), 0u);
   EXPECT_EQ(g->values.count("W"), 0u);
 
-  StatusOr<std::vector<std::string>> inputs = OnnxDataInputs(path);
+  StatusOr<std::vector<DataInput>> inputs = OnnxDataInputs(path);
   ASSERT_TRUE(inputs.ok()) << inputs.status();
-  EXPECT_THAT(*inputs, ElementsAre("X"));
+  ASSERT_EQ(inputs->size(), 1u);
+  EXPECT_EQ((*inputs)[0].name, "X");
+  EXPECT_EQ((*inputs)[0].rank, 3);
 }
 
 TEST_F(OnnxLoaderTest, ShapeHonoursStartAndEnd) {
@@ -357,7 +359,7 @@ TEST_F(OnnxLoaderTest, RefusesBytesThatAreNoOnnxModel) {
   EXPECT_THAT(ErrorOf(WriteBytes("this is not an ONNX model\n"), {}),
               HasSubstr("not an ONNX model"));
   EXPECT_THAT(ErrorOf(WriteBytes(""), {}), HasSubstr("not an ONNX model"));
-  StatusOr<std::vector<std::string>> inputs = OnnxDataInputs(WriteBytes("\x01\x02garbage"));
+  StatusOr<std::vector<DataInput>> inputs = OnnxDataInputs(WriteBytes("\x01\x02garbage"));
   EXPECT_FALSE(inputs.ok());
 }
 

@@ -84,9 +84,14 @@ struct Graph {
 StatusOr<Graph> LoadOnnxModel(const std::string& path,
                               const std::map<std::string, Shape>& input_shapes);
 
-// The names of an ONNX model file's data inputs (its graph inputs that are not
-// initializers), in order, for LoadOnnxModel's `input_shapes`.
-StatusOr<std::vector<std::string>> OnnxDataInputs(const std::string& path);
+// A data input of an ONNX model file (a graph input that is not an
+// initializer): its name and its declared rank (-1 when the file leaves it open).
+struct DataInput {
+  std::string name;
+  int64_t rank = -1;
+};
+// The file's data inputs in order, for LoadOnnxModel's `input_shapes`.
+StatusOr<std::vector<DataInput>> OnnxDataInputs(const std::string& path);
 
 // The operators a graph may use (ONNX op_type names).
 const std::vector<std::string>& SupportedOps();
