@@ -24,13 +24,21 @@ StatusOr<std::unique_ptr<Op>> MakeDiv(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeErf(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeLayerNormalization(const Node& node, int64_t opset,
+                                                     const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeLogSoftmax(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMul(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakePow(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeReduceMean(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeRelu(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSqrt(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
