@@ -13,7 +13,7 @@ namespace {
 
 struct DivFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kInt64Exponent = false;
+  static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   static float Apply(float a, float b) { return a / b; }
   static int64_t ApplyInt(int64_t a, int64_t b) {

@@ -11,7 +11,7 @@ namespace {
 
 struct MulFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kInt64Exponent = false;
+  static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   static float Apply(float a, float b) { return a * b; }
   // Two's complement wrap-around rather than undefined overflow.
