@@ -3,8 +3,8 @@
 // The element-wise binary ops (Add, Sub, Mul, Div, Pow) as one op over a
 // formula: numpy broadcasting (broadcast.h), float32, and for the formulas
 // that have one an int64 forward (shape arithmetic the loader folds; no
-// gradient). The output has a's dtype. Each op's file defines its formula and
-// factory:
+// gradient). The output has a's dtype. Each op's formula is a struct in
+// elementwise_formulas.h; its file has the factory:
 //
 //   struct AddFormula {
 //     static constexpr bool kInt64 = true;   // two int64 inputs allowed
