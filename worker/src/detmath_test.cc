@@ -59,6 +59,7 @@ TEST(DetMath, ErfWithinFourUlp) {
                 detmath::Erf, [](double x) { return std::erf(x); }, -6.0f, 6.0f),
             4.0);
   EXPECT_EQ(detmath::Erf(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(detmath::Erf(-0.0f)));
   EXPECT_EQ(detmath::Erf(10.0f), 1.0f);
   EXPECT_EQ(detmath::Erf(-INFINITY), -1.0f);
   EXPECT_TRUE(std::isnan(detmath::Erf(NAN)));
@@ -69,6 +70,7 @@ TEST(DetMath, TanhWithinFourUlp) {
                 detmath::Tanh, [](double x) { return std::tanh(x); }, -12.0f, 12.0f),
             4.0);
   EXPECT_EQ(detmath::Tanh(100.0f), 1.0f);
+  EXPECT_TRUE(std::signbit(detmath::Tanh(-0.0f)));
   EXPECT_EQ(detmath::Tanh(-INFINITY), -1.0f);
   EXPECT_TRUE(std::isnan(detmath::Tanh(NAN)));
 }

@@ -109,7 +109,7 @@ ES_HD float Log(float x) {
 // erf(x)/x and erfcx in double, rounded to float. Within 2 ulp of erf.
 ES_HD float Erf(float x) {
   if (x != x) return x;
-  const float a = x < 0.0f ? -x : x;
+  const float a = BitsToFloat(FloatToBits(x) & 0x7fffffffu);  // |x|, +0 for -0
   float r;
   if (a < 1.0f) {
     const float t = a * a;
@@ -146,7 +146,7 @@ ES_HD float Erf(float x) {
   } else {
     r = 1.0f;
   }
-  return x < 0.0f ? -r : r;
+  return (FloatToBits(x) >> 31) != 0u ? -r : r;  // odd, -0 included
 }
 
 // tanh(x) for float, odd: |x| < 0.55: x + x^3 * P(x^2), P of degree 6 (a
@@ -154,7 +154,7 @@ ES_HD float Erf(float x) {
 // with e = exp(-2|x|), which tends to 1 without overflow. Within 2 ulp of tanh.
 ES_HD float Tanh(float x) {
   if (x != x) return x;
-  const float a = x < 0.0f ? -x : x;
+  const float a = BitsToFloat(FloatToBits(x) & 0x7fffffffu);  // |x|, +0 for -0
   float r;
   if (a < 0.55f) {
     const float t = a * a;
@@ -170,7 +170,7 @@ ES_HD float Tanh(float x) {
     const float e = Exp(-2.0f * a);
     r = (1.0f - e) / (1.0f + e);
   }
-  return x < 0.0f ? -r : r;
+  return (FloatToBits(x) >> 31) != 0u ? -r : r;  // odd, -0 included
 }
 
 // 1 / (1 + exp(-x)) for float, from exp of -|x| only (never overflows): x >= 0:

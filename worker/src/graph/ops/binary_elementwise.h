@@ -3,14 +3,16 @@
 // The element-wise binary ops (Add, Sub, Mul, Div, Pow) as one op over a
 // formula: numpy broadcasting (broadcast.h), float32, and for the formulas
 // that have one an int64 forward (shape arithmetic the loader folds; no
-// gradient). Each op's file defines its formula and factory:
+// gradient). The output has a's dtype. Each op's formula is a struct in
+// elementwise_formulas.h; its file has the factory:
 //
 //   struct AddFormula {
-//     static constexpr bool kInt64 = true;         // int64 inputs allowed
-//     static constexpr bool kInt64Exponent = false;  // a float a with an int64 b
-//     static constexpr bool kGradB = true;         // b is differentiable
-//     static float Apply(float a, float b);
-//     static int64_t ApplyInt(int64_t a, int64_t b);  // where kInt64
+//     static constexpr bool kInt64 = true;   // two int64 inputs allowed
+//     static constexpr bool kMixed = false;  // float32 with int64 b, int64 with float32 b
+//     static constexpr bool kGradB = true;   // b is differentiable
+//     static float Apply(float a, float b);  // (an int64 b converted to float)
+//     static int64_t ApplyInt(int64_t a, int64_t b);      // where kInt64
+//     static int64_t ApplyIntFloat(int64_t a, float b);   // where kMixed
 //     static float GradA(float a, float b, float y, float dy);
 //     static float GradB(float a, float b, float y, float dy);  // where kGradB
 //   };
@@ -41,6 +43,14 @@ class BinaryElementwiseOp final : public Op {
     const Value& b = *in[1];
     Value& y = *out[0];
     if (dtype_ == DType::kInt64) {
+      if constexpr (F::kMixed) {
+        if (b.dtype == DType::kFloat32) {
+          ForEachBroadcast(bc_, [&](int64_t o, int64_t ia, int64_t ib) {
+            y.ints[o] = F::ApplyIntFloat(a.ints[ia], b.floats[ib]);
+          });
+          return;
+        }
+      }
       if constexpr (F::kInt64) {
         ForEachBroadcast(bc_, [&](int64_t o, int64_t ia, int64_t ib) {
           y.ints[o] = F::ApplyInt(a.ints[ia], b.ints[ib]);
@@ -107,14 +117,14 @@ StatusOr<std::unique_ptr<Op>> MakeBinaryElementwise(const Node& node,
   const DType ta = inputs[0].info->dtype, tb = inputs[1].info->dtype;
   const bool ok = (ta == DType::kFloat32 && tb == DType::kFloat32) ||
                   (F::kInt64 && ta == DType::kInt64 && tb == DType::kInt64) ||
-                  (F::kInt64Exponent && ta == DType::kFloat32 && tb == DType::kInt64);
+                  (F::kMixed && ((ta == DType::kFloat32 && tb == DType::kInt64) ||
+                                 (ta == DType::kInt64 && tb == DType::kFloat32)));
   if (!ok) {
     return NodeError(node, absl::StrCat("inputs ", node.inputs[0], " and ", node.inputs[1], " are ",
                                         ToString(ta), " and ", ToString(tb),
-                                        F::kInt64 ? ": supported are two float32 or two int64"
-                                        : F::kInt64Exponent
-                                            ? ": supported is float32 to a float32 or int64 power"
-                                            : ": supported are two float32"));
+                                        F::kMixed   ? ": supported are float32 and int64"
+                                        : F::kInt64 ? ": supported are two float32 or two int64"
+                                                    : ": supported are two float32"));
   }
   ES_ASSIGN_OR_RETURN(Broadcast bc,
                       MakeBroadcast(node, inputs[0].info->shape, inputs[1].info->shape));

@@ -1,7 +1,7 @@
 // Clip (ONNX): Y = min(max(X, lo), hi), float32. The bounds are the optional
-// scalar inputs min and max (opset 11 on), read from their constants when the
-// loader knows them and at run time otherwise, or the attributes min and max
-// (before opset 11); an absent bound is -inf or +inf. NaN stays NaN.
+// scalar inputs min and max (opset 11 on; constants or not, read as the pass
+// runs), or the attributes min and max (before opset 11); an absent bound is
+// -inf or +inf. NaN stays NaN.
 //
 // No reductions. dX = dY where lo <= X <= hi, else 0 (PyTorch's clamp rule);
 // the bounds have no gradient.
@@ -22,7 +22,6 @@ class ClipOp final : public Op {
 
   void Forward(RunContext&, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
-    // A bound input's scalar, when the op was built without its constant.
     if (in.size() > 1 && in[1] != nullptr) lo_ = in[1]->floats[0];
     if (in.size() > 2 && in[2] != nullptr) hi_ = in[2]->floats[0];
     const std::vector<float>& x = in[0]->floats;
@@ -48,7 +47,7 @@ class ClipOp final : public Op {
 
  private:
   Shape shape_;
-  float lo_, hi_;  // Forward's bounds, kept for Backward
+  float lo_, hi_;  // the attributes', or Forward's inputs' for Backward
 };
 
 }  // namespace
@@ -76,7 +75,6 @@ StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
       return NodeError(
           node, absl::StrCat("input ", names[k], " (", node.inputs[k + 1], ") is not a scalar"));
     }
-    if (bound.constant != nullptr) bounds[k] = bound.constant->floats[0];
   }
   return std::unique_ptr<Op>(new ClipOp(inputs[0].info->shape, bounds[0], bounds[1]));
 }

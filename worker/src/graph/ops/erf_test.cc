@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "graph/program.h"
 #include "graph/testing/op_check.h"
 
 namespace easyscale::graph {
@@ -41,6 +42,69 @@ TEST(Erf, FactoryErrors) {
   EXPECT_NE(run.status.message().find("Erf_0"), std::string::npos) << run.status;
   run = RunOp(MakeNode("Erf", {"x", "z"}, {"y"}), {RandomValue({2}, 1), RandomValue({2}, 2)});
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+}
+
+// GELU as PyTorch exports it, 0.5 * h * (1 + Erf(h / sqrt 2)) with h = x * w,
+// through the program: h has two readers, so its gradient is the runtime's sum.
+TEST(Erf, GeluTrainsThroughTheProgram) {
+  Graph g;
+  g.opset = 17;
+  auto constant = [&](const std::string& name, float v) {
+    ConstantTensor c;
+    c.shape = {};
+    c.floats = {v};
+    g.initializers[name] = c;
+    g.constants.insert(name);
+    g.values[name] = {DType::kFloat32, {}};
+  };
+  constant("sqrt2", 1.41421356f);
+  constant("one", 1.0f);
+  constant("half", 0.5f);
+  const Value w0 = RandomValue({5}, 11);
+  g.initializers["w"] = testing::ToConstant(w0);
+  g.inputs = {"x"};
+  g.outputs = {"loss"};
+  for (const char* name : {"x", "h", "d", "e", "p", "m", "y"}) {
+    g.values[name] = {DType::kFloat32, {2, 5}};
+  }
+  g.values["w"] = {DType::kFloat32, {5}};
+  g.values["loss"] = {DType::kFloat32, {}};
+  g.nodes = {MakeNode("Mul", {"x", "w"}, {"h"}),
+             MakeNode("Div", {"h", "sqrt2"}, {"d"}),
+             MakeNode("Erf", {"d"}, {"e"}),
+             MakeNode("Add", {"e", "one"}, {"p"}),
+             MakeNode("Mul", {"h", "p"}, {"m"}),
+             MakeNode("Mul", {"m", "half"}, {"y"}),
+             MakeNode("ReduceMean", {"y"}, {"loss"}, {{"keepdims", int64_t{0}}})};
+  auto program = Program::Create(g);
+  ASSERT_TRUE(program.ok()) << program.status();
+  Program& p = **program;
+  ASSERT_EQ(p.parameters(), std::vector<std::string>{"w"});
+  p.Input(0) = RandomValue({2, 5}, 12);
+  for (float& f : p.Input(0).floats) f *= 3.0f;
+  RunContext ctx;
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  auto loss = [&]() {
+    p.Forward(ctx);
+    return static_cast<double>(p.Output(0).floats[0]);
+  };
+  loss();
+  Value seed;
+  seed.Reset(DType::kFloat32, {});
+  seed.floats[0] = 1.0f;
+  p.Backward(ctx, 0, seed);
+  const std::vector<float> grad = p.Gradient("w").floats;
+  for (size_t e = 0; e < grad.size(); ++e) {
+    const float saved = p.Initializer("w").floats[e];
+    p.Initializer("w").floats[e] = saved + 1e-2f;
+    const double plus = loss();
+    p.Initializer("w").floats[e] = saved - 1e-2f;
+    const double minus = loss();
+    p.Initializer("w").floats[e] = saved;
+    const double numeric = (plus - minus) / 2e-2;
+    EXPECT_NEAR(grad[e], numeric, 2e-2 * (1 + std::fabs(numeric))) << e;
+  }
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t op
                                                     const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeIdentity(const Node& node, int64_t opset,
                                            const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeLayerNormalization(const Node& node, int64_t opset,
+                                                     const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeLogSoftmax(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
@@ -58,6 +62,8 @@ StatusOr<std::unique_ptr<Op>> MakePow(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeRange(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeReduceMean(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeRelu(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeReshape(const Node& node, int64_t opset,
@@ -68,6 +74,8 @@ StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxCrossEntropyLoss(const Node& node, int64_t opset,
                                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,

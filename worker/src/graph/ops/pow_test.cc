@@ -52,7 +52,7 @@ TEST(Pow, GradientsMatchWithBroadcasting) {
   ExpectGradientsMatch(n, {a, s}, {0});
 }
 
-TEST(Pow, Int64ExponentAndExactSquares) {
+TEST(Pow, Int64OperandsAndExactSquares) {
   const Node n = MakeNode("Pow", {"a", "b"}, {"y"});
   Value a = RandomValue({3}, 1);
   testing::OpRun run = RunOp(n, {a, IntValue({3}, {2, 3, -1})});
@@ -63,6 +63,17 @@ TEST(Pow, Int64ExponentAndExactSquares) {
   EXPECT_FLOAT_EQ(run.outputs[0].floats[2], 1.0f / a.floats[2]);
   EXPECT_TRUE(run.op->HasGradient(0));
   EXPECT_FALSE(run.op->HasGradient(1));
+  // int64 bases: exact integer powers, truncated float ones.
+  run = RunOp(n, {testing::IntValue({4}, {3, -2, 5, 2}), testing::IntValue({4}, {6, 3, -1, 62})});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].dtype, DType::kInt64);
+  EXPECT_EQ(run.outputs[0].ints, (std::vector<int64_t>{729, -8, 0, int64_t{1} << 62}));
+  Value e = RandomValue({3}, 3);
+  e.floats = {6.0f, 0.5f, -1.0f};
+  run = RunOp(n, {testing::IntValue({3}, {3, 10, 1}), e});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.outputs[0].ints, (std::vector<int64_t>{729, 3, 1}));
+  EXPECT_FALSE(run.op->HasGradient(0));
   // Negative bases with integer exponents.
   Value neg = RandomValue({2, 3}, 2);
   ExpectGradientsMatch(n, {neg, IntValue({3}, {2, 3, 1})}, {0});
@@ -74,7 +85,9 @@ TEST(Pow, FactoryErrors) {
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
   run = RunOp(MakeNode("Pow", {"a"}, {"y"}), {RandomValue({2}, 1)});
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
-  run = RunOp(n, {IntValue({2}, {1, 2}), RandomValue({2}, 2)});
+  Value flags = IntValue({2}, {1, 0});
+  flags.dtype = DType::kBool;
+  run = RunOp(n, {flags, RandomValue({2}, 2)});
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
   EXPECT_NE(run.status.message().find("Pow_0"), std::string::npos) << run.status;
 }

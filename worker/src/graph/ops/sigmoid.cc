@@ -1,19 +1,11 @@
 // Sigmoid (ONNX): Y = detmath::Sigmoid(X) = 1 / (1 + exp(-X)), float32.
 //
 // No reductions. dX = dY * ((1 - Y) * Y).
-#include "easyscale/worker/detmath.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/unary_elementwise.h"
 
 namespace easyscale::graph {
-namespace {
-
-struct SigmoidFormula {
-  static float Apply(float x) { return detmath::Sigmoid(x); }
-  static float Grad(float, float y, float dy) { return dy * ((1.0f - y) * y); }
-};
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeSigmoid(const Node& node, int64_t,
                                           const std::vector<OpInput>& inputs) {

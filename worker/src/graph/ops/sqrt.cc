@@ -2,20 +2,11 @@
 // every device).
 //
 // No reductions. dX = dY / (2 * Y), as PyTorch's.
-#include <cmath>
-
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/unary_elementwise.h"
 
 namespace easyscale::graph {
-namespace {
-
-struct SqrtFormula {
-  static float Apply(float x) { return std::sqrt(x); }
-  static float Grad(float, float y, float dy) { return dy / (2.0f * y); }
-};
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeSqrt(const Node& node, int64_t,
                                        const std::vector<OpInput>& inputs) {

@@ -3,25 +3,10 @@
 // Order: Y one subtraction per element. dA: dY, dB: -dY, each summed to the
 // operand's shape in broadcast.h's order (ascending output index, from +0).
 #include "graph/ops/binary_elementwise.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {
-namespace {
-
-struct SubFormula {
-  static constexpr bool kInt64 = true;
-  static constexpr bool kInt64Exponent = false;
-  static constexpr bool kGradB = true;
-  static float Apply(float a, float b) { return a - b; }
-  // Two's complement wrap-around rather than undefined overflow.
-  static int64_t ApplyInt(int64_t a, int64_t b) {
-    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-  }
-  static float GradA(float, float, float, float dy) { return dy; }
-  static float GradB(float, float, float, float dy) { return -dy; }
-};
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeSub(const Node& node, int64_t,
                                       const std::vector<OpInput>& inputs) {

@@ -1,7 +1,8 @@
 // File: worker/src/graph/ops/unary_elementwise.h
 //
 // The element-wise unary float32 ops (Relu, Sqrt, Erf, Tanh, Sigmoid) as one
-// op over a formula; each op's file defines its formula and factory:
+// op over a formula (a struct in elementwise_formulas.h); each op's file has
+// the factory:
 //
 //   struct ReluFormula {
 //     static float Apply(float x);

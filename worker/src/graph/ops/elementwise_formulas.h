@@ -1,0 +1,124 @@
+// File: worker/src/graph/ops/elementwise_formulas.h
+//
+// The per-element formulas of the element-wise ops, one struct per op, for
+// binary_elementwise.h and unary_elementwise.h (see there for the members)
+// and, as ES_HD functions, for CUDA twins, so both devices evaluate the same
+// operations in the same order. The int64 forms are host-only.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "easyscale/worker/detmath.h"
+
+namespace easyscale::graph {
+
+struct AddFormula {
+  static constexpr bool kInt64 = true;
+  static constexpr bool kMixed = false;
+  static constexpr bool kGradB = true;
+  ES_HD static float Apply(float a, float b) { return a + b; }
+  // Two's complement wrap-around rather than undefined overflow.
+  static int64_t ApplyInt(int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  }
+  ES_HD static float GradA(float, float, float, float dy) { return dy; }
+  ES_HD static float GradB(float, float, float, float dy) { return dy; }
+};
+
+struct SubFormula {
+  static constexpr bool kInt64 = true;
+  static constexpr bool kMixed = false;
+  static constexpr bool kGradB = true;
+  ES_HD static float Apply(float a, float b) { return a - b; }
+  // Two's complement wrap-around rather than undefined overflow.
+  static int64_t ApplyInt(int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  }
+  ES_HD static float GradA(float, float, float, float dy) { return dy; }
+  ES_HD static float GradB(float, float, float, float dy) { return -dy; }
+};
+
+struct MulFormula {
+  static constexpr bool kInt64 = true;
+  static constexpr bool kMixed = false;
+  static constexpr bool kGradB = true;
+  ES_HD static float Apply(float a, float b) { return a * b; }
+  // Two's complement wrap-around rather than undefined overflow.
+  static int64_t ApplyInt(int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  }
+  ES_HD static float GradA(float, float b, float, float dy) { return dy * b; }
+  ES_HD static float GradB(float a, float, float, float dy) { return dy * a; }
+};
+
+struct DivFormula {
+  static constexpr bool kInt64 = true;
+  static constexpr bool kMixed = false;
+  static constexpr bool kGradB = true;
+  ES_HD static float Apply(float a, float b) { return a / b; }
+  static int64_t ApplyInt(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // no INT64_MIN trap
+    return a / b;
+  }
+  ES_HD static float GradA(float, float b, float, float dy) { return dy / b; }
+  ES_HD static float GradB(float, float b, float y, float dy) { return -dy * (y / b); }
+};
+
+struct PowFormula {
+  static constexpr bool kInt64 = true;
+  static constexpr bool kMixed = true;
+  static constexpr bool kGradB = false;
+  ES_HD static float Apply(float a, float b) { return detmath::Pow(a, b); }
+  static int64_t ApplyInt(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 != 0 ? -1 : 1) : 0;
+    uint64_t result = 1, base = static_cast<uint64_t>(a);
+    for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
+      if (e & 1) result *= base;
+      base *= base;
+    }
+    return static_cast<int64_t>(result);
+  }
+  static int64_t ApplyIntFloat(int64_t a, float b) {
+    const float kLimit = 9.2e18f;  // below 2^63
+    if (b > -kLimit && b < kLimit && b == static_cast<float>(static_cast<int64_t>(b))) {
+      return ApplyInt(a, static_cast<int64_t>(b));
+    }
+    const float p = detmath::Pow(static_cast<float>(a), b);
+    return p > -kLimit && p < kLimit ? static_cast<int64_t>(p) : 0;
+  }
+  ES_HD static float GradA(float a, float b, float, float dy) {
+    return dy * (b * detmath::Pow(a, b - 1.0f));
+  }
+};
+
+struct ReluFormula {
+  ES_HD static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
+  ES_HD static float Grad(float x, float, float dy) { return x > 0.0f ? dy : 0.0f; }
+};
+
+struct SqrtFormula {
+  ES_HD static float Apply(float x) { return sqrtf(x); }
+  ES_HD static float Grad(float, float y, float dy) { return dy / (2.0f * y); }
+};
+
+struct ErfFormula {
+  ES_HD static float Apply(float x) { return detmath::Erf(x); }
+  ES_HD static float Grad(float x, float, float dy) {
+    const float kTwoOverSqrtPi = 1.12837916709551257f;
+    return dy * (kTwoOverSqrtPi * detmath::Exp(-(x * x)));
+  }
+};
+
+struct TanhFormula {
+  ES_HD static float Apply(float x) { return detmath::Tanh(x); }
+  ES_HD static float Grad(float, float y, float dy) { return dy * (1.0f - y * y); }
+};
+
+struct SigmoidFormula {
+  ES_HD static float Apply(float x) { return detmath::Sigmoid(x); }
+  ES_HD static float Grad(float, float y, float dy) { return dy * ((1.0f - y) * y); }
+};
+
+}  // namespace easyscale::graph

@@ -1,0 +1,162 @@
+// LayerNormalization (ONNX, opset 17), float32: each row (the elements at
+// dimensions axis.. of X, axis default -1) is normalized with its own mean
+// and variance, then scaled by Scale and shifted by B (optional; absent: 1
+// and 0). Outputs Y, and optionally Mean and InvStdDev (X's shape with the
+// normalized dimensions 1).
+//
+// Order, per row of n elements, ascending index:
+//   mean = (sum of x_j from +0) / n;
+//   var = (fma(d_j, d_j, .) over d_j = x_j - mean, from +0) / n;
+//   invstd = 1 / sqrt(var + epsilon); xhat_j = (x_j - mean) * invstd;
+//   y_j = xhat_j * scale_j + b_j.
+// Backward (kernel_formulas.h's BatchNorm rules over a row): g_j = dy_j * scale_j;
+//   sum_g and sum_gx = fma(g_j, xhat_j, .) from +0, ascending j;
+//   dx_j = BatchNormInputGrad(x_j, g_j, mean, invstd, invstd / n, n, sum_g, sum_gx).
+//   dScale_j = sum over rows of dy_j * xhat_j, dB_j = sum over rows of dy_j,
+//   each from +0 in ascending row order.
+// Only Y carries a gradient: gradients arriving at Mean and InvStdDev are not
+// propagated (exported models read only Y).
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/node_checks.h"
+#include "graph/ops/ops.h"
+
+namespace easyscale::graph {
+namespace {
+
+class LayerNormalizationOp final : public Op {
+ public:
+  LayerNormalizationOp(Shape shape, size_t axis, float epsilon)
+      : shape_(std::move(shape)), epsilon_(epsilon) {
+    stats_shape_ = shape_;
+    for (size_t d = axis; d < shape_.size(); ++d) {
+      n_ *= shape_[d];
+      stats_shape_[d] = 1;
+    }
+    rows_ = NumElements(stats_shape_);
+  }
+
+  std::vector<ValueInfo> OutputInfos() const override {
+    return {{DType::kFloat32, shape_},
+            {DType::kFloat32, stats_shape_},
+            {DType::kFloat32, stats_shape_}};
+  }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const float* x = in[0]->floats.data();
+    const float* scale = Optional(in, 1);
+    const float* bias = Optional(in, 2);
+    float* y = out[0]->floats.data();
+    const float count = static_cast<float>(n_);
+    mean_.resize(rows_);
+    invstd_.resize(rows_);
+    for (int64_t r = 0; r < rows_; ++r) {
+      const float* xr = x + r * n_;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n_; ++j) sum += xr[j];
+      const float mean = sum / count;
+      float sum_sq = 0.0f;
+      for (int64_t j = 0; j < n_; ++j) formulas::FoldSquaredDeviation(xr[j], mean, &sum_sq);
+      const float invstd = formulas::InvStd(sum_sq / count, epsilon_);
+      for (int64_t j = 0; j < n_; ++j) {
+        const float xhat = (xr[j] - mean) * invstd;
+        y[r * n_ + j] = xhat * (scale ? scale[j] : 1.0f) + (bias ? bias[j] : 0.0f);
+      }
+      mean_[r] = mean;
+      invstd_[r] = invstd;
+    }
+    if (out.size() > 1 && out[1] != nullptr) out[1]->floats = mean_;
+    if (out.size() > 2 && out[2] != nullptr) out[2]->floats = invstd_;
+  }
+
+  bool HasGradient(size_t i) const override { return i <= 2; }
+
+  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    for (Value* d : din) {
+      if (d != nullptr) std::fill(d->floats.begin(), d->floats.end(), 0.0f);
+    }
+    if (dout[0] == nullptr) return;
+    const float* x = in[0]->floats.data();
+    const float* scale = Optional(in, 1);
+    const float* dy = dout[0]->floats.data();
+    float* dx = din[0] != nullptr ? din[0]->floats.data() : nullptr;
+    float* dscale = din.size() > 1 && din[1] != nullptr ? din[1]->floats.data() : nullptr;
+    float* dbias = din.size() > 2 && din[2] != nullptr ? din[2]->floats.data() : nullptr;
+    const float count = static_cast<float>(n_);
+    std::vector<float> g(n_);
+    for (int64_t r = 0; r < rows_; ++r) {
+      const float* xr = x + r * n_;
+      const float* dyr = dy + r * n_;
+      const float mean = mean_[r], invstd = invstd_[r];
+      for (int64_t j = 0; j < n_; ++j) {
+        if (dscale != nullptr) dscale[j] += dyr[j] * ((xr[j] - mean) * invstd);
+        if (dbias != nullptr) dbias[j] += dyr[j];
+      }
+      if (dx == nullptr) continue;
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (int64_t j = 0; j < n_; ++j) {
+        g[j] = dyr[j] * (scale ? scale[j] : 1.0f);
+        formulas::FoldBatchNormGrads(xr[j], g[j], mean, invstd, &sum_g, &sum_gx);
+      }
+      const float k = invstd / count;
+      for (int64_t j = 0; j < n_; ++j) {
+        dx[r * n_ + j] =
+            formulas::BatchNormInputGrad(xr[j], g[j], mean, invstd, k, count, sum_g, sum_gx);
+      }
+    }
+  }
+
+ private:
+  static const float* Optional(const std::vector<const Value*>& in, size_t i) {
+    return in.size() > i && in[i] != nullptr ? in[i]->floats.data() : nullptr;
+  }
+
+  Shape shape_, stats_shape_;
+  float epsilon_;
+  int64_t n_ = 1, rows_ = 1;
+  std::vector<float> mean_, invstd_;  // Forward's, per row, for Backward
+};
+
+// `s` without its leading 1s.
+Shape StripLeadingOnes(Shape s) {
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), [](int64_t d) { return d != 1; }));
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeLayerNormalization(const Node& node, int64_t,
+                                                     const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 3, 3));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  const Shape& shape = inputs[0].info->shape;
+  if (shape.empty()) return NodeError(node, "input X is a scalar");
+  ES_ASSIGN_OR_RETURN(const int64_t axis_attr, node.Get<int64_t>("axis", -1));
+  ES_ASSIGN_OR_RETURN(const size_t axis,
+                      NormalizeAxis(node, "attribute axis", axis_attr, shape.size()));
+  ES_ASSIGN_OR_RETURN(const float epsilon, node.Get<float>("epsilon", 1e-5f));
+  if (!(epsilon >= 0.0f)) return NodeError(node, "attribute epsilon is negative or NaN");
+  ES_ASSIGN_OR_RETURN(const int64_t stash_type, node.Get<int64_t>("stash_type", 1));
+  if (stash_type != 1) {
+    return NodeError(node, absl::StrCat("attribute stash_type ", stash_type,
+                                        " is not supported (statistics are float32: 1)"));
+  }
+  // Scale and B as PyTorch exports them: the normalized shape (leading 1s aside).
+  const Shape normalized = StripLeadingOnes(Shape(shape.begin() + axis, shape.end()));
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].info == nullptr) continue;
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, i, DType::kFloat32));
+    if (StripLeadingOnes(inputs[i].info->shape) != normalized) {
+      return NodeError(node, absl::StrCat("input ", i == 1 ? "Scale" : "B", " (", node.inputs[i],
+                                          ") is not of the normalized shape of X"));
+    }
+  }
+  return std::unique_ptr<Op>(new LayerNormalizationOp(shape, axis, epsilon));
+}
+
+}  // namespace easyscale::graph

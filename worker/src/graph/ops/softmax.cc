@@ -1,0 +1,120 @@
+// Softmax and LogSoftmax (ONNX), float32. From opset 13 each slice along
+// `axis` (default -1) is one row; before opset 13 the input is seen as 2-D at
+// `axis` (default 1) and each of its rows is one.
+//
+// Order, per row, elements in ascending index along the row:
+//   m = max (a NaN is kept only where it comes first); e_j = detmath::Exp(x_j - m);
+//   s = sum of e_j from +0; Softmax y_j = e_j / s; LogSoftmax y_j = (x_j - m) - Log(s).
+// Backward, per row: Softmax t = sum of dy_j * y_j from +0, dx_j = y_j * (dy_j - t);
+//   LogSoftmax t = sum of dy_j from +0, dx_j = dy_j - Exp(y_j) * t.
+#include "graph/ops/softmax.h"
+
+#include <algorithm>
+
+#include "easyscale/worker/detmath.h"
+#include "graph/ops/node_checks.h"
+#include "graph/ops/ops.h"
+
+namespace easyscale::graph {
+namespace {
+
+class SoftmaxOp final : public Op {
+ public:
+  // Rows are (outer, inner) pairs; a row's n elements are `inner` apart.
+  SoftmaxOp(Shape shape, int64_t outer, int64_t n, int64_t inner, bool log)
+      : shape_(std::move(shape)), outer_(outer), n_(n), inner_(inner), log_(log) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
+
+  void Forward(RunContext&, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    const float* x = in[0]->floats.data();
+    float* y = out[0]->floats.data();
+    ForEachRow([&](int64_t base) {
+      float m = x[base];
+      for (int64_t j = 1; j < n_; ++j) m = x[base + j * inner_] > m ? x[base + j * inner_] : m;
+      float s = 0.0f;
+      for (int64_t j = 0; j < n_; ++j) {
+        const float e = detmath::Exp(x[base + j * inner_] - m);
+        if (!log_) y[base + j * inner_] = e;
+        s += e;
+      }
+      if (log_) {
+        const float log_s = detmath::Log(s);
+        for (int64_t j = 0; j < n_; ++j) y[base + j * inner_] = (x[base + j * inner_] - m) - log_s;
+      } else {
+        for (int64_t j = 0; j < n_; ++j) y[base + j * inner_] = y[base + j * inner_] / s;
+      }
+    });
+  }
+
+  bool HasGradient(size_t i) const override { return i == 0; }
+
+  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>& out,
+                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+    if (din[0] == nullptr) return;
+    float* dx = din[0]->floats.data();
+    if (dout[0] == nullptr) {
+      std::fill(din[0]->floats.begin(), din[0]->floats.end(), 0.0f);
+      return;
+    }
+    const float* y = out[0]->floats.data();
+    const float* dy = dout[0]->floats.data();
+    ForEachRow([&](int64_t base) {
+      float t = 0.0f;
+      for (int64_t j = 0; j < n_; ++j) {
+        const int64_t k = base + j * inner_;
+        t += log_ ? dy[k] : dy[k] * y[k];
+      }
+      for (int64_t j = 0; j < n_; ++j) {
+        const int64_t k = base + j * inner_;
+        dx[k] = log_ ? dy[k] - detmath::Exp(y[k]) * t : y[k] * (dy[k] - t);
+      }
+    });
+  }
+
+ private:
+  // Calls f(index of the row's first element) for every row.
+  template <typename F>
+  void ForEachRow(F&& f) const {
+    for (int64_t o = 0; o < outer_; ++o) {
+      for (int64_t i = 0; i < inner_; ++i) f(o * n_ * inner_ + i);
+    }
+  }
+
+  Shape shape_;
+  int64_t outer_, n_, inner_;
+  bool log_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
+                                            const std::vector<OpInput>& inputs, bool log) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  const Shape& shape = inputs[0].info->shape;
+  ES_ASSIGN_OR_RETURN(const int64_t axis_attr, node.Get<int64_t>("axis", opset >= 13 ? -1 : 1));
+  // A scalar is one row of one element.
+  ES_ASSIGN_OR_RETURN(const size_t axis, NormalizeAxis(node, "attribute axis", axis_attr,
+                                                       std::max<size_t>(shape.size(), 1)));
+  int64_t outer = 1, n = 1, inner = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d < axis) {
+      outer *= shape[d];
+    } else if (d == axis || opset < 13) {
+      n *= shape[d];
+    } else {
+      inner *= shape[d];
+    }
+  }
+  if (n == 0) outer = 0;  // no rows to read a first element from
+  return std::unique_ptr<Op>(new SoftmaxOp(shape, outer, n, inner, log));
+}
+
+StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs) {
+  return MakeSoftmaxOp(node, opset, inputs, /*log=*/false);
+}
+
+}  // namespace easyscale::graph

@@ -1,0 +1,18 @@
+// File: worker/src/graph/ops/softmax.h
+//
+// Softmax and LogSoftmax share one op (softmax.cc): the same rows, maximum
+// and sum of exponentials; log_softmax.cc only registers the log form.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/op.h"
+
+namespace easyscale::graph {
+
+// The op of a Softmax (log false) or LogSoftmax (log true) node.
+StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
+                                            const std::vector<OpInput>& inputs, bool log);
+
+}  // namespace easyscale::graph
