@@ -83,7 +83,7 @@ std::string Exported(const Example& ex) {
 class ModelFile : public ::testing::TestWithParam<Example> {};
 
 std::string Digest(const Example& ex, const std::string& schedule, int seed = 1) {
-  Run r =
+  Outcome r =
       Worker("local --ests 4 --steps 30 --batch-per-est 8 --checkpoint-every 0 --dataset " +
              ex.dataset + " --data " + EASYSCALE_MNIST_DATA + " --seed " + std::to_string(seed) +
              " --model-file " + Exported(ex) + " --schedule " + schedule);

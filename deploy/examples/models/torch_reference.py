@@ -28,6 +28,8 @@ read back exactly):
    "labels", "loss", "logits" (flat, [B, classes]),
    "grads": {state_dict key: flat}, "params_after": {key: flat},
    "buffers_after": {key: flat} (BatchNorm running_mean/var after the step),
+   with --float64 also "float32_deviation": max |float32 step - float64 step|
+   per tensor, in the same layout (logits, loss, grads.KEY, ...),
    "lr", "momentum", "weight_decay"}
 """
 
@@ -93,6 +95,45 @@ def flat(t):
     return t.detach().reshape(-1).tolist()
 
 
+def one_step(a, inputs, labels, dtype):
+    """Forward, mean cross-entropy, backward and one SGD step in `dtype`."""
+    model = export.build_from_args(a)
+    model.train()
+    if a.onnx:
+        check_against_onnx(model, a.onnx)
+    fed = torch.from_numpy(inputs)
+    if dtype == torch.float64:
+        model.double()
+        fed = fed.double() if fed.is_floating_point() else fed
+    logits = model(fed)
+    loss = F.cross_entropy(logits, torch.from_numpy(labels))
+    loss.backward()
+    grads = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
+                          weight_decay=a.weight_decay)
+    opt.step()
+    return {"loss": loss.detach(), "logits": logits.detach(), "grads": grads,
+            "params_after": {k: v.detach() for k, v in model.named_parameters()},
+            "buffers_after": {k: v.detach() for k, v in model.named_buffers()
+                              if v.is_floating_point()},
+            }, sum(v.numel() for v in model.parameters())
+
+
+def flat_all(v):
+    """A step's tensors as float32 lists (a dict of them stays a dict)."""
+    if isinstance(v, dict):
+        return {k: flat_all(t) for k, t in v.items()}
+    t = v.float()
+    return float(t) if t.dim() == 0 else flat(t)
+
+
+def deviation(ours, ref):
+    """max |ours - ref| per tensor, mirroring the step's layout."""
+    if isinstance(ref, dict):
+        return {k: deviation(ours[k], r) for k, r in ref.items()}
+    return float((ours.double() - ref.double()).abs().max())
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     export.add_model_args(p)
@@ -105,44 +146,38 @@ def main():
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--onnx", help="check the rebuilt weights against this exported file")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--float64", action="store_true",
+                   help="compute the step in float64 from the same float32 weights and batch "
+                        "(a reference closer to exact than any float32 order)")
     p.add_argument("--out", required=True, help="the JSON file to write")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
 
     requested_dropout, a.dropout = a.dropout, 0.0  # dropout has no weights: same init
-    model = export.build_from_args(a)
-    model.train()
-    if a.onnx:
-        check_against_onnx(model, a.onnx)
-
     inputs, labels = make_batch(a)
-    logits = model(torch.from_numpy(inputs))
-    loss = F.cross_entropy(logits, torch.from_numpy(labels))
-    loss.backward()
-    grads = {k: flat(v.grad) for k, v in model.named_parameters()}
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
-                          weight_decay=a.weight_decay)
-    opt.step()
-
+    ref, parameters = one_step(a, inputs, labels, torch.float64 if a.float64 else torch.float32)
     result = {
         "model": {"name": a.model, "width": a.width, "seq_len": a.seq_len, "vocab": a.vocab,
                   "heads": a.heads, "layers": a.layers, "classes": a.classes, "seed": a.seed,
-                  "dropout": 0.0, "batch_seed": a.batch_seed, "digits": a.digits},
+                  "dropout": 0.0, "batch_seed": a.batch_seed, "digits": a.digits,
+                  "float64": a.float64},
         "inputs": {"shape": list(inputs.shape), "dtype": str(inputs.dtype),
                    "data": inputs.reshape(-1).tolist()},
         "labels": labels.tolist(),
-        "loss": float(loss),
-        "logits": flat(logits),
-        "grads": grads,
-        "params_after": {k: flat(v) for k, v in model.named_parameters()},
-        "buffers_after": {k: flat(v) for k, v in model.named_buffers() if v.is_floating_point()},
         "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
     }
+    result.update({k: flat_all(v) for k, v in ref.items()})
+    if a.float64:
+        # How far PyTorch's own float32 step is from the float64 one, per
+        # tensor: how well conditioned the step is, the scale any float32
+        # implementation's distance is judged on.
+        f32, _ = one_step(a, inputs, labels, torch.float32)
+        result["float32_deviation"] = deviation(f32, ref)
     with open(a.out, "w") as f:
         json.dump(result, f)
     size = os.path.getsize(a.out)
     print(json.dumps({"out": a.out, "bytes": size, "loss": result["loss"],
-                      "parameters": sum(v.numel() for v in model.parameters()),
+                      "parameters": parameters,
                       "onnx_weights_match": bool(a.onnx)}))
     if requested_dropout:
         print("torch_reference.py: note: built with dropout 0 (export with --dropout 0 to "
