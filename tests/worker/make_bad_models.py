@@ -54,9 +54,13 @@ def main(out):
     onnx.save(classifier(
         [helper.make_node("Flatten", ["input"], ["flat"], name="flatten", axis=1),
          helper.make_node("Cast", ["flat"], ["flat_i"], name="to_int", to=TensorProto.INT64),
-         helper.make_node("MatMul", ["flat_i", "fc.weight_t"], ["mm"], name="fc"),
-         helper.make_node("Cast", ["mm"], ["logits"], name="to_float", to=TensorProto.FLOAT)],
-        [numpy_helper.from_array(np.ones((784, 10), np.int64), "fc.weight_t")]),
+         helper.make_node("Mul", ["flat_i", "scale_i"], ["scaled"], name="scale"),
+         helper.make_node("Slice", ["scaled", "starts", "ends", "axes"], ["first"], name="first10"),
+         helper.make_node("Cast", ["first"], ["logits"], name="to_float", to=TensorProto.FLOAT)],
+        [numpy_helper.from_array(np.ones(784, np.int64), "scale_i"),
+         numpy_helper.from_array(np.array([0], np.int64), "starts"),
+         numpy_helper.from_array(np.array([10], np.int64), "ends"),
+         numpy_helper.from_array(np.array([1], np.int64), "axes")]),
         os.path.join(out, "integer_parameters.onnx"))
     # A model for 3x32x32 images cannot take the 1x28x28 digits.
     onnx.save(classifier(flatten_gemm(), weights(inputs=3072), input_shape=(None, 3, 32, 32)),

@@ -131,8 +131,9 @@ TEST_P(BadModelFile, RefusedWithOneClearLine) {
   }();
   (void)made;
   const std::string path = (WorkDir() / "bad" / GetParam().file).string();
-  Outcome r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
-                 std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
+  Outcome r =
+      Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
+             std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(GetParam().says), std::string::npos)
       << "want \"" << GetParam().says << "\" in:\n"
@@ -147,14 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BadModel{"not_onnx.onnx", "not an ONNX model"},
                       BadModel{"unsupported_op.onnx", "node odd_one: operator Hardmax (opset 17)"},
                       BadModel{"missing_initializer.onnx", "fc.bias"},
-                      BadModel{"integer_parameters.onnx", "nothing to train"},
+                      BadModel{"integer_parameters.onnx", "integer initializers"},
                       BadModel{"wrong_input.onnx", "input"},
                       BadModel{"unresolvable_shape.onnx", "dynamic_reshape"}),
     [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
 
 TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
   Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
-                 std::string(EASYSCALE_MNIST_DATA));
+                     std::string(EASYSCALE_MNIST_DATA));
   EXPECT_NE(r.exit_code, 0) << r.output;
 }
 

@@ -131,9 +131,18 @@ StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::ve
   }
   ES_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, Program::Create(std::move(g)));
   if (program->parameters().empty()) {
-    return absl::InvalidArgumentError(path +
-                                      ": no float initializer the logits depend on: "
-                                      "nothing to train");
+    // Say which weights were there but not float32: the usual cause.
+    std::string integers;
+    for (const auto& [name, c] : program->graph().initializers) {
+      if (c.dtype != DType::kFloat32 && program->graph().constants.count(name) == 0) {
+        absl::StrAppend(&integers, integers.empty() ? "" : ", ", name);
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no float initializer the logits depend on: nothing to train",
+                     integers.empty() ? ""
+                                      : " (integer initializers " + integers +
+                                            " are never trained: export parameters as float32)"));
   }
   return std::unique_ptr<Model>(
       std::make_unique<GraphModel>(std::move(program), fingerprint, batch));

@@ -32,7 +32,7 @@ constexpr size_t kMaxModelBytes = std::numeric_limits<int>::max();
 // The default-domain opsets PyTorch's training-mode export uses and the ops
 // implement; older opsets carry attributes where these have inputs (Squeeze's
 // axes, Split's sizes, ...), which the ops do not read.
-constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 17;
 
 // Ops not evaluated at load time even when every input is known: their
@@ -224,14 +224,14 @@ Status AddDataInput(const onnx::ValueInfoProto& in,
     const auto& dims = type.shape().dim();
     if (static_cast<size_t>(dims.size()) != shape.size()) {
       return absl::InvalidArgumentError(absl::StrCat("input ", name, " has rank ", dims.size(),
-                                                     " in the model, input_shapes gives ",
+                                                     " in the model, the data gives ",
                                                      ShapeString(shape)));
     }
     for (int i = 0; i < dims.size(); ++i) {
       if (dims[i].has_dim_value() && dims[i].dim_value() != shape[i]) {
         return absl::InvalidArgumentError(
             absl::StrCat("input ", name, ": dimension ", i, " is ", dims[i].dim_value(),
-                         " in the model, input_shapes gives ", ShapeString(shape)));
+                         " in the model, the data gives ", ShapeString(shape)));
       }
     }
   }

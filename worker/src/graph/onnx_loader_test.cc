@@ -428,9 +428,9 @@ TEST_F(OnnxLoaderTest, RefusesUnsupportedDataTypesNamingThem) {
 
 TEST_F(OnnxLoaderTest, RefusesOpsetsOutsideThoseSupported) {
   onnx::ModelProto m = BaseModel();
-  m.mutable_opset_import(0)->set_version(12);
+  m.mutable_opset_import(0)->set_version(18);
   EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
-              HasSubstr("default-domain opset 12 is not supported (opsets 13 to 17 are)"));
+              HasSubstr("default-domain opset 18 is not supported (opsets 11 to 17 are)"));
 }
 
 TEST_F(OnnxLoaderTest, RefusesOtherDomains) {
