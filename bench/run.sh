@@ -7,6 +7,8 @@ bin="$root/build/bin"
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 "$bin/est_bench" --model cnn --ests 8 --batch 16
 "$bin/est_bench" --model mlp --ests 8 --batch 16
+# The graph runtime's step of each example ONNX model against PyTorch's, one thread.
+bash "$root/bench/worker/graph_vs_torch.sh" 32
 # Scale events of the standard job, from "stopping" to the first resumed step,
 # against the median step time of the same run.
 "$bin/easyscale-worker" local --ests 8 --steps 120 --schedule 0:8,20:3,45:5,70:1,90:8 | grep -E '"event":"(scale|summary)"'
