@@ -103,8 +103,8 @@ class AveragePool final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t,
                                               const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
   if (node.attributes.count("kernel_shape") == 0) {
     return NodeError(node, "attribute kernel_shape is required");
   }

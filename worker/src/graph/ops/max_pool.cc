@@ -77,11 +77,11 @@ class MaxPool final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t,
                                           const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 2));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 2));
   if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
     return NodeError(node, "output Indices is not supported");
   }
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
   if (node.attributes.count("kernel_shape") == 0) {
     return NodeError(node, "attribute kernel_shape is required");
   }

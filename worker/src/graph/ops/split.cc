@@ -4,6 +4,7 @@
 // smaller last one, or equal parts. Any dtype; the float input's gradient is
 // the outputs' gradients side by side (zeros where an output has none).
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

@@ -2,6 +2,7 @@
 // `axes` names (from the second input since opset 13, an attribute before;
 // all size-1 dimensions when absent). Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {
