@@ -19,6 +19,7 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
 

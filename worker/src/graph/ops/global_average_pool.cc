@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {

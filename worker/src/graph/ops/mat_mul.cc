@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {

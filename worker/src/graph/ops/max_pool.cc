@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
 
@@ -81,13 +82,7 @@ StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t,
   if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
     return NodeError(node, "output Indices is not supported");
   }
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
-  if (node.attributes.count("kernel_shape") == 0) {
-    return NodeError(node, "attribute kernel_shape is required");
-  }
-  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
-  ES_ASSIGN_OR_RETURN(Window w, ResolveWindow(node, inputs[0].info->shape, kernel, true));
+  ES_ASSIGN_OR_RETURN(Window w, ResolvePoolWindow(node, inputs));
   return std::unique_ptr<Op>(new MaxPool(w));
 }
 

@@ -144,4 +144,16 @@ inline StatusOr<Window> ResolveWindow(const Node& node, const Shape& x,
   return w;
 }
 
+// The window of a pooling node (AveragePool, MaxPool) over its input X, which
+// must be float32; kernel_shape is required.
+inline StatusOr<Window> ResolvePoolWindow(const Node& node, const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
+  if (node.attributes.count("kernel_shape") == 0) {
+    return NodeError(node, "attribute kernel_shape is required");
+  }
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
+  return ResolveWindow(node, inputs[0].info->shape, kernel, /*pooling=*/true);
+}
+
 }  // namespace easyscale::graph
