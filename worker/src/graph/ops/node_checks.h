@@ -89,6 +89,17 @@ inline StatusOr<std::vector<int64_t>> ConstantInts(const Node& node,
   return inputs[i].constant->ints;
 }
 
+// An int64 list that is attribute `what` before opset 13 and optional
+// constant input `i` from opset 13 on (Squeeze's axes, Split's split); empty
+// when absent.
+inline StatusOr<std::vector<int64_t>> IntsAttributeOrInput(const Node& node, int64_t opset,
+                                                           const std::vector<OpInput>& inputs,
+                                                           size_t i, const std::string& what) {
+  if (opset < 13) return node.Get<std::vector<int64_t>>(what, {});
+  if (!HasInput(inputs, i)) return std::vector<int64_t>{};
+  return ConstantInts(node, inputs, i, what);
+}
+
 // `axis` in [-rank, rank) as a dimension index; `what` names it in the error.
 inline StatusOr<int64_t> NormalizeAxis(const Node& node, const std::string& what, int64_t axis,
                                        int64_t rank) {
