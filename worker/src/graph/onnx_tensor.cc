@@ -26,12 +26,14 @@ Status FromRaw(const std::string& raw, size_t n, std::vector<T>& out) {
   return absl::OkStatus();
 }
 
-template <typename Repeated>
-Status CheckCount(const Repeated& field, size_t n, const char* name) {
+// Copies typed field `name` (float_data, ...), which must hold `n` elements.
+template <typename Repeated, typename T>
+Status FromTyped(const Repeated& field, size_t n, const char* name, std::vector<T>& out) {
   if (static_cast<size_t>(field.size()) != n) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " has ", field.size(), " elements, the shape needs ", n));
   }
+  out.assign(field.begin(), field.end());
   return absl::OkStatus();
 }
 
@@ -64,21 +66,13 @@ StatusOr<ConstantTensor> FromTensorProto(const onnx::TensorProto& tensor) {
   switch (tensor.data_type()) {
     case onnx::TensorProto::FLOAT:
       c.dtype = DType::kFloat32;
-      if (raw) {
-        ES_RETURN_IF_ERROR(FromRaw(tensor.raw_data(), count, c.floats));
-      } else {
-        ES_RETURN_IF_ERROR(CheckCount(tensor.float_data(), count, "float_data"));
-        c.floats.assign(tensor.float_data().begin(), tensor.float_data().end());
-      }
+      ES_RETURN_IF_ERROR(raw ? FromRaw(tensor.raw_data(), count, c.floats)
+                             : FromTyped(tensor.float_data(), count, "float_data", c.floats));
       return c;
     case onnx::TensorProto::INT64:
       c.dtype = DType::kInt64;
-      if (raw) {
-        ES_RETURN_IF_ERROR(FromRaw(tensor.raw_data(), count, c.ints));
-      } else {
-        ES_RETURN_IF_ERROR(CheckCount(tensor.int64_data(), count, "int64_data"));
-        c.ints.assign(tensor.int64_data().begin(), tensor.int64_data().end());
-      }
+      ES_RETURN_IF_ERROR(raw ? FromRaw(tensor.raw_data(), count, c.ints)
+                             : FromTyped(tensor.int64_data(), count, "int64_data", c.ints));
       return c;
     case onnx::TensorProto::BOOL: {
       c.dtype = DType::kBool;
@@ -88,8 +82,7 @@ StatusOr<ConstantTensor> FromTensorProto(const onnx::TensorProto& tensor) {
         ES_RETURN_IF_ERROR(FromRaw(tensor.raw_data(), count, bytes));
         c.ints.assign(bytes.begin(), bytes.end());
       } else {
-        ES_RETURN_IF_ERROR(CheckCount(tensor.int32_data(), count, "int32_data"));
-        c.ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
+        ES_RETURN_IF_ERROR(FromTyped(tensor.int32_data(), count, "int32_data", c.ints));
       }
       for (int64_t& b : c.ints) b = b != 0;
       return c;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
 
@@ -103,18 +104,12 @@ class AveragePool final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t,
                                               const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
-  if (node.attributes.count("kernel_shape") == 0) {
-    return NodeError(node, "attribute kernel_shape is required");
-  }
-  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
+  ES_ASSIGN_OR_RETURN(Window w, ResolvePoolWindow(node, inputs));
   ES_ASSIGN_OR_RETURN(const int64_t count_include_pad, node.Get<int64_t>("count_include_pad", 0));
   if (count_include_pad != 0 && count_include_pad != 1) {
     return NodeError(node, "attribute count_include_pad must be 0 or 1");
   }
-  ES_ASSIGN_OR_RETURN(Window w, ResolveWindow(node, inputs[0].info->shape, kernel, true));
   return std::unique_ptr<Op>(new AveragePool(w, count_include_pad != 0));
 }
 

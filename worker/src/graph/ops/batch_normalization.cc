@@ -26,8 +26,8 @@
 
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {
@@ -151,9 +151,10 @@ StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t o
                                                      const std::vector<OpInput>& inputs) {
   const bool mode_attribute = opset >= 14;
   const size_t max_outputs = mode_attribute ? 3 : 5;
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 5, 5, max_outputs));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 5, 5, max_outputs));
   const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (size_t i = 0; i < 5; ++i) ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, i, names[i]));
+  for (size_t i = 0; i < 5; ++i)
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, i, names[i], DType::kFloat32));
   const Shape& x = inputs[0].info->shape;
   if (x.size() < 2 || NumElements(x) == 0) {
     return NodeError(node, "input X must be at least 2-D (N, C, ...) and not empty");

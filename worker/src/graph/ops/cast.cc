@@ -5,7 +5,7 @@
 // The gradient passes through float -> float only.
 #include <limits>
 
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

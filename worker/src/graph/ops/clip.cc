@@ -55,7 +55,7 @@ class ClipOp final : public Op {
 StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, opset >= 11 ? 3 : 1, 1));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "input", DType::kFloat32));
   float bounds[2] = {-std::numeric_limits<float>::infinity(),
                      std::numeric_limits<float>::infinity()};
   const char* names[2] = {"min", "max"};
@@ -70,7 +70,7 @@ StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
     }
     const OpInput& bound = inputs.size() > k + 1 ? inputs[k + 1] : OpInput{};
     if (bound.info == nullptr) continue;
-    ES_RETURN_IF_ERROR(CheckDType(node, inputs, k + 1, DType::kFloat32));
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, k + 1, names[k], DType::kFloat32));
     if (NumElements(bound.info->shape) != 1) {
       return NodeError(
           node, absl::StrCat("input ", names[k], " (", node.inputs[k + 1], ") is not a scalar"));

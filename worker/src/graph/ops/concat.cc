@@ -2,6 +2,7 @@
 // after another along `axis`. Any dtype; each float input gets its part of the
 // output's gradient.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

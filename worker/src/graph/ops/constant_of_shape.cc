@@ -1,6 +1,6 @@
 // ConstantOfShape: a tensor of the shape its input gives (known at load time)
 // filled with the one element of attribute value (default float 0).
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

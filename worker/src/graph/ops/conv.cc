@@ -19,6 +19,7 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
 
@@ -243,9 +244,9 @@ class Conv final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t,
                                        const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 2, 3, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "W"));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 3, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "W", DType::kFloat32));
   const Shape& x = inputs[0].info->shape;
   const Shape& w = inputs[1].info->shape;
   if (x.size() != 3 && x.size() != 4) {
@@ -275,7 +276,7 @@ StatusOr<std::unique_ptr<Op>> MakeConv(const Node& node, int64_t,
   ES_ASSIGN_OR_RETURN(Window win, ResolveWindow(node, x, kernel, /*pooling=*/false));
   const bool has_bias = inputs.size() > 2 && inputs[2].info != nullptr;
   if (has_bias) {
-    ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 2, "B"));
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, 2, "B", DType::kFloat32));
     if (inputs[2].info->shape != Shape{w[0]}) {
       return NodeError(node, absl::StrCat("input B must have shape [", w[0], "]"));
     }

@@ -13,7 +13,7 @@
 // input (a constant; absent means false, as ONNX). ratio (default 0.5) is a
 // constant input since opset 12, an attribute before. Backward: dx = dy * mask.
 #include "easyscale/worker/cpu_kernels.h"
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {
@@ -72,10 +72,8 @@ class DropoutOp : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs) {
-  ES_ASSIGN_OR_RETURN(const ValueInfo* x, RequiredInput(node, inputs, 0, "data"));
-  if (x->dtype != DType::kFloat32) {
-    return NodeError(node, absl::StrCat("data input is ", ToString(x->dtype), ", not float32"));
-  }
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "data", DType::kFloat32));
+  const ValueInfo* x = inputs[0].info;
   float ratio = 0.5f;
   bool training_mode = true;
   if (opset >= 12) {

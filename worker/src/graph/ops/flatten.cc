@@ -1,6 +1,7 @@
 // Flatten: input of shape [d0, ..., dn-1] as [d0 * ... * d(axis-1),
 // d(axis) * ... * dn-1], elements in the same order (any dtype).
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

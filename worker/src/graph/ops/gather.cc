@@ -7,6 +7,7 @@
 // ascending, then i; so each data element gets its contributions added in
 // ascending index-position order, starting from 0, on any machine.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

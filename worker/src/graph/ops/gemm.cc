@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {
@@ -127,9 +127,9 @@ class Gemm final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t,
                                        const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 2, 3, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "A"));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "B"));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 3, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
   ES_ASSIGN_OR_RETURN(const int64_t trans_a, node.Get<int64_t>("transA", 0));
   ES_ASSIGN_OR_RETURN(const int64_t trans_b, node.Get<int64_t>("transB", 0));
   ES_ASSIGN_OR_RETURN(const float alpha, node.Get<float>("alpha", 1.0f));
@@ -149,7 +149,7 @@ StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t,
   const bool has_c = inputs.size() > 2 && inputs[2].info != nullptr;
   Shape c;
   if (has_c) {
-    ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 2, "C"));
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, 2, "C", DType::kFloat32));
     c = inputs[2].info->shape;
     const bool fits = c.size() <= 2 && (c.empty() || c.back() == 1 || c.back() == n) &&
                       (c.size() < 2 || c[0] == 1 || c[0] == m);

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {
@@ -58,8 +58,8 @@ class GlobalAveragePool final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t,
                                                     const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
   const Shape& x = inputs[0].info->shape;
   if (x.size() < 3) {
     return NodeError(

@@ -1,5 +1,6 @@
 // Identity: the output is the input (any dtype); the gradient passes through.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

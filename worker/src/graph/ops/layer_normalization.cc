@@ -133,7 +133,7 @@ Shape StripLeadingOnes(Shape s) {
 StatusOr<std::unique_ptr<Op>> MakeLayerNormalization(const Node& node, int64_t,
                                                      const std::vector<OpInput>& inputs) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 3, 3));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
   const Shape& shape = inputs[0].info->shape;
   if (shape.empty()) return NodeError(node, "input X is a scalar");
   ES_ASSIGN_OR_RETURN(const int64_t axis_attr, node.Get<int64_t>("axis", -1));
@@ -150,7 +150,7 @@ StatusOr<std::unique_ptr<Op>> MakeLayerNormalization(const Node& node, int64_t,
   const Shape normalized = StripLeadingOnes(Shape(shape.begin() + axis, shape.end()));
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (inputs[i].info == nullptr) continue;
-    ES_RETURN_IF_ERROR(CheckDType(node, inputs, i, DType::kFloat32));
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, i, i == 1 ? "Scale" : "B", DType::kFloat32));
     if (StripLeadingOnes(inputs[i].info->shape) != normalized) {
       return NodeError(node, absl::StrCat("input ", i == 1 ? "Scale" : "B", " (", node.inputs[i],
                                           ") is not of the normalized shape of X"));

@@ -1,7 +1,6 @@
 // File: worker/src/graph/ops/layout_util.h
 //
-// What the layout ops (Reshape, Transpose, Slice, Concat, ...) share: their
-// factories' error messages and checks (axes, constant int64 inputs), copying
+// What the layout ops (Reshape, Transpose, Slice, Concat, ...) share: copying
 // elements of any dtype, and the op whose output is its input's elements in
 // the same order under another shape. Layout ops only move elements: no
 // arithmetic, so their results are exact; a backward that could add two
@@ -17,58 +16,6 @@
 #include "graph/op.h"
 
 namespace easyscale::graph {
-
-// InvalidArgument "node <name> (<op>): <what>".
-inline Status NodeError(const Node& node, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("node ", node.name, " (", node.op, "): ", what));
-}
-
-// Shape as "[2, 3]" for error messages.
-inline std::string ShapeString(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&out, i ? ", " : "", s[i]);
-  return out + "]";
-}
-
-// The info of input `i`, which the node must have.
-inline StatusOr<const ValueInfo*> RequiredInput(const Node& node,
-                                                const std::vector<OpInput>& inputs, size_t i,
-                                                const std::string& what) {
-  if (i >= inputs.size() || inputs[i].info == nullptr) {
-    return NodeError(node, absl::StrCat("input ", i, " (", what, ") is missing"));
-  }
-  return inputs[i].info;
-}
-
-// Whether optional input `i` is present.
-inline bool HasInput(const std::vector<OpInput>& inputs, size_t i) {
-  return i < inputs.size() && inputs[i].info != nullptr;
-}
-
-// The elements of input `i`, an int64 tensor of rank <= 1 that configures the
-// op (Reshape's shape, Slice's starts): it must be known at load time.
-inline StatusOr<std::vector<int64_t>> ConstantInts(const Node& node,
-                                                   const std::vector<OpInput>& inputs, size_t i,
-                                                   const std::string& what) {
-  ES_ASSIGN_OR_RETURN(const ValueInfo* info, RequiredInput(node, inputs, i, what));
-  if (inputs[i].constant == nullptr) {
-    return NodeError(node, absl::StrCat(what, " input is not known at load time"));
-  }
-  if (info->dtype != DType::kInt64 || info->shape.size() > 1) {
-    return NodeError(node, absl::StrCat(what, " input must be an int64 scalar or 1-D tensor, not ",
-                                        ToString(info->dtype), " ", ShapeString(info->shape)));
-  }
-  return inputs[i].constant->ints;
-}
-
-// `axis` in [-rank, rank) as a non-negative axis.
-inline StatusOr<int64_t> NormalizeAxis(const Node& node, const std::string& what, int64_t axis,
-                                       int64_t rank) {
-  if (axis < -rank || axis >= rank) {
-    return NodeError(node, absl::StrCat(what, " ", axis, " is out of range for rank ", rank));
-  }
-  return axis < 0 ? axis + rank : axis;
-}
 
 // Row-major strides of `shape`, in elements.
 inline std::vector<int64_t> Strides(const Shape& shape) {

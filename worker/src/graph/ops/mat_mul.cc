@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
-#include "graph/ops/window.h"
 
 namespace easyscale::graph {
 namespace {
@@ -108,9 +108,9 @@ class MatMul final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
                                          const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 2, 2, 1));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "A"));
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 1, "B"));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
   Shape a = inputs[0].info->shape, b = inputs[1].info->shape;
   if (a.empty() || b.empty()) return NodeError(node, "inputs A and B must be at least 1-D");
   const bool a_vector = a.size() == 1, b_vector = b.size() == 1;

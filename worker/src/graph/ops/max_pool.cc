@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
 
@@ -77,17 +78,11 @@ class MaxPool final : public Op {
 
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t,
                                           const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(ExpectArity(node, inputs, 1, 1, 2));
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 2));
   if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
     return NodeError(node, "output Indices is not supported");
   }
-  ES_RETURN_IF_ERROR(ExpectFloatInput(node, inputs, 0, "X"));
-  if (node.attributes.count("kernel_shape") == 0) {
-    return NodeError(node, "attribute kernel_shape is required");
-  }
-  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
-  ES_ASSIGN_OR_RETURN(Window w, ResolveWindow(node, inputs[0].info->shape, kernel, true));
+  ES_ASSIGN_OR_RETURN(Window w, ResolvePoolWindow(node, inputs));
   return std::unique_ptr<Op>(new MaxPool(w));
 }
 

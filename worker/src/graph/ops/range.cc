@@ -4,7 +4,7 @@
 // to float, one multiply and one add, as ONNX writes it).
 #include <cmath>
 
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

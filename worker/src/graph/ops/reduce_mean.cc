@@ -59,7 +59,7 @@ class ReduceMeanOp final : public Op {
 StatusOr<std::unique_ptr<Op>> MakeReduceMean(const Node& node, int64_t opset,
                                              const std::vector<OpInput>& inputs) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, opset >= 18 ? 2 : 1, 1));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "data", DType::kFloat32));
   const Shape& shape = inputs[0].info->shape;
   std::vector<int64_t> axes;
   if (opset < 18) {
@@ -69,7 +69,7 @@ StatusOr<std::unique_ptr<Op>> MakeReduceMean(const Node& node, int64_t opset,
       return NodeError(node, "attribute axes is input 1 from opset 18 on");
     }
     if (inputs.size() > 1 && inputs[1].info != nullptr) {
-      ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, DType::kInt64));
+      ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "axes", DType::kInt64));
       if (inputs[1].constant == nullptr) {
         return NodeError(node, absl::StrCat("input axes (", node.inputs[1], ") is not a constant"));
       }

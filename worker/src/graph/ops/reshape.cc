@@ -3,6 +3,7 @@
 // (unless allowzero=1, where 0 is an empty dimension) and one -1 takes what
 // the element count leaves. Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

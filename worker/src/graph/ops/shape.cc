@@ -1,6 +1,6 @@
 // Shape: the input's static shape as int64, dimensions [start, end) (negative
 // ones count from the end, both clamped to [0, rank]).
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

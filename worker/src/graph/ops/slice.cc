@@ -5,6 +5,7 @@
 // dimension as ONNX says ([0, dim] for a positive step, start to [0, dim-1]
 // and end to [-1, dim-1] for a negative one). Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

@@ -92,7 +92,7 @@ class SoftmaxOp final : public Op {
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
                                             const std::vector<OpInput>& inputs, bool log) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "input", DType::kFloat32));
   const Shape& shape = inputs[0].info->shape;
   ES_ASSIGN_OR_RETURN(const int64_t axis_attr, node.Get<int64_t>("axis", opset >= 13 ? -1 : 1));
   // A scalar is one row of one element.

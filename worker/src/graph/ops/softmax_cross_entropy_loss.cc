@@ -17,7 +17,7 @@
 // and no weights this is the built-in models' cpu::SoftmaxCrossEntropy, bit
 // for bit.
 #include "easyscale/worker/detmath.h"
-#include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

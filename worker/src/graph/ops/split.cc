@@ -4,6 +4,7 @@
 // smaller last one, or equal parts. Any dtype; the float input's gradient is
 // the outputs' gradients side by side (zeros where an output has none).
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {
@@ -60,14 +61,8 @@ StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
   const int64_t n = static_cast<int64_t>(node.outputs.size());
   if (n == 0) return NodeError(node, "has no outputs");
 
-  std::vector<int64_t> sizes;
-  if (opset >= 13) {
-    if (HasInput(inputs, 1)) {
-      ES_ASSIGN_OR_RETURN(sizes, ConstantInts(node, inputs, 1, "split"));
-    }
-  } else {
-    ES_ASSIGN_OR_RETURN(sizes, node.Get<std::vector<int64_t>>("split", {}));
-  }
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                      IntsAttributeOrInput(node, opset, inputs, 1, "split"));
   ES_ASSIGN_OR_RETURN(const int64_t num_outputs, node.Get<int64_t>("num_outputs", 0));
   if (!sizes.empty()) {
     if (num_outputs != 0) return NodeError(node, "has both split and attribute num_outputs");

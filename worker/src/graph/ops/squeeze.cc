@@ -2,6 +2,7 @@
 // `axes` names (from the second input since opset 13, an attribute before;
 // all size-1 dimensions when absent). Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {
@@ -10,14 +11,8 @@ StatusOr<std::unique_ptr<Op>> MakeSqueeze(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs) {
   ES_ASSIGN_OR_RETURN(const ValueInfo* x, RequiredInput(node, inputs, 0, "data"));
   const int64_t rank = static_cast<int64_t>(x->shape.size());
-  std::vector<int64_t> axes;
-  if (opset >= 13) {
-    if (HasInput(inputs, 1)) {
-      ES_ASSIGN_OR_RETURN(axes, ConstantInts(node, inputs, 1, "axes"));
-    }
-  } else {
-    ES_ASSIGN_OR_RETURN(axes, node.Get<std::vector<int64_t>>("axes", {}));
-  }
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                      IntsAttributeOrInput(node, opset, inputs, 1, "axes"));
   std::vector<bool> drop(rank, false);
   if (axes.empty()) {
     for (int64_t d = 0; d < rank; ++d) drop[d] = x->shape[d] == 1;

@@ -1,6 +1,7 @@
 // Transpose: output dimension d is input dimension perm[d] (default: the
 // dimensions reversed). Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

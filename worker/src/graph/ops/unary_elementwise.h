@@ -61,7 +61,7 @@ template <typename F>
 StatusOr<std::unique_ptr<Op>> MakeUnaryElementwise(const Node& node,
                                                    const std::vector<OpInput>& inputs) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "0", DType::kFloat32));
   return std::unique_ptr<Op>(new UnaryElementwiseOp<F>(inputs[0].info->shape));
 }
 

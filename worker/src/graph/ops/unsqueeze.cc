@@ -2,6 +2,7 @@
 // inserted at `axes` (indices into the output's dimensions; from the second
 // input since opset 13, an attribute before). Any dtype.
 #include "graph/ops/layout_util.h"
+#include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 
 namespace easyscale::graph {

@@ -1,9 +1,8 @@
 // File: worker/src/graph/ops/window.h
 //
-// What Conv, MaxPool and AveragePool share: their error messages, and the
-// sliding window's geometry (kernel_shape, strides, pads, dilations, auto_pad,
-// ceil_mode) resolved for a 1-D or 2-D NC[H]W input. A 1-D input runs as a
-// 2-D one of height 1, so the kernels only know 2-D.
+// What Conv, MaxPool and AveragePool share: the sliding window's geometry
+// (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode) resolved for a 1-D or 2-D NC[H]W
+// input. A 1-D input runs as a 2-D one of height 1, so the kernels only know 2-D.
 //
 //   ES_ASSIGN_OR_RETURN(Window w, ResolveWindow(node, x_shape, kernel, true));
 //   // output rows oy read input rows oy*w.sh - w.pad_top + ky*w.dh, ky < w.kh
@@ -16,38 +15,9 @@
 
 #include "easyscale/common/checks.h"
 #include "graph/op.h"
+#include "graph/ops/node_checks.h"
 
 namespace easyscale::graph {
-
-inline Status NodeError(const Node& node, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("node ", node.name, " (", node.op, "): ", what));
-}
-
-// Input `i` must be present and float32.
-inline Status ExpectFloatInput(const Node& node, const std::vector<OpInput>& inputs, size_t i,
-                               const std::string& name) {
-  if (i >= inputs.size() || inputs[i].info == nullptr) {
-    return NodeError(node, absl::StrCat("input ", name, " is missing"));
-  }
-  if (inputs[i].info->dtype != DType::kFloat32) {
-    return NodeError(node, absl::StrCat("input ", name, " must be float32, not ",
-                                        ToString(inputs[i].info->dtype)));
-  }
-  return absl::OkStatus();
-}
-
-// The node has between `min` and `max` inputs and at most `max_outputs` outputs.
-inline Status ExpectArity(const Node& node, const std::vector<OpInput>& inputs, size_t min,
-                          size_t max, size_t max_outputs) {
-  if (inputs.size() < min || inputs.size() > max) {
-    return NodeError(node,
-                     absl::StrCat("takes ", min, " to ", max, " inputs, not ", inputs.size()));
-  }
-  if (node.outputs.empty() || node.outputs.size() > max_outputs || node.outputs[0].empty()) {
-    return NodeError(node, absl::StrCat("needs output 0 and at most ", max_outputs, " outputs"));
-  }
-  return absl::OkStatus();
-}
 
 struct Window {
   int64_t batch = 0, channels = 0;
@@ -172,6 +142,18 @@ inline StatusOr<Window> ResolveWindow(const Node& node, const Shape& x,
                                                    *ss[j], *ds[j], begin[j], end[j], out[j]));
   }
   return w;
+}
+
+// The window of a pooling node (AveragePool, MaxPool) over its input X, which
+// must be float32; kernel_shape is required.
+inline StatusOr<Window> ResolvePoolWindow(const Node& node, const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "X", DType::kFloat32));
+  if (node.attributes.count("kernel_shape") == 0) {
+    return NodeError(node, "attribute kernel_shape is required");
+  }
+  ES_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                      node.Get<std::vector<int64_t>>("kernel_shape", {}));
+  return ResolveWindow(node, inputs[0].info->shape, kernel, /*pooling=*/true);
 }
 
 }  // namespace easyscale::graph

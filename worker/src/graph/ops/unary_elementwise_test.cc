@@ -1,6 +1,9 @@
+// The unary elementwise ops, one table row each: the reference formula, the
+// inputs it is checked on and how close the op must come.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "graph/program.h"
 #include "graph/testing/op_check.h"
@@ -12,37 +15,72 @@ using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
 
-double Reference(double x) { return std::erf(x); }
+struct UnaryCase {
+  std::string op;
+  double (*reference)(double x);
+  // Spreads a random element in [-1, 1) over where the op is worth checking.
+  float (*spread)(float x);
+  // Forward's tolerance relative to the reference; 0 asks for the float
+  // nearest the reference exactly.
+  double relative_tolerance;
+};
 
-Value Input(Shape shape, uint32_t seed) {
-  Value v = RandomValue(std::move(shape), seed);
-  for (float& x : v.floats) x = 2.5f * x;
-  return v;
-}
+const UnaryCase kCases[] = {
+    {"Erf", [](double x) { return std::erf(x); }, [](float x) { return 2.5f * x; }, 4e-7},
+    {"Tanh", [](double x) { return std::tanh(x); }, [](float x) { return 4.0f * x; }, 4e-7},
+    {"Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
+     [](float x) { return 8.0f * x; }, 4e-7},
+    {"Sqrt", [](double x) { return std::sqrt(x); }, [](float x) { return x + 1.5f; }, 0},
+    // Away from the kink at 0.
+    {"Relu", [](double x) { return x < 0 ? 0.0 : x; },
+     [](float x) { return x + (x < 0 ? -0.05f : 0.05f); }, 0},
+};
 
-TEST(Erf, ForwardMatchesReference) {
-  const Node n = MakeNode("Erf", {"x"}, {"y"});
+class UnaryElementwise : public ::testing::TestWithParam<UnaryCase> {
+ protected:
+  Node MakeOpNode(std::vector<std::string> inputs = {"x"}) const {
+    return MakeNode(GetParam().op, std::move(inputs), {"y"});
+  }
+  Value Input(Shape shape, uint32_t seed) const {
+    Value v = RandomValue(std::move(shape), seed);
+    for (float& x : v.floats) x = GetParam().spread(x);
+    return v;
+  }
+};
+
+TEST_P(UnaryElementwise, ForwardMatchesReference) {
   const Value x = Input({3, 1, 7}, 1);
-  testing::OpRun run = RunOp(n, {x});
+  testing::OpRun run = RunOp(MakeOpNode(), {x});
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.infos[0].shape, x.shape);
   for (size_t i = 0; i < x.floats.size(); ++i) {
-    const double want = Reference(x.floats[i]);
-    EXPECT_NEAR(run.outputs[0].floats[i], want, 4e-7 * (1e-30 + std::fabs(want))) << x.floats[i];
+    const double want = GetParam().reference(x.floats[i]);
+    if (GetParam().relative_tolerance == 0) {
+      EXPECT_EQ(run.outputs[0].floats[i], static_cast<float>(want)) << x.floats[i];
+    } else {
+      EXPECT_NEAR(run.outputs[0].floats[i], want,
+                  GetParam().relative_tolerance * (1e-30 + std::fabs(want)))
+          << x.floats[i];
+    }
   }
 }
 
-TEST(Erf, GradientMatches) {
-  testing::ExpectGradientsMatch(MakeNode("Erf", {"x"}, {"y"}), {Input({3, 5}, 2)}, {0});
+TEST_P(UnaryElementwise, GradientMatches) {
+  testing::ExpectGradientsMatch(MakeOpNode(), {Input({3, 5}, 2)}, {0});
 }
 
-TEST(Erf, FactoryErrors) {
-  testing::OpRun run = RunOp(MakeNode("Erf", {"x"}, {"y"}), {testing::IntValue({2}, {1, 2})});
+TEST_P(UnaryElementwise, FactoryErrors) {
+  testing::OpRun run = RunOp(MakeOpNode(), {testing::IntValue({2}, {1, 2})});
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
-  EXPECT_NE(run.status.message().find("Erf_0"), std::string::npos) << run.status;
-  run = RunOp(MakeNode("Erf", {"x", "z"}, {"y"}), {RandomValue({2}, 1), RandomValue({2}, 2)});
+  EXPECT_NE(run.status.message().find(GetParam().op + "_0"), std::string::npos) << run.status;
+  run = RunOp(MakeOpNode({"x", "z"}), {RandomValue({2}, 1), RandomValue({2}, 2)});
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
 }
+
+INSTANTIATE_TEST_SUITE_P(Ops, UnaryElementwise, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<UnaryCase>& info) {
+                           return info.param.op;
+                         });
 
 // GELU as PyTorch exports it, 0.5 * h * (1 + Erf(h / sqrt 2)) with h = x * w,
 // through the program: h has two readers, so its gradient is the runtime's sum.
