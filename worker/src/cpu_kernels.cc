@@ -246,16 +246,11 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
-namespace {
-
-// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
 std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
   const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
   const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
   return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
 }
-
-}  // namespace
 
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
   for (int c = 0; c < g.C; ++c) {

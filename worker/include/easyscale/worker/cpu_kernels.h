@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace easyscale::cpu {
 
@@ -42,6 +43,8 @@ struct ConvGeometry {
   int OH, OW;   // output size
 };
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld);
+// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
+std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0);
 // dx (zeroed here) gets the sum of every in-image column entry that maps to it,
 // added in row-major order of cols: for one element, in (ky, kx) order.
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx);

@@ -6,7 +6,8 @@
 // k order, kernel_formulas.h):
 //   Y[b, m, p]  = GemmOutput over kc ascending of W[m, kc] * cols[kc, p],
 //                 from B[m] (from 0 without a bias). The depthwise loop
-//                 (group == C == M) runs the same fma chain, padding taps included.
+//                 (group == C == M) runs the same fma chain, padding taps included,
+//                 and its dX the same products and sums without the columns.
 //   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
 //                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
 //   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
@@ -125,7 +126,7 @@ class Conv final : public Op {
     }
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
-      if (want_dx) cpu::Transpose(mg_, kc_, wg, wt.data());
+      if (want_dx && !depthwise_) cpu::Transpose(mg_, kc_, wg, wt.data());
       int64_t k = 0;  // dW's k: the flattened (b, p) index
       for (int b0 = 0; b0 < batch_; b0 += nb) {
         const int samples = std::min(nb, batch_ - b0);
@@ -155,7 +156,12 @@ class Conv final : public Op {
             }
           }
         }
-        if (want_dx) {
+        if (want_dx && depthwise_) {
+          for (int b = b0; b < b0 + samples; ++b) {
+            DepthwiseInputGrad(Slice(dy, b, g, mg_, p_), wg,
+                               Slice(din[0]->floats.data(), b, g, geo_.C, geo_.H * geo_.W));
+          }
+        } else if (want_dx) {
           // dcols for the chunk (over cols_, done with), then back per sample.
           const float* dyc = Slice(dy, b0, g, mg_, p_);
           if (nb > 1) {
@@ -216,15 +222,49 @@ class Conv final : public Op {
       for (int kx = 0; kx < geo_.KW; ++kx) {
         const float wk = w[ky * geo_.KW + kx];
         const int x0 = kx * geo_.DW - geo_.PL;
+        const auto [lo, hi] = cpu::InsideColumns(geo_, x0);
         for (int oy = 0; oy < geo_.OH; ++oy) {
-          float* row = y + static_cast<size_t>(oy) * geo_.OW;
+          float* __restrict row = y + static_cast<size_t>(oy) * geo_.OW;
           const int iy = oy * geo_.SH - geo_.PT + ky * geo_.DH;
+          // Padding taps still take fma(w, 0, acc); the runs split only so the
+          // inside run vectorises.
           const bool inside_y = iy >= 0 && iy < geo_.H;
-          const float* src = x + static_cast<size_t>(inside_y ? iy : 0) * geo_.W;
-          for (int ox = 0; ox < geo_.OW; ++ox) {
-            const int ix = ox * geo_.SW + x0;
-            const float v = inside_y && ix >= 0 && ix < geo_.W ? src[ix] : 0.0f;
-            row[ox] = detmath::Fma(wk, v, row[ox]);
+          const int a = inside_y ? lo : geo_.OW, b = inside_y ? hi : geo_.OW;
+          for (int ox = 0; ox < a; ++ox) row[ox] = detmath::Fma(wk, 0.0f, row[ox]);
+          const float* __restrict src = x + static_cast<size_t>(inside_y ? iy : 0) * geo_.W;
+          if (geo_.SW == 1) {
+            for (int ox = a; ox < b; ++ox) row[ox] = detmath::Fma(wk, src[ox + x0], row[ox]);
+          } else {
+            for (int ox = a; ox < b; ++ox)
+              row[ox] = detmath::Fma(wk, src[ox * geo_.SW + x0], row[ox]);
+          }
+          for (int ox = b; ox < geo_.OW; ++ox) row[ox] = detmath::Fma(wk, 0.0f, row[ox]);
+        }
+      }
+    }
+  }
+
+  // The GEMM-and-Col2Im route without the columns: dx from 0 takes, tap by
+  // tap in (ky, kx) order, the product dcols = fma(w, dy, 0) of each output
+  // that reads it (one per tap).
+  void DepthwiseInputGrad(const float* dy, const float* w, float* dx) const {
+    std::fill(dx, dx + static_cast<size_t>(geo_.H) * geo_.W, 0.0f);
+    for (int ky = 0; ky < geo_.KH; ++ky) {
+      for (int kx = 0; kx < geo_.KW; ++kx) {
+        const float wk = w[ky * geo_.KW + kx];
+        const int x0 = kx * geo_.DW - geo_.PL;
+        const auto [lo, hi] = cpu::InsideColumns(geo_, x0);
+        for (int oy = 0; oy < geo_.OH; ++oy) {
+          const int iy = oy * geo_.SH - geo_.PT + ky * geo_.DH;
+          if (iy < 0 || iy >= geo_.H) continue;
+          const float* __restrict src = dy + static_cast<size_t>(oy) * geo_.OW;
+          float* __restrict dst = dx + static_cast<size_t>(iy) * geo_.W;
+          if (geo_.SW == 1) {
+            for (int ox = lo; ox < hi; ++ox) dst[ox + x0] += detmath::Fma(wk, src[ox], 0.0f);
+          } else {
+            for (int ox = lo; ox < hi; ++ox) {
+              dst[ox * geo_.SW + x0] += detmath::Fma(wk, src[ox], 0.0f);
+            }
           }
         }
       }
