@@ -246,12 +246,6 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
-std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
-  const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
-  const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
-  return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
-}
-
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * g.H * g.W;
@@ -259,6 +253,7 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) 
       for (int kx = 0; kx < g.KW; ++kx) {
         float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
+        const auto [lo, hi] = InsideColumns(g, x0);
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
           if (iy < 0 || iy >= g.H) {
@@ -266,7 +261,6 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) 
             continue;
           }
           const float* src = img + static_cast<size_t>(iy) * g.W;
-          const auto [lo, hi] = InsideColumns(g, x0);
           std::fill(row, row + lo, 0.0f);
           if (g.SW == 1) {
             std::memcpy(row + lo, src + lo + x0, sizeof(float) * (hi - lo));
@@ -288,11 +282,11 @@ void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx)
       for (int kx = 0; kx < g.KW; ++kx) {
         const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int x0 = kx * g.DW - g.PL;
+        const auto [lo, hi] = InsideColumns(g, x0);
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
           const int iy = oy * g.SH - g.PT + ky * g.DH;
           if (iy < 0 || iy >= g.H) continue;
           float* dst = img + static_cast<size_t>(iy) * g.W + x0;
-          const auto [lo, hi] = InsideColumns(g, x0);
           if (g.SW == 1) {
             for (int ox = lo; ox < hi; ++ox) dst[ox] += row[ox];
           } else {
