@@ -11,7 +11,8 @@
 //   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
 //                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
 //   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
-//   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order.
+//   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order
+//                 (a 1x1, stride-1, unpadded kernel's dcols are dX itself).
 //   dB[m]       = cpu::ChannelSum of dY (per sample a chain over p, then samples).
 #include <algorithm>
 #include <utility>
@@ -173,11 +174,18 @@ class Conv final : public Op {
             }
             dyc = dy_cm.data();
           }
-          cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
-                    static_cast<int>(ld), false);
-          for (int s = 0; s < samples; ++s) {
-            cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
-                             Slice(din[0]->floats.data(), b0 + s, g, geo_.C, geo_.H * geo_.W));
+          if (direct_ && nb == 1) {
+            // Col2Im would only add these (never -0: chains from +0) to a zeroed dX.
+            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld),
+                      Slice(din[0]->floats.data(), b0, g, geo_.C, geo_.H * geo_.W),
+                      static_cast<int>(ld), false);
+          } else {
+            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
+                      static_cast<int>(ld), false);
+            for (int s = 0; s < samples; ++s) {
+              cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
+                               Slice(din[0]->floats.data(), b0 + s, g, geo_.C, geo_.H * geo_.W));
+            }
           }
         }
       }
@@ -209,8 +217,15 @@ class Conv final : public Op {
       return Slice(x, b0, g, geo_.C, size);
     }
     for (int s = 0; s < samples; ++s) {
-      cpu::Im2ColImage(geo_, Slice(x, b0 + s, g, geo_.C, size),
-                       cols_.data() + static_cast<size_t>(s) * p_, ld);
+      const float* img = Slice(x, b0 + s, g, geo_.C, size);
+      float* dst = cols_.data() + static_cast<size_t>(s) * p_;
+      if (!direct_) {
+        cpu::Im2ColImage(geo_, img, dst, ld);
+        continue;
+      }
+      for (int c = 0; c < geo_.C; ++c) {  // whole channel planes
+        std::copy_n(img + static_cast<size_t>(c) * size, size, dst + c * ld);
+      }
     }
     return cols_.data();
   }
