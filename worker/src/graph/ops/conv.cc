@@ -7,7 +7,8 @@
 //   Y[b, m, p]  = GemmOutput over kc ascending of W[m, kc] * cols[kc, p],
 //                 from B[m] (from 0 without a bias). The depthwise loop
 //                 (group == C == M) runs the same fma chain, padding taps included,
-//                 and its dX the same products and sums without the columns.
+//                 and its dX (and a 3x3 one's dW) the same products and sums
+//                 without the columns.
 //   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
 //                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
 //   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
@@ -54,6 +55,8 @@ class Conv final : public Op {
     direct_ = geo_.KH == 1 && geo_.KW == 1 && geo_.SH == 1 && geo_.SW == 1 && geo_.PT == 0 &&
               geo_.PL == 0 && geo_.OH == geo_.H && geo_.OW == geo_.W;
     depthwise_ = geo_.C == 1 && mg_ == 1 && !direct_;
+    hp_ = (geo_.OH - 1) * geo_.SH + (geo_.KH - 1) * geo_.DH + 1;
+    wp_ = (geo_.OW - 1) * geo_.SW + (geo_.KW - 1) * geo_.DW + 1;
   }
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
@@ -128,11 +131,15 @@ class Conv final : public Op {
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
       if (want_dx && !depthwise_) cpu::Transpose(mg_, kc_, wg, wt.data());
+      const bool dw_direct = want_dw && depthwise_ && geo_.KH == 3 && geo_.KW == 3;
+      if (dw_direct) {
+        DepthwiseWeightGrad<3, 3>(x, dy, g, din[1]->floats.data() + static_cast<size_t>(g) * kc_);
+      }
       int64_t k = 0;  // dW's k: the flattened (b, p) index
       for (int b0 = 0; b0 < batch_; b0 += nb) {
         const int samples = std::min(nb, batch_ - b0);
         const int width = samples * p_;
-        if (want_dw) {
+        if (want_dw && !dw_direct) {
           const float* cols = Columns(x, b0, samples, g, ld);
           for (int s = 0; s < samples; ++s) {
             cpu::Transpose(mg_, p_, Slice(dy, b0 + s, g, mg_, p_),
@@ -189,7 +196,7 @@ class Conv final : public Op {
           }
         }
       }
-      if (want_dw) {
+      if (want_dw && !dw_direct) {
         cpu::Transpose(kc_, mg_, dwt.data(),
                        din[1]->floats.data() + static_cast<size_t>(g) * mg_ * kc_);
       }
@@ -232,7 +239,8 @@ class Conv final : public Op {
 
   // One channel, one filter: for each tap (ky, kx), every output position's
   // chain takes fma(w, x or 0, acc), as the GEMM over the columns would.
-  void DepthwiseForward(const float* x, const float* w, float* y) const {
+  void DepthwiseForward(const float* x, const float* w, float* y) {
+    if (geo_.SH == 1 && geo_.SW == 1) return DepthwiseForwardUnitStride(x, w, y);
     for (int ky = 0; ky < geo_.KH; ++ky) {
       for (int kx = 0; kx < geo_.KW; ++kx) {
         const float wk = w[ky * geo_.KW + kx];
@@ -256,6 +264,28 @@ class Conv final : public Op {
           for (int ox = b; ox < geo_.OW; ++ox) row[ox] = detmath::Fma(wk, 0.0f, row[ox]);
         }
       }
+    }
+  }
+
+  // Stride 1 over the padded image: output (oy, ox) at oy * wp_ + ox, so each
+  // tap is one contiguous run (the columns past OW are scratch, dropped).
+  void DepthwiseForwardUnitStride(const float* x, const float* w, float* y) {
+    const float* img = Padded(x);
+    const size_t n = static_cast<size_t>(geo_.OH) * wp_;
+    wide_.resize(n);
+    float* __restrict out = wide_.data();
+    for (int oy = 0; oy < geo_.OH; ++oy) {
+      std::copy_n(y + static_cast<size_t>(oy) * geo_.OW, geo_.OW, out + oy * wp_);
+    }
+    for (int ky = 0; ky < geo_.KH; ++ky) {
+      for (int kx = 0; kx < geo_.KW; ++kx) {
+        const float wk = w[ky * geo_.KW + kx];
+        const float* __restrict src = img + static_cast<size_t>(ky) * geo_.DH * wp_ + kx * geo_.DW;
+        for (size_t i = 0; i < n; ++i) out[i] = detmath::Fma(wk, src[i], out[i]);
+      }
+    }
+    for (int oy = 0; oy < geo_.OH; ++oy) {
+      std::copy_n(out + oy * wp_, geo_.OW, y + static_cast<size_t>(oy) * geo_.OW);
     }
   }
 
@@ -286,12 +316,66 @@ class Conv final : public Op {
     }
   }
 
+  // A KH x KW depthwise filter's dW for group g without the columns: per
+  // tap, the GEMM's chain fma(cols, dy, acc) over k = (b, p) in kGemmKBlock
+  // blocks (padding taps read 0); the taps' chains run side by side.
+  template <int KH, int KW>
+  void DepthwiseWeightGrad(const float* x, const float* dy, int g, float* dw) {
+    constexpr int kTaps = KH * KW;
+    const int64_t total_k = static_cast<int64_t>(batch_) * p_;
+    float acc[kTaps] = {}, part[kTaps];
+    int64_t k = 0;
+    for (int b = 0; b < batch_; ++b) {
+      const float* img = Padded(Slice(x, b, g, 1, geo_.H * geo_.W));
+      const float* d = Slice(dy, b, g, 1, p_);
+      for (int oy = 0; oy < geo_.OH; ++oy) {
+        const float* top = img + static_cast<size_t>(oy) * geo_.SH * wp_;
+        for (int ox = 0; ox < geo_.OW; ++ox, ++k) {
+          const bool first_block = k < formulas::kGemmKBlock;
+          if (!first_block && k % formulas::kGemmKBlock == 0) std::fill_n(part, kTaps, 0.0f);
+          float* chains = first_block ? acc : part;
+          const float dv = d[oy * geo_.OW + ox];
+          const float* corner = top + ox * geo_.SW;
+#pragma GCC unroll 16
+          for (int ky = 0; ky < KH; ++ky) {
+#pragma GCC unroll 16
+            for (int kx = 0; kx < KW; ++kx) {
+              const float v = corner[ky * geo_.DH * wp_ + kx * geo_.DW];
+              chains[ky * KW + kx] = detmath::Fma(v, dv, chains[ky * KW + kx]);
+            }
+          }
+          const int64_t next = k + 1;
+          if (!first_block && (next % formulas::kGemmKBlock == 0 || next == total_k)) {
+            for (int t = 0; t < kTaps; ++t) acc[t] += part[t];
+          }
+        }
+      }
+    }
+    std::copy_n(acc, kTaps, dw);
+  }
+
+  // One channel's image in pad_ with its padding as zeros: row r, column c
+  // is x[r - PT, c - PL] (0 outside), hp_ x wp_ covering every tap, plus a
+  // zero row of slack for the stride-1 forward's run past the last column.
+  const float* Padded(const float* x) {
+    pad_.assign(static_cast<size_t>(hp_ + 1) * wp_, 0.0f);
+    const int rows = std::min(geo_.H, hp_ - geo_.PT);
+    const int cols = std::min(geo_.W, wp_ - geo_.PL);
+    for (int r = 0; r < rows; ++r) {
+      std::copy_n(x + static_cast<size_t>(r) * geo_.W, cols,
+                  pad_.data() + static_cast<size_t>(r + geo_.PT) * wp_ + geo_.PL);
+    }
+    return pad_.data();
+  }
+
   bool has_bias_;
   int batch_, group_, mg_, kc_ = 0, p_ = 0;
   cpu::ConvGeometry geo_;
   bool direct_ = false, depthwise_ = false;
   Shape out_shape_;
+  int hp_ = 0, wp_ = 0;               // the padded image the depthwise taps read
   std::vector<float> cols_, out_cm_;  // scratch: a chunk's columns, its channel-major Y
+  std::vector<float> pad_, wide_;     // scratch: a padded image, a stride-1 depthwise Y
 };
 
 }  // namespace
