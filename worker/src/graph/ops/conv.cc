@@ -358,7 +358,8 @@ class Conv final : public Op {
   // is x[r - PT, c - PL] (0 outside), hp_ x wp_ covering every tap, plus a
   // zero row of slack for the stride-1 forward's run past the last column.
   const float* Padded(const float* x) {
-    pad_.assign(static_cast<size_t>(hp_ + 1) * wp_, 0.0f);
+    // Only the interior is ever written, so the zero borders outlive a call.
+    if (pad_.empty()) pad_.assign(static_cast<size_t>(hp_ + 1) * wp_, 0.0f);
     const int rows = std::min(geo_.H, hp_ - geo_.PT);
     const int cols = std::min(geo_.W, wp_ - geo_.PL);
     for (int r = 0; r < rows; ++r) {
