@@ -266,28 +266,49 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
   }
 }
 
+namespace {
+
+// A channel as the taps see it: hp x wp, x[r - PT, c - PL] inside the image
+// and 0 in its padding, covering every tap of every output.
+struct PaddedPlane {
+  explicit PaddedPlane(const ConvGeometry& g)
+      : hp((g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1),
+        wp((g.OW - 1) * g.SW + (g.KW - 1) * g.DW + 1),
+        rows(std::max(0, std::min(g.H, hp - g.PT))),
+        cols(std::max(0, std::min(g.W, wp - g.PL))) {}
+  // The plane's element for the image's row 0, column 0.
+  size_t Origin(const ConvGeometry& g) const { return static_cast<size_t>(g.PT) * wp + g.PL; }
+  int hp, wp;
+  int rows, cols;  // the image's rows and columns some tap reads
+};
+
+thread_local std::vector<float> plane;  // scratch for one PaddedPlane
+
+}  // namespace
+
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
+  // Each channel goes once into a zero-bordered plane (only its interior is
+  // rewritten), so each row of cols is a plain copy with no bounds tests.
+  const PaddedPlane pp(g);
+  plane.assign(static_cast<size_t>(pp.hp) * pp.wp, 0.0f);
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * g.H * g.W;
+    float* inner = plane.data() + pp.Origin(g);
+    for (int r = 0; r < pp.rows; ++r) {
+      std::copy_n(img + static_cast<size_t>(r) * g.W, pp.cols,
+                  inner + static_cast<size_t>(r) * pp.wp);
+    }
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
-        const int x0 = kx * g.DW - g.PL;
-        const auto [lo, hi] = InsideColumns(g, x0);
+        float* __restrict row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
-          const int iy = oy * g.SH - g.PT + ky * g.DH;
-          if (iy < 0 || iy >= g.H) {
-            std::fill(row, row + g.OW, 0.0f);
-            continue;
-          }
-          const float* src = img + static_cast<size_t>(iy) * g.W;
-          std::fill(row, row + lo, 0.0f);
+          const float* __restrict src =
+              plane.data() + static_cast<size_t>(oy * g.SH + ky * g.DH) * pp.wp + kx * g.DW;
           if (g.SW == 1) {
-            std::memcpy(row + lo, src + lo + x0, sizeof(float) * (hi - lo));
+            for (int ox = 0; ox < g.OW; ++ox) row[ox] = src[ox];
           } else {
-            for (int ox = lo; ox < hi; ++ox) row[ox] = src[ox * g.SW + x0];
+            for (int ox = 0; ox < g.OW; ++ox) row[ox] = src[ox * g.SW];
           }
-          std::fill(row + hi, row + g.OW, 0.0f);
         }
       }
     }
@@ -295,25 +316,31 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) 
 }
 
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
+  // Sums in a zero-bordered plane (per element the same adds, in (ky, kx)
+  // order, from 0); what lands in the padding is dropped.
+  const PaddedPlane pp(g);
   std::fill(dx, dx + static_cast<size_t>(g.C) * g.H * g.W, 0.0f);
   for (int c = 0; c < g.C; ++c) {
-    float* img = dx + static_cast<size_t>(c) * g.H * g.W;
+    plane.assign(static_cast<size_t>(pp.hp) * pp.wp, 0.0f);
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
-        const int x0 = kx * g.DW - g.PL;
-        const auto [lo, hi] = InsideColumns(g, x0);
+        const float* __restrict row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
-          const int iy = oy * g.SH - g.PT + ky * g.DH;
-          if (iy < 0 || iy >= g.H) continue;
-          float* dst = img + static_cast<size_t>(iy) * g.W + x0;
+          float* __restrict dst =
+              plane.data() + static_cast<size_t>(oy * g.SH + ky * g.DH) * pp.wp + kx * g.DW;
           if (g.SW == 1) {
-            for (int ox = lo; ox < hi; ++ox) dst[ox] += row[ox];
+            for (int ox = 0; ox < g.OW; ++ox) dst[ox] += row[ox];
           } else {
-            for (int ox = lo; ox < hi; ++ox) dst[ox * g.SW] += row[ox];
+            for (int ox = 0; ox < g.OW; ++ox) dst[ox * g.SW] += row[ox];
           }
         }
       }
+    }
+    float* img = dx + static_cast<size_t>(c) * g.H * g.W;
+    const float* inner = plane.data() + pp.Origin(g);
+    for (int r = 0; r < pp.rows; ++r) {
+      std::copy_n(inner + static_cast<size_t>(r) * pp.wp, pp.cols,
+                  img + static_cast<size_t>(r) * g.W);
     }
   }
 }
