@@ -77,9 +77,8 @@ class Conv final : public Op {
         const int samples = std::min(nb, batch_ - b0);
         if (depthwise_) {
           for (int b = b0; b < b0 + samples; ++b) {
-            float* yg = Slice(y, b, g, mg_, p_);
-            std::fill(yg, yg + p_, bias != nullptr ? bias[g] : 0.0f);
-            DepthwiseForward(Slice(x, b, g, geo_.C, geo_.H * geo_.W), wg, yg);
+            DepthwiseForward(Slice(x, b, g, geo_.C, geo_.H * geo_.W), wg,
+                             bias != nullptr ? bias[g] : 0.0f, Slice(y, b, g, mg_, p_));
           }
           continue;
         }
@@ -238,9 +237,11 @@ class Conv final : public Op {
   }
 
   // One channel, one filter: for each tap (ky, kx), every output position's
-  // chain takes fma(w, x or 0, acc), as the GEMM over the columns would.
-  void DepthwiseForward(const float* x, const float* w, float* y) {
-    if (geo_.SH == 1 && geo_.SW == 1) return DepthwiseForwardUnitStride(x, w, y);
+  // chain takes fma(w, x or 0, acc) from `from` (the bias or 0), as the GEMM
+  // over the columns would.
+  void DepthwiseForward(const float* x, const float* w, float from, float* y) {
+    if (geo_.SH == 1 && geo_.SW == 1) return DepthwiseForwardUnitStride(x, w, from, y);
+    std::fill(y, y + p_, from);
     for (int ky = 0; ky < geo_.KH; ++ky) {
       for (int kx = 0; kx < geo_.KW; ++kx) {
         const float wk = w[ky * geo_.KW + kx];
@@ -269,14 +270,11 @@ class Conv final : public Op {
 
   // Stride 1 over the padded image: output (oy, ox) at oy * wp_ + ox, so each
   // tap is one contiguous run (the columns past OW are scratch, dropped).
-  void DepthwiseForwardUnitStride(const float* x, const float* w, float* y) {
+  void DepthwiseForwardUnitStride(const float* x, const float* w, float from, float* y) {
     const float* img = Padded(x);
     const size_t n = static_cast<size_t>(geo_.OH) * wp_;
-    wide_.resize(n);
+    wide_.assign(n, from);
     float* __restrict out = wide_.data();
-    for (int oy = 0; oy < geo_.OH; ++oy) {
-      std::copy_n(y + static_cast<size_t>(oy) * geo_.OW, geo_.OW, out + oy * wp_);
-    }
     for (int ky = 0; ky < geo_.KH; ++ky) {
       for (int kx = 0; kx < geo_.KW; ++kx) {
         const float wk = w[ky * geo_.KW + kx];
