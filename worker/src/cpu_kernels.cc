@@ -24,18 +24,38 @@ namespace {
 // of fold(a, b, part) over the positions from 0, then the samples' results in
 // sample order from 0 (the CUDA ChannelSums runs the same, a thread a sample).
 // b may be null (one input).
+// G samples' chains side by side, each its own, so that they overlap in the
+// pipeline instead of waiting on one add's latency; then added in order.
+template <int G, int NSum, typename Fold>
+void SampleChains(int first, int C, int P, int c, const float* a, const float* b, Fold fold,
+                  float (&total)[NSum]) {
+  const float* ra[G];
+  const float* rb[G];
+  for (int j = 0; j < G; ++j) {
+    const size_t row = (static_cast<size_t>(first + j) * C + c) * P;
+    ra[j] = a + row;
+    rb[j] = b != nullptr ? b + row : ra[j];
+  }
+  float part[G][NSum] = {};
+  for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j) fold(ra[j][p], rb[j][p], part[j]);
+  }
+  for (int j = 0; j < G; ++j) {
+    for (int s = 0; s < NSum; ++s) total[s] += part[j][s];
+  }
+}
+
 template <int NSum, typename Fold>
 void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fold fold,
                  float (&total)[NSum]) {
+  constexpr int kGroup = 8;
   for (float& t : total) t = 0.0f;
-  for (int sample = 0; sample < B; ++sample) {
-    const size_t row = (static_cast<size_t>(sample) * C + c) * P;
-    const float* ra = a + row;
-    const float* rb = b != nullptr ? b + row : ra;
-    float part[NSum] = {};
-    for (int p = 0; p < P; ++p) fold(ra[p], rb[p], part);
-    for (int s = 0; s < NSum; ++s) total[s] += part[s];
+  int sample = 0;
+  for (; sample + kGroup <= B; sample += kGroup) {
+    SampleChains<kGroup>(sample, C, P, c, a, b, fold, total);
   }
+  for (; sample < B; ++sample) SampleChains<1>(sample, C, P, c, a, b, fold, total);
 }
 
 }  // namespace
@@ -248,37 +268,47 @@ void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float
 
 namespace {
 
-// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
-std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
-  const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
-  const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
-  return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
-}
+// A channel as the taps see it: hp x wp, x[r - PT, c - PL] inside the image
+// and 0 in its padding, covering every tap of every output.
+struct PaddedPlane {
+  explicit PaddedPlane(const ConvGeometry& g)
+      : hp((g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1),
+        wp((g.OW - 1) * g.SW + (g.KW - 1) * g.DW + 1),
+        rows(std::max(0, std::min(g.H, hp - g.PT))),
+        cols(std::max(0, std::min(g.W, wp - g.PL))) {}
+  // The plane's element for the image's row 0, column 0.
+  size_t Origin(const ConvGeometry& g) const { return static_cast<size_t>(g.PT) * wp + g.PL; }
+  int hp, wp;
+  int rows, cols;  // the image's rows and columns some tap reads
+};
+
+thread_local std::vector<float> plane;  // scratch for one PaddedPlane
 
 }  // namespace
 
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
+  // Each channel goes once into a zero-bordered plane (only its interior is
+  // rewritten), so each row of cols is a plain copy with no bounds tests.
+  const PaddedPlane pp(g);
+  plane.assign(static_cast<size_t>(pp.hp) * pp.wp, 0.0f);
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * g.H * g.W;
+    float* inner = plane.data() + pp.Origin(g);
+    for (int r = 0; r < pp.rows; ++r) {
+      std::copy_n(img + static_cast<size_t>(r) * g.W, pp.cols,
+                  inner + static_cast<size_t>(r) * pp.wp);
+    }
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
-        const int x0 = kx * g.DW - g.PL;
+        float* __restrict row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
-          const int iy = oy * g.SH - g.PT + ky * g.DH;
-          if (iy < 0 || iy >= g.H) {
-            std::fill(row, row + g.OW, 0.0f);
-            continue;
-          }
-          const float* src = img + static_cast<size_t>(iy) * g.W;
-          const auto [lo, hi] = InsideColumns(g, x0);
-          std::fill(row, row + lo, 0.0f);
+          const float* __restrict src =
+              plane.data() + static_cast<size_t>(oy * g.SH + ky * g.DH) * pp.wp + kx * g.DW;
           if (g.SW == 1) {
-            std::memcpy(row + lo, src + lo + x0, sizeof(float) * (hi - lo));
+            for (int ox = 0; ox < g.OW; ++ox) row[ox] = src[ox];
           } else {
-            for (int ox = lo; ox < hi; ++ox) row[ox] = src[ox * g.SW + x0];
+            for (int ox = 0; ox < g.OW; ++ox) row[ox] = src[ox * g.SW];
           }
-          std::fill(row + hi, row + g.OW, 0.0f);
         }
       }
     }
@@ -286,25 +316,31 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) 
 }
 
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
+  // Sums in a zero-bordered plane (per element the same adds, in (ky, kx)
+  // order, from 0); what lands in the padding is dropped.
+  const PaddedPlane pp(g);
   std::fill(dx, dx + static_cast<size_t>(g.C) * g.H * g.W, 0.0f);
   for (int c = 0; c < g.C; ++c) {
-    float* img = dx + static_cast<size_t>(c) * g.H * g.W;
+    plane.assign(static_cast<size_t>(pp.hp) * pp.wp, 0.0f);
     for (int ky = 0; ky < g.KH; ++ky) {
       for (int kx = 0; kx < g.KW; ++kx) {
-        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
-        const int x0 = kx * g.DW - g.PL;
+        const float* __restrict row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         for (int oy = 0; oy < g.OH; ++oy, row += g.OW) {
-          const int iy = oy * g.SH - g.PT + ky * g.DH;
-          if (iy < 0 || iy >= g.H) continue;
-          float* dst = img + static_cast<size_t>(iy) * g.W + x0;
-          const auto [lo, hi] = InsideColumns(g, x0);
+          float* __restrict dst =
+              plane.data() + static_cast<size_t>(oy * g.SH + ky * g.DH) * pp.wp + kx * g.DW;
           if (g.SW == 1) {
-            for (int ox = lo; ox < hi; ++ox) dst[ox] += row[ox];
+            for (int ox = 0; ox < g.OW; ++ox) dst[ox] += row[ox];
           } else {
-            for (int ox = lo; ox < hi; ++ox) dst[ox * g.SW] += row[ox];
+            for (int ox = 0; ox < g.OW; ++ox) dst[ox * g.SW] += row[ox];
           }
         }
       }
+    }
+    float* img = dx + static_cast<size_t>(c) * g.H * g.W;
+    const float* inner = plane.data() + pp.Origin(g);
+    for (int r = 0; r < pp.rows; ++r) {
+      std::copy_n(inner + static_cast<size_t>(r) * pp.wp, pp.cols,
+                  img + static_cast<size_t>(r) * g.W);
     }
   }
 }

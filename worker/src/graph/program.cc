@@ -165,13 +165,34 @@ void Program::Finish(size_t id) {
   for (size_t k = 1; k < parts.size(); ++k) {
     const std::vector<float>& add = parts[k].gradient.floats;
     for (size_t e = 0; e < g.floats.size(); ++e) g.floats[e] += add[e];
+    spare_.push_back(std::move(parts[k].gradient.floats));
   }
   parts.clear();
+}
+
+std::vector<float> Program::TakeSpare(size_t n) {
+  // The smallest that fits, so that each pass's same requests find theirs.
+  size_t best = spare_.size();
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_[i].capacity() >= n &&
+        (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity())) {
+      best = i;
+    }
+  }
+  if (best == spare_.size()) return {};
+  std::vector<float> v = std::move(spare_[best]);
+  spare_[best] = std::move(spare_.back());
+  spare_.pop_back();
+  return v;
 }
 
 void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
   std::fill(has_grad_.begin(), has_grad_.end(), false);
   for (auto& parts : contributions_) parts.clear();
+  for (Value& g : grads_) {
+    if (g.floats.capacity() != 0) spare_.push_back(std::move(g.floats));
+    g.floats.clear();
+  }
   // The seed counts as a contribution after every node's.
   contributions_[outputs_[output]].push_back({steps_.size(), 0, doutput});
   std::vector<const Value*> in, out, dout;
@@ -197,6 +218,7 @@ void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (id == kNone || !needs_grad_[id] || !s.op->HasGradient(i)) continue;
+      owned[i].floats = TakeSpare(values_[id].size());
       owned[i].Reset(DType::kFloat32, values_[id].shape);
       din[i] = &owned[i];
       wanted = true;

@@ -56,6 +56,8 @@ class Program {
   bool IsParameterCandidate(const std::string& name) const;
   // Sums the contributions to value `id` in the documented order into grads_[id].
   void Finish(size_t id);
+  // A spare buffer with room for n floats, or an empty one.
+  std::vector<float> TakeSpare(size_t n);
 
   struct Step {
     std::unique_ptr<Op> op;
@@ -77,6 +79,9 @@ class Program {
   std::vector<std::vector<Contribution>> contributions_;  // by value id, in one reverse pass
   std::vector<Value> grads_;                              // by value id
   std::vector<bool> has_grad_;
+  // Gradient buffers no longer read, kept for the next ones: a pass reuses
+  // the last pass's memory instead of faulting in fresh pages.
+  std::vector<std::vector<float>> spare_;
 };
 
 }  // namespace easyscale::graph

@@ -6,8 +6,10 @@
 // compiles this code with -ffp-contract=off, so no other fma appears.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace easyscale::cpu {
 
@@ -42,6 +44,12 @@ struct ConvGeometry {
   int OH, OW;   // output size
 };
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld);
+// The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
+inline std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
+  const int lo = x0 >= 0 ? 0 : (-x0 + g.SW - 1) / g.SW;
+  const int hi = x0 >= g.W ? 0 : std::min(g.OW, (g.W - 1 - x0) / g.SW + 1);
+  return {std::min(lo, g.OW), std::max(hi, std::min(lo, g.OW))};
+}
 // dx (zeroed here) gets the sum of every in-image column entry that maps to it,
 // added in row-major order of cols: for one element, in (ky, kx) order.
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx);

@@ -6,11 +6,14 @@
 // k order, kernel_formulas.h):
 //   Y[b, m, p]  = GemmOutput over kc ascending of W[m, kc] * cols[kc, p],
 //                 from B[m] (from 0 without a bias). The depthwise loop
-//                 (group == C == M) runs the same fma chain, padding taps included.
+//                 (group == C == M) runs the same fma chain, padding taps included,
+//                 and its dX (and a 3x3 one's dW) the same products and sums
+//                 without the columns.
 //   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
 //                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
 //   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
-//   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order.
+//   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order
+//                 (a 1x1, stride-1, unpadded kernel's dcols are dX itself).
 //   dB[m]       = cpu::ChannelSum of dY (per sample a chain over p, then samples).
 #include <algorithm>
 #include <utility>
@@ -53,6 +56,8 @@ class Conv final : public Op {
     direct_ = geo_.KH == 1 && geo_.KW == 1 && geo_.SH == 1 && geo_.SW == 1 && geo_.PT == 0 &&
               geo_.PL == 0 && geo_.OH == geo_.H && geo_.OW == geo_.W;
     depthwise_ = geo_.C == 1 && mg_ == 1 && !direct_;
+    hp_ = (geo_.OH - 1) * geo_.SH + (geo_.KH - 1) * geo_.DH + 1;
+    wp_ = (geo_.OW - 1) * geo_.SW + (geo_.KW - 1) * geo_.DW + 1;
   }
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
@@ -73,9 +78,8 @@ class Conv final : public Op {
         const int samples = std::min(nb, batch_ - b0);
         if (depthwise_) {
           for (int b = b0; b < b0 + samples; ++b) {
-            float* yg = Slice(y, b, g, mg_, p_);
-            std::fill(yg, yg + p_, bias != nullptr ? bias[g] : 0.0f);
-            DepthwiseForward(Slice(x, b, g, geo_.C, geo_.H * geo_.W), wg, yg);
+            DepthwiseForward(Slice(x, b, g, geo_.C, geo_.H * geo_.W), wg,
+                             bias != nullptr ? bias[g] : 0.0f, Slice(y, b, g, mg_, p_));
           }
           continue;
         }
@@ -126,12 +130,16 @@ class Conv final : public Op {
     }
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
-      if (want_dx) cpu::Transpose(mg_, kc_, wg, wt.data());
+      if (want_dx && !depthwise_) cpu::Transpose(mg_, kc_, wg, wt.data());
+      const bool dw_direct = want_dw && depthwise_ && geo_.KH == 3 && geo_.KW == 3;
+      if (dw_direct) {
+        DepthwiseWeightGrad<3, 3>(x, dy, g, din[1]->floats.data() + static_cast<size_t>(g) * kc_);
+      }
       int64_t k = 0;  // dW's k: the flattened (b, p) index
       for (int b0 = 0; b0 < batch_; b0 += nb) {
         const int samples = std::min(nb, batch_ - b0);
         const int width = samples * p_;
-        if (want_dw) {
+        if (want_dw && !dw_direct) {
           const float* cols = Columns(x, b0, samples, g, ld);
           for (int s = 0; s < samples; ++s) {
             cpu::Transpose(mg_, p_, Slice(dy, b0 + s, g, mg_, p_),
@@ -156,7 +164,12 @@ class Conv final : public Op {
             }
           }
         }
-        if (want_dx) {
+        if (want_dx && depthwise_) {
+          for (int b = b0; b < b0 + samples; ++b) {
+            DepthwiseInputGrad(Slice(dy, b, g, mg_, p_), wg,
+                               Slice(din[0]->floats.data(), b, g, geo_.C, geo_.H * geo_.W));
+          }
+        } else if (want_dx) {
           // dcols for the chunk (over cols_, done with), then back per sample.
           const float* dyc = Slice(dy, b0, g, mg_, p_);
           if (nb > 1) {
@@ -168,15 +181,22 @@ class Conv final : public Op {
             }
             dyc = dy_cm.data();
           }
-          cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
-                    static_cast<int>(ld), false);
-          for (int s = 0; s < samples; ++s) {
-            cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
-                             Slice(din[0]->floats.data(), b0 + s, g, geo_.C, geo_.H * geo_.W));
+          if (direct_ && nb == 1) {
+            // Col2Im would only add these (never -0: chains from +0) to a zeroed dX.
+            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld),
+                      Slice(din[0]->floats.data(), b0, g, geo_.C, geo_.H * geo_.W),
+                      static_cast<int>(ld), false);
+          } else {
+            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
+                      static_cast<int>(ld), false);
+            for (int s = 0; s < samples; ++s) {
+              cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
+                               Slice(din[0]->floats.data(), b0 + s, g, geo_.C, geo_.H * geo_.W));
+            }
           }
         }
       }
-      if (want_dw) {
+      if (want_dw && !dw_direct) {
         cpu::Transpose(kc_, mg_, dwt.data(),
                        din[1]->floats.data() + static_cast<size_t>(g) * mg_ * kc_);
       }
@@ -204,32 +224,148 @@ class Conv final : public Op {
       return Slice(x, b0, g, geo_.C, size);
     }
     for (int s = 0; s < samples; ++s) {
-      cpu::Im2ColImage(geo_, Slice(x, b0 + s, g, geo_.C, size),
-                       cols_.data() + static_cast<size_t>(s) * p_, ld);
+      const float* img = Slice(x, b0 + s, g, geo_.C, size);
+      float* dst = cols_.data() + static_cast<size_t>(s) * p_;
+      if (!direct_) {
+        cpu::Im2ColImage(geo_, img, dst, ld);
+        continue;
+      }
+      for (int c = 0; c < geo_.C; ++c) {  // whole channel planes
+        std::copy_n(img + static_cast<size_t>(c) * size, size, dst + c * ld);
+      }
     }
     return cols_.data();
   }
 
   // One channel, one filter: for each tap (ky, kx), every output position's
-  // chain takes fma(w, x or 0, acc), as the GEMM over the columns would.
-  void DepthwiseForward(const float* x, const float* w, float* y) const {
+  // chain takes fma(w, x or 0, acc) from `from` (the bias or 0), as the GEMM
+  // over the columns would.
+  void DepthwiseForward(const float* x, const float* w, float from, float* y) {
+    if (geo_.SH == 1 && geo_.SW == 1) return DepthwiseForwardUnitStride(x, w, from, y);
+    std::fill(y, y + p_, from);
     for (int ky = 0; ky < geo_.KH; ++ky) {
       for (int kx = 0; kx < geo_.KW; ++kx) {
         const float wk = w[ky * geo_.KW + kx];
         const int x0 = kx * geo_.DW - geo_.PL;
+        const auto [lo, hi] = cpu::InsideColumns(geo_, x0);
         for (int oy = 0; oy < geo_.OH; ++oy) {
-          float* row = y + static_cast<size_t>(oy) * geo_.OW;
+          float* __restrict row = y + static_cast<size_t>(oy) * geo_.OW;
           const int iy = oy * geo_.SH - geo_.PT + ky * geo_.DH;
+          // Padding taps still take fma(w, 0, acc); the runs split only so the
+          // inside run vectorises.
           const bool inside_y = iy >= 0 && iy < geo_.H;
-          const float* src = x + static_cast<size_t>(inside_y ? iy : 0) * geo_.W;
-          for (int ox = 0; ox < geo_.OW; ++ox) {
-            const int ix = ox * geo_.SW + x0;
-            const float v = inside_y && ix >= 0 && ix < geo_.W ? src[ix] : 0.0f;
-            row[ox] = detmath::Fma(wk, v, row[ox]);
+          const int a = inside_y ? lo : geo_.OW, b = inside_y ? hi : geo_.OW;
+          for (int ox = 0; ox < a; ++ox) row[ox] = detmath::Fma(wk, 0.0f, row[ox]);
+          const float* __restrict src = x + static_cast<size_t>(inside_y ? iy : 0) * geo_.W;
+          if (geo_.SW == 1) {
+            for (int ox = a; ox < b; ++ox) row[ox] = detmath::Fma(wk, src[ox + x0], row[ox]);
+          } else {
+            for (int ox = a; ox < b; ++ox)
+              row[ox] = detmath::Fma(wk, src[ox * geo_.SW + x0], row[ox]);
+          }
+          for (int ox = b; ox < geo_.OW; ++ox) row[ox] = detmath::Fma(wk, 0.0f, row[ox]);
+        }
+      }
+    }
+  }
+
+  // Stride 1 over the padded image: output (oy, ox) at oy * wp_ + ox, so each
+  // tap is one contiguous run (the columns past OW are scratch, dropped).
+  void DepthwiseForwardUnitStride(const float* x, const float* w, float from, float* y) {
+    const float* img = Padded(x);
+    const size_t n = static_cast<size_t>(geo_.OH) * wp_;
+    wide_.assign(n, from);
+    float* __restrict out = wide_.data();
+    for (int ky = 0; ky < geo_.KH; ++ky) {
+      for (int kx = 0; kx < geo_.KW; ++kx) {
+        const float wk = w[ky * geo_.KW + kx];
+        const float* __restrict src = img + static_cast<size_t>(ky) * geo_.DH * wp_ + kx * geo_.DW;
+        for (size_t i = 0; i < n; ++i) out[i] = detmath::Fma(wk, src[i], out[i]);
+      }
+    }
+    for (int oy = 0; oy < geo_.OH; ++oy) {
+      std::copy_n(out + oy * wp_, geo_.OW, y + static_cast<size_t>(oy) * geo_.OW);
+    }
+  }
+
+  // The GEMM-and-Col2Im route without the columns: dx from 0 takes, tap by
+  // tap in (ky, kx) order, the product dcols = fma(w, dy, 0) of each output
+  // that reads it (one per tap).
+  void DepthwiseInputGrad(const float* dy, const float* w, float* dx) const {
+    std::fill(dx, dx + static_cast<size_t>(geo_.H) * geo_.W, 0.0f);
+    for (int ky = 0; ky < geo_.KH; ++ky) {
+      for (int kx = 0; kx < geo_.KW; ++kx) {
+        const float wk = w[ky * geo_.KW + kx];
+        const int x0 = kx * geo_.DW - geo_.PL;
+        const auto [lo, hi] = cpu::InsideColumns(geo_, x0);
+        for (int oy = 0; oy < geo_.OH; ++oy) {
+          const int iy = oy * geo_.SH - geo_.PT + ky * geo_.DH;
+          if (iy < 0 || iy >= geo_.H) continue;
+          const float* __restrict src = dy + static_cast<size_t>(oy) * geo_.OW;
+          float* __restrict dst = dx + static_cast<size_t>(iy) * geo_.W;
+          if (geo_.SW == 1) {
+            for (int ox = lo; ox < hi; ++ox) dst[ox + x0] += detmath::Fma(wk, src[ox], 0.0f);
+          } else {
+            for (int ox = lo; ox < hi; ++ox) {
+              dst[ox * geo_.SW + x0] += detmath::Fma(wk, src[ox], 0.0f);
+            }
           }
         }
       }
     }
+  }
+
+  // A KH x KW depthwise filter's dW for group g without the columns: per
+  // tap, the GEMM's chain fma(cols, dy, acc) over k = (b, p) in kGemmKBlock
+  // blocks (padding taps read 0); the taps' chains run side by side.
+  template <int KH, int KW>
+  void DepthwiseWeightGrad(const float* x, const float* dy, int g, float* dw) {
+    constexpr int kTaps = KH * KW;
+    const int64_t total_k = static_cast<int64_t>(batch_) * p_;
+    float acc[kTaps] = {}, part[kTaps];
+    int64_t k = 0;
+    for (int b = 0; b < batch_; ++b) {
+      const float* img = Padded(Slice(x, b, g, 1, geo_.H * geo_.W));
+      const float* d = Slice(dy, b, g, 1, p_);
+      for (int oy = 0; oy < geo_.OH; ++oy) {
+        const float* top = img + static_cast<size_t>(oy) * geo_.SH * wp_;
+        for (int ox = 0; ox < geo_.OW; ++ox, ++k) {
+          const bool first_block = k < formulas::kGemmKBlock;
+          if (!first_block && k % formulas::kGemmKBlock == 0) std::fill_n(part, kTaps, 0.0f);
+          float* chains = first_block ? acc : part;
+          const float dv = d[oy * geo_.OW + ox];
+          const float* corner = top + ox * geo_.SW;
+#pragma GCC unroll 16
+          for (int ky = 0; ky < KH; ++ky) {
+#pragma GCC unroll 16
+            for (int kx = 0; kx < KW; ++kx) {
+              const float v = corner[ky * geo_.DH * wp_ + kx * geo_.DW];
+              chains[ky * KW + kx] = detmath::Fma(v, dv, chains[ky * KW + kx]);
+            }
+          }
+          const int64_t next = k + 1;
+          if (!first_block && (next % formulas::kGemmKBlock == 0 || next == total_k)) {
+            for (int t = 0; t < kTaps; ++t) acc[t] += part[t];
+          }
+        }
+      }
+    }
+    std::copy_n(acc, kTaps, dw);
+  }
+
+  // One channel's image in pad_ with its padding as zeros: row r, column c
+  // is x[r - PT, c - PL] (0 outside), hp_ x wp_ covering every tap, plus a
+  // zero row of slack for the stride-1 forward's run past the last column.
+  const float* Padded(const float* x) {
+    // Only the interior is ever written, so the zero borders outlive a call.
+    if (pad_.empty()) pad_.assign(static_cast<size_t>(hp_ + 1) * wp_, 0.0f);
+    const int rows = std::min(geo_.H, hp_ - geo_.PT);
+    const int cols = std::min(geo_.W, wp_ - geo_.PL);
+    for (int r = 0; r < rows; ++r) {
+      std::copy_n(x + static_cast<size_t>(r) * geo_.W, cols,
+                  pad_.data() + static_cast<size_t>(r + geo_.PT) * wp_ + geo_.PL);
+    }
+    return pad_.data();
   }
 
   bool has_bias_;
@@ -237,7 +373,9 @@ class Conv final : public Op {
   cpu::ConvGeometry geo_;
   bool direct_ = false, depthwise_ = false;
   Shape out_shape_;
+  int hp_ = 0, wp_ = 0;               // the padded image the depthwise taps read
   std::vector<float> cols_, out_cm_;  // scratch: a chunk's columns, its channel-major Y
+  std::vector<float> pad_, wide_;     // scratch: a padded image, a stride-1 depthwise Y
 };
 
 }  // namespace
