@@ -153,6 +153,24 @@ INSTANTIATE_TEST_SUITE_P(
                       BadModel{"unresolvable_shape.onnx", "dynamic_reshape"}),
     [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
 
+// Data the model cannot take: token ids beyond its vocabulary, images for a
+// token model. One clear line before any training, naming the file.
+TEST(ModelFileData, RefusedBeforeTraining) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing: run scripts/install-deps.sh";
+  const std::string small = Exported(
+      Example{"encoder_vocab64", "--model encoder --width 32 --seq-len 32 --vocab 64", "tokens"});
+  Outcome r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset tokens --model-file " +
+                     small + " --schedule 0:1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("has 64 rows"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(small), std::string::npos) << r.output;
+  r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset mnist --data " +
+             std::string(EASYSCALE_MNIST_DATA) + " --model-file " + small + " --schedule 0:1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // The digits are 784 pixels a sample, the model takes 32 ids.
+  EXPECT_NE(r.output.find("the data gives [4, 784]"), std::string::npos) << r.output;
+}
+
 TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
   Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
                      std::string(EASYSCALE_MNIST_DATA));

@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   }
   ES_ASSIGN_OR_RETURN(auto model, LoadModel(config.args, {data.channels, data.height, data.width},
                                             data.classes, config.args.batchPerEst));
+  ES_RETURN_IF_ERROR(model->AcceptsData(data));
   if (config.args.model == "file" && config.backend != "cpu") {
     return absl::FailedPreconditionError("backend \"" + config.backend +
                                          "\": the graph runtime runs on the CPU only so far");

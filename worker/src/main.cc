@@ -112,6 +112,7 @@ Status CheckLocalData(const LocalJobOptions& o) {
     StatusOr<std::unique_ptr<Model>> model = LoadModel(
         o.args, {data.channels, data.height, data.width}, data.classes, o.args.batchPerEst);
     if (!model.ok()) return model.status();
+    ES_RETURN_IF_ERROR((*model)->AcceptsData(data));
   }
   const DataSplit split = SplitTrainTest(data.count());
   const uint64_t shard = EstShardSize(split, o.ests);

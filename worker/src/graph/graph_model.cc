@@ -1,6 +1,7 @@
 // The graph runtime behind the worker's Model interface.
 #include "graph/graph_model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "easyscale/common/checks.h"
@@ -18,8 +19,11 @@ std::vector<int> IntShape(const Shape& s) { return std::vector<int>(s.begin(), s
 
 class GraphModel : public Model {
  public:
-  GraphModel(std::unique_ptr<Program> program, std::string fingerprint, int batch)
-      : program_(std::move(program)), fingerprint_(std::move(fingerprint)), batch_(batch) {
+  GraphModel(std::unique_ptr<Program> program, std::string path, std::string fingerprint, int batch)
+      : program_(std::move(program)),
+        path_(std::move(path)),
+        fingerprint_(std::move(fingerprint)),
+        batch_(batch) {
     for (const std::string& name : program_->parameters()) {
       Param& p = owned_.emplace_back();
       p.name = name;
@@ -87,11 +91,39 @@ class GraphModel : public Model {
 
   std::vector<std::string> BufferNames() const override { return program_->state(); }
 
+  Status AcceptsData(const Dataset& data) const override {
+    const Graph& g = program_->graph();
+    const std::string& input = g.inputs.at(0);
+    if (g.values.at(input).dtype == DType::kFloat32) return absl::OkStatus();
+    if (!data.tokens) {
+      return absl::InvalidArgumentError(path_ + ": input " + input +
+                                        " takes int64 ids: the data set has images "
+                                        "(--dataset tokens gives ids)");
+    }
+    if (data.pixels.empty()) return absl::OkStatus();
+    // Ids index the tables of the Gathers that read the input directly.
+    for (const Node& n : g.nodes) {
+      if (n.op != "Gather" || n.inputs.size() < 2 || n.inputs[1] != input) continue;
+      const Shape& table = g.values.at(n.inputs[0]).shape;
+      ES_ASSIGN_OR_RETURN(int64_t axis, n.Get<int64_t>("axis", 0));
+      if (axis < 0) axis += static_cast<int64_t>(table.size());
+      const int64_t rows = table.at(static_cast<size_t>(axis));
+      const uint8_t largest = *std::max_element(data.pixels.begin(), data.pixels.end());
+      if (largest >= rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
+            " has ", rows, " rows (the model's vocabulary is smaller than the data's)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   int FixedBatch() const override { return batch_; }
   std::string Fingerprint() const override { return fingerprint_; }
 
  private:
   std::unique_ptr<Program> program_;
+  std::string path_;  // for errors
   std::string fingerprint_;
   int batch_;
   std::vector<Param> owned_;  // never resized after the constructor: params_ points in
@@ -145,7 +177,7 @@ StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::ve
                                             " are never trained: export parameters as float32)"));
   }
   return std::unique_ptr<Model>(
-      std::make_unique<GraphModel>(std::move(program), fingerprint, batch));
+      std::make_unique<GraphModel>(std::move(program), path, fingerprint, batch));
 }
 
 }  // namespace easyscale::graph

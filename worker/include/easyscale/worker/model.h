@@ -16,6 +16,7 @@
 
 #include "easyscale/common/job_spec.h"
 #include "easyscale/common/status.h"
+#include "easyscale/worker/dataset.h"
 #include "easyscale/worker/layers.h"
 
 namespace easyscale {
@@ -33,6 +34,10 @@ class Model {
   // The buffers' names where the model has them (a loaded file's initializer
   // names, as the PyTorch state_dict keys), else empty.
   virtual std::vector<std::string> BufferNames() const { return {}; }
+  // Whether every sample of `data` is an input the model can take (a loaded
+  // graph's token ids must index its embeddings): checked once, before
+  // training, so a bad pairing is one clear error rather than a stop mid-run.
+  virtual Status AcceptsData(const Dataset&) const { return absl::OkStatus(); }
   // Samples one pass takes: 0 for any; a loaded graph fixes it.
   virtual int FixedBatch() const { return 0; }
   // What identifies the model beyond TrainingArgs (a loaded file's SHA-256), for
