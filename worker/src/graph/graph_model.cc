@@ -48,7 +48,7 @@ class GraphModel : public Model {
     }
     // The parameters' and the EST's buffers' elements move into the graph for
     // the pass and back after it: no copies.
-    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    SwapParameters();
     const std::vector<std::string>& state = program_->state();
     for (size_t k = 0; k < state.size(); ++k) {
       std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
@@ -58,7 +58,7 @@ class GraphModel : public Model {
     for (size_t k = 0; k < state.size(); ++k) {
       std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
     }
-    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    SwapParameters();
     const Value& out = program_->Output(0);
     logits_.shape = IntShape(out.shape);
     logits_.data = out.floats;
@@ -69,13 +69,11 @@ class GraphModel : public Model {
     Value seed;
     seed.Reset(DType::kFloat32, program_->Output(0).shape);
     seed.floats = dlogits.data;
-    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    SwapParameters();
     RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter};
     program_->Backward(rc, 0, seed);
-    for (Param* p : params_) {
-      std::swap(p->value.data, program_->Initializer(p->name).floats);
-      p->grad.data = program_->Gradient(p->name).floats;
-    }
+    SwapParameters();
+    for (Param* p : params_) p->grad.data = program_->Gradient(p->name).floats;
   }
 
   std::vector<Tensor> InitialBuffers() const override {
@@ -101,6 +99,7 @@ class GraphModel : public Model {
                                         "(--dataset tokens gives ids)");
     }
     if (data.pixels.empty()) return absl::OkStatus();
+    const uint8_t largest = *std::max_element(data.pixels.begin(), data.pixels.end());
     // Ids index the tables of the Gathers that read the input directly.
     for (const Node& n : g.nodes) {
       if (n.op != "Gather" || n.inputs.size() < 2 || n.inputs[1] != input) continue;
@@ -108,7 +107,6 @@ class GraphModel : public Model {
       ES_ASSIGN_OR_RETURN(int64_t axis, n.Get<int64_t>("axis", 0));
       if (axis < 0) axis += static_cast<int64_t>(table.size());
       const int64_t rows = table.at(static_cast<size_t>(axis));
-      const uint8_t largest = *std::max_element(data.pixels.begin(), data.pixels.end());
       if (largest >= rows) {
         return absl::InvalidArgumentError(absl::StrCat(
             path_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
@@ -122,6 +120,11 @@ class GraphModel : public Model {
   std::string Fingerprint() const override { return fingerprint_; }
 
  private:
+  // Exchanges the parameters' elements with the graph's initializers (twice: back).
+  void SwapParameters() {
+    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+  }
+
   std::unique_ptr<Program> program_;
   std::string path_;  // for errors
   std::string fingerprint_;
