@@ -256,6 +256,19 @@ TEST_F(IsolatedEndToEnd, AModelFileOnAReadOnlyClaimTrainsToTheLocalRunsDigest) {
               json({{"name", "models"}, {"mountPath", mount}, {"readOnly", true}}));
   }
 
+  // A model file missing from the claim fails the job, naming the file. (Once
+  // the first job's pods are gone, so that this one starts on both nodes.)
+  ASSERT_TRUE(Eventually([&] { return c.WorkerPods("j").empty(); }, 60s));
+  spec["training"]["modelFile"] = mount + "/missing.onnx";
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("m", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("m").value("phase", "") == "Failed"; }, 120s))
+      << c.JobStatus("m") << " in " << c.dir();
+  const json failed = c.JobStatus("m");
+  const json* why = FindCondition(failed["conditions"], "Failed");
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE((*why)["message"].get<std::string>().find(mount + "/missing.onnx"), std::string::npos)
+      << *why;
+
   // A model file outside the job's volumes is refused before any pod starts,
   // naming the field.
   spec["training"]["modelFile"] = "/opt/cnn.onnx";
