@@ -4,7 +4,8 @@
 // PersistentVolumeClaims that hold the user's model, data and trained output,
 // and the rule that every path a job names lies inside one of them.
 //
-//   StatusOr<std::vector<JobVolume>> v = ParseJobVolumes(j["volumes"], "spec.worker.volumes");
+//   StatusOr<std::vector<JobVolume>> v =
+//       ParseJobVolumes(j["volumes"], "spec.worker.volumes", {kShmMountPath});
 //   ES_RETURN_IF_ERROR(CheckPathsInVolumes(
 //       {{"spec.training.modelFile", modelFile, /*needsWritable=*/false}}, *v,
 //       "spec.worker.volumes"));   // "spec.training.modelFile: "/x.onnx" is in none of ..."
