@@ -27,6 +27,11 @@ bool IsDns1123Subdomain(const std::string& s) {
   return !s.empty() && s.size() <= 253 && std::regex_match(s, kRe);
 }
 
+bool IsDns1123Label(const std::string& s) {
+  static const std::regex kRe("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+  return !s.empty() && s.size() <= 63 && std::regex_match(s, kRe);
+}
+
 bool IsLabelValue(const std::string& s) {
   static const std::regex kRe("(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?");
   return s.size() <= 63 && std::regex_match(s, kRe);
@@ -96,7 +101,9 @@ Status ParseTolerations(const nlohmann::json& list, const std::string& path) {
   return absl::OkStatus();
 }
 
+// `operatorMountPaths`: what the operator mounts itself, which volumes keep off.
 Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
+                              const std::vector<std::string>& operatorMountPaths,
                               WorkerPodSettings* w) {
   FieldReader r(j, path);
   if (const nlohmann::json* res = r.Object("resources")) {
@@ -137,6 +144,10 @@ Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
   r.String("shmSize", &w->shmSize);
   if (r.ok() && !IsQuantity(w->shmSize))
     r.Fail("shmSize", "\"" + w->shmSize + "\" is not a quantity");
+  if (r.ok() && r.Has("volumes")) {
+    ES_ASSIGN_OR_RETURN(w->volumes,
+                        ParseJobVolumes(j["volumes"], r.FieldPath("volumes"), operatorMountPaths));
+  }
   return r.status();
 }
 
@@ -234,15 +245,21 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
     cr.String("claimName", &s.checkpoint.claimName);
     cr.String("mountPath", &s.checkpoint.mountPath);
     if (!cr.ok()) return cr.status();
-    if (s.checkpoint.mountPath.empty() || s.checkpoint.mountPath[0] != '/') {
-      return absl::InvalidArgumentError(cr.FieldPath("mountPath") + ": must be an absolute path");
+    if (!IsNormalAbsolutePath(s.checkpoint.mountPath)) {
+      return absl::InvalidArgumentError(
+          cr.FieldPath("mountPath") +
+          ": must be an absolute path without empty, \".\" or \"..\" components or a trailing "
+          "slash");
     }
     if (!s.checkpoint.claimName.empty() && !IsDns1123Subdomain(s.checkpoint.claimName)) {
       return absl::InvalidArgumentError(cr.FieldPath("claimName") + ": not a DNS-1123 subdomain");
     }
   }
   if (const nlohmann::json* w = r.Object("worker")) {
-    ES_RETURN_IF_ERROR(ParseWorkerPodSettings(*w, r.FieldPath("worker"), &s.worker));
+    std::vector<std::string> operatorMountPaths = {kShmMountPath};
+    if (!s.checkpoint.claimName.empty()) operatorMountPaths.push_back(s.checkpoint.mountPath);
+    ES_RETURN_IF_ERROR(
+        ParseWorkerPodSettings(*w, r.FieldPath("worker"), operatorMountPaths, &s.worker));
   }
   if (const nlohmann::json* p = r.Object("runPolicy")) {
     FieldReader pr(*p, r.FieldPath("runPolicy"));
@@ -264,6 +281,16 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
     }
   }
   if (!r.ok()) return r.status();
+  // The files a job names are read (and written) by every worker pod: they
+  // must be in the job's volumes, not on one node's disk or in the image.
+  std::vector<VolumePath> paths;
+  if (s.training.model == "file") {
+    paths.push_back({r.FieldPath("training.modelFile"), s.training.modelFile});
+  }
+  // lead: after merging data-in and model-out, one line each here:
+  //   training.data (read-only volumes allowed: the worker only reads it), when set;
+  //   {r.FieldPath("output.path"), s.output.path, /*needsWritable=*/true}, when set.
+  ES_RETURN_IF_ERROR(CheckPathsInVolumes(paths, s.worker.volumes, r.FieldPath("worker.volumes")));
   return s;
 }
 
@@ -298,12 +325,20 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}}};
   nlohmann::json secrets = nlohmann::json::array();
   for (const std::string& name : s.worker.imagePullSecrets) secrets.push_back({{"name", name}});
+  nlohmann::json volumes = nlohmann::json::array();
+  for (const JobVolume& v : s.worker.volumes) {
+    volumes.push_back({{"name", v.name},
+                       {"claimName", v.claimName},
+                       {"mountPath", v.mountPath},
+                       {"readOnly", v.readOnly}});
+  }
   j["worker"] = {{"resources", {{"requests", s.worker.requests}, {"limits", s.worker.limits}}},
                  {"tolerations", s.worker.tolerations},
                  {"nodeSelector", s.worker.nodeSelector},
                  {"imagePullSecrets", secrets},
                  {"serviceAccountName", s.worker.serviceAccountName},
-                 {"shmSize", s.worker.shmSize}};
+                 {"shmSize", s.worker.shmSize},
+                 {"volumes", volumes}};
   return j;
 }
 

@@ -1,7 +1,9 @@
 #include "cel_rules.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <vector>
 
 #include "easyscale/common/checks.h"
 
@@ -44,6 +46,72 @@ Rule Compare(const char* a, const char* b, bool strict) {
   };
 }
 
+StatusOr<std::string> SelectString(const nlohmann::json& self, const char* key) {
+  ES_ASSIGN_OR_RETURN(nlohmann::json v, Select(self, key));
+  if (!v.is_string()) {
+    return absl::InvalidArgumentError(std::string("no such overload: ") + key + " is not string");
+  }
+  return v.get<std::string>();
+}
+
+// CEL's `a.startsWith(b)`.
+bool StartsWith(const std::string& a, const std::string& b) { return a.rfind(b, 0) == 0; }
+
+// `(a + '/').startsWith(b + '/')`: path a is b or lies below it.
+bool Within(const std::string& a, const std::string& b) { return StartsWith(a + "/", b + "/"); }
+
+// The mountPath of every item of the list `self`; a missing one is CEL's runtime error.
+StatusOr<std::vector<std::string>> MountPaths(const nlohmann::json& list) {
+  std::vector<std::string> paths;
+  for (const auto& v : list) {
+    ES_ASSIGN_OR_RETURN(std::string p, SelectString(v, "mountPath"));
+    paths.push_back(std::move(p));
+  }
+  return paths;
+}
+
+// `self.all(a, self.all(b, a.name == b.name || !(a.mountPath + '/').startsWith(b.mountPath +
+// '/')))`
+StatusOr<bool> MountPathsNeitherEqualNorNested(const nlohmann::json& self, const nlohmann::json*) {
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(self));
+  for (size_t a = 0; a < self.size(); ++a) {
+    for (size_t b = 0; b < self.size(); ++b) {
+      ES_ASSIGN_OR_RETURN(std::string name_a, SelectString(self[a], "name"));
+      ES_ASSIGN_OR_RETURN(std::string name_b, SelectString(self[b], "name"));
+      if (name_a != name_b && Within(paths[a], paths[b])) return false;
+    }
+  }
+  return true;
+}
+
+// `self.training.model != 'file' || (has(self.worker.volumes) &&
+//  self.worker.volumes.exists(v, (self.training.modelFile + '/').startsWith(v.mountPath + '/')))`
+StatusOr<bool> ModelFileInAVolume(const nlohmann::json& self, const nlohmann::json*) {
+  ES_ASSIGN_OR_RETURN(nlohmann::json training, Select(self, "training"));
+  ES_ASSIGN_OR_RETURN(std::string model, SelectString(training, "model"));
+  if (model != "file") return true;
+  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
+  if (!worker.contains("volumes")) return false;
+  ES_ASSIGN_OR_RETURN(std::string file, SelectString(training, "modelFile"));
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(worker["volumes"]));
+  return std::any_of(paths.begin(), paths.end(),
+                     [&](const std::string& p) { return Within(file, p); });
+}
+
+// `!has(self.checkpoint.claimName) || self.checkpoint.claimName == '' ||
+//  !has(self.worker.volumes) || self.worker.volumes.all(v, <neither within the other>)`
+StatusOr<bool> VolumesOffTheCheckpointMount(const nlohmann::json& self, const nlohmann::json*) {
+  ES_ASSIGN_OR_RETURN(nlohmann::json checkpoint, Select(self, "checkpoint"));
+  if (!checkpoint.contains("claimName")) return true;
+  ES_ASSIGN_OR_RETURN(std::string claim, SelectString(checkpoint, "claimName"));
+  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
+  if (claim.empty() || !worker.contains("volumes")) return true;
+  ES_ASSIGN_OR_RETURN(std::string mount, SelectString(checkpoint, "mountPath"));
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(worker["volumes"]));
+  return std::none_of(paths.begin(), paths.end(),
+                      [&](const std::string& p) { return Within(p, mount) || Within(mount, p); });
+}
+
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> kRules = {
       {"self.minWorkers <= self.ests", Compare("minWorkers", "ests", false)},
@@ -52,6 +120,27 @@ const std::map<std::string, Rule>& Rules() {
       {"!has(self.maxWorkers) || self.maxWorkers <= self.ests",
        UnlessAbsentLessEqual("maxWorkers", "maxWorkers", "ests")},
       {"self.warmupSteps < self.steps", Compare("warmupSteps", "steps", true)},
+      {"self.training.model != 'file' || (has(self.worker.volumes) && "
+       "self.worker.volumes.exists(v, (self.training.modelFile + '/').startsWith(v.mountPath + "
+       "'/')))",
+       ModelFileInAVolume},
+      {"!has(self.checkpoint.claimName) || self.checkpoint.claimName == '' || "
+       "!has(self.worker.volumes) || self.worker.volumes.all(v, !(v.mountPath + "
+       "'/').startsWith(self.checkpoint.mountPath + '/') && !(self.checkpoint.mountPath + "
+       "'/').startsWith(v.mountPath + '/'))",
+       VolumesOffTheCheckpointMount},
+      {"self.all(a, self.all(b, a.name == b.name || !(a.mountPath + '/').startsWith(b.mountPath "
+       "+ '/')))",
+       MountPathsNeitherEqualNorNested},
+      {"self != 'shm' && self != 'checkpoint'",
+       [](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+         return self != "shm" && self != "checkpoint";
+       }},
+      {"!(self + '/').startsWith('/dev/shm/') && !'/dev/shm/'.startsWith(self + '/')",
+       [](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+         const std::string path = self.get<std::string>();
+         return !Within(path, "/dev/shm") && !Within("/dev/shm", path);
+       }},
       {"self == oldSelf",
        [](const nlohmann::json& self, const nlohmann::json* old) -> StatusOr<bool> {
          return old == nullptr || self == *old;

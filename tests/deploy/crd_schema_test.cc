@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "easyscale/common/job_spec.h"
 #include "shapes_fixture.h"
 #include "test_support.h"
@@ -13,6 +14,11 @@ namespace easyscale::deploytest {
 namespace {
 
 using nlohmann::json;
+
+struct RuleCase {
+  json spec;
+  std::string want;  // the schema's message
+};
 
 class CrdSchema : public ShapesTest {
  protected:
@@ -41,6 +47,21 @@ class CrdSchema : public ShapesTest {
   }
 
   const json& SpecSchema() const { return schema_["properties"]["spec"]; }
+
+  // The schema rejects each spec with `want` first; ParseJobSpec rejects it too.
+  void ExpectBothReject(const std::vector<RuleCase>& cases) {
+    for (const auto& c : cases) {
+      const auto errors = Check(c.spec);
+      ASSERT_FALSE(errors.empty()) << c.spec.dump();
+      EXPECT_NE(errors[0].find(c.want), std::string::npos) << errors[0];
+      EXPECT_FALSE(ParseJobSpec(c.spec).ok()) << "parser accepts " << c.spec.dump();
+    }
+  }
+  void ExpectBothAccept(const json& spec) {
+    EXPECT_EQ(Check(spec), std::vector<std::string>{}) << spec.dump();
+    const auto parsed = ParseJobSpec(spec);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+  }
 
   json crd_;
   json schema_;
@@ -71,6 +92,13 @@ TEST_F(CrdSchema, FieldsAreExactlyTheJobSpecFields) {
             Keys(ToJson(TrainingArgs{})));
   EXPECT_EQ(Keys(SpecSchema()["properties"]["checkpoint"]["properties"]),
             Keys(ToJson(JobSpec{})["checkpoint"]));
+  EXPECT_EQ(Keys(SpecSchema()["properties"]["worker"]["properties"]),
+            Keys(ToJson(JobSpec{})["worker"]));
+  JobSpec with_volume;
+  with_volume.worker.volumes.push_back({});
+  EXPECT_EQ(
+      Keys(SpecSchema()["properties"]["worker"]["properties"]["volumes"]["items"]["properties"]),
+      Keys(ToJson(with_volume)["worker"]["volumes"][0]));
 }
 
 TEST_F(CrdSchema, DefaultsAreTheJobSpecDefaults) {
@@ -135,13 +163,8 @@ TEST_F(CrdSchema, NumericBoundsAgreeWithParseJobSpec) {
   EXPECT_GE(checked, 30);
 }
 
-struct RuleCase {
-  json spec;
-  std::string want;  // the schema's message
-};
-
 TEST_F(CrdSchema, CrossFieldRulesAgreeWithParseJobSpec) {
-  const RuleCase cases[] = {
+  ExpectBothReject({
       {{{"image", "w"}, {"ests", 4}, {"minWorkers", 3}, {"maxWorkers", 2}},
        "spec.minWorkers: Invalid value: \"object\": minWorkers must be <= maxWorkers"},
       {{{"image", "w"}, {"ests", 4}, {"maxWorkers", 5}},
@@ -156,18 +179,89 @@ TEST_F(CrdSchema, CrossFieldRulesAgreeWithParseJobSpec) {
        "spec.image: Invalid value: \"\": spec.image in body should be at least 1 chars long"},
       {{{"image", "w"}, {"ests", 2}, {"checkpoint", {{"mountPath", "ckpt"}}}},
        "spec.checkpoint.mountPath: Invalid value: \"ckpt\": spec.checkpoint.mountPath in body "
-       "should match '^/'"},
-  };
-  for (const auto& c : cases) {
-    const auto errors = Check(c.spec);
-    ASSERT_FALSE(errors.empty()) << c.spec.dump();
-    EXPECT_NE(errors[0].find(c.want), std::string::npos) << errors[0];
-    EXPECT_FALSE(ParseJobSpec(c.spec).ok()) << "parser accepts " << c.spec.dump();
-  }
+       "should match '^(/"},
+      {{{"image", "w"}, {"ests", 2}, {"checkpoint", {{"mountPath", "/ckpt/../etc"}}}},
+       "spec.checkpoint.mountPath: Invalid value: \"/ckpt/../etc\": spec.checkpoint.mountPath in "
+       "body should match '^(/"},
+  });
   // The bounds of the rules themselves are allowed by both.
-  const json edge = {{"image", "w"}, {"ests", 4}, {"minWorkers", 4}, {"maxWorkers", 4}};
-  EXPECT_EQ(Check(edge), std::vector<std::string>{});
-  EXPECT_TRUE(ParseJobSpec(edge).ok());
+  ExpectBothAccept({{"image", "w"}, {"ests", 4}, {"minWorkers", 4}, {"maxWorkers", 4}});
+}
+
+json Volume(const std::string& name, const std::string& mountPath) {
+  return {{"name", name}, {"claimName", "team-files"}, {"mountPath", mountPath}};
+}
+
+json WithVolumes(json volumes, const json& training = json::object()) {
+  return {{"image", "w"},
+          {"ests", 2},
+          {"training", training},
+          {"worker", {{"volumes", std::move(volumes)}}}};
+}
+
+// spec.worker.volumes and the model file's place in them: the schema (with
+// its CEL rules) rejects what ParseJobSpec rejects, with the schema's message.
+TEST_F(CrdSchema, VolumeRulesAgreeWithParseJobSpec) {
+  const json file_at_opt = {{"model", "file"}, {"modelFile", "/opt/r18.onnx"}};
+  json over_checkpoint = WithVolumes(json::array({Volume("data", "/ckpt/data")}));
+  over_checkpoint["checkpoint"] = {{"claimName", "ckpt"}, {"mountPath", "/ckpt"}};
+  json seventeen = json::array();
+  for (int i = 0; i < 17; ++i)
+    seventeen.push_back(Volume(absl::StrCat("v", i), absl::StrCat("/v", i)));
+  ExpectBothReject({
+      {WithVolumes(json::array({Volume("models", "/models")}), file_at_opt),
+       "spec.training.modelFile: Invalid value: \"object\": training.modelFile must lie inside the "
+       "mountPath of one of worker.volumes"},
+      {{{"image", "w"}, {"ests", 2}, {"training", file_at_opt}},
+       "spec.training.modelFile: Invalid value: \"object\": training.modelFile must lie inside"},
+      {WithVolumes(json::array({Volume("models", "/models")}),
+                   {{"model", "file"}, {"modelFile", "/models/../opt/r18.onnx"}}),
+       "spec.training.modelFile: Invalid value: \"/models/../opt/r18.onnx\": "
+       "spec.training.modelFile in body should match"},
+      {WithVolumes({Volume("data", "/data"), Volume("output", "/data/output")}),
+       "spec.worker.volumes: Invalid value: \"array\": mount paths must be neither equal nor "
+       "nested"},
+      {WithVolumes({Volume("data", "/data"), Volume("output", "/data")}),
+       "spec.worker.volumes: Invalid value: \"array\": mount paths must be neither equal nor "
+       "nested"},
+      {WithVolumes({Volume("data", "/data"), Volume("data", "/output")}),
+       "spec.worker.volumes[1]: Duplicate value: {\"name\":\"data\"}"},
+      {over_checkpoint,
+       "spec.worker.volumes: Invalid value: \"object\": worker.volumes must not overlap the "
+       "checkpoint claim's mountPath"},
+      {WithVolumes(json::array({Volume("shm", "/data")})),
+       "spec.worker.volumes[0].name: Invalid value: \"shm\": shm and checkpoint are the "
+       "operator's own volumes"},
+      {WithVolumes(json::array({Volume("Data", "/data")})),
+       "spec.worker.volumes[0].name: Invalid value: \"Data\": spec.worker.volumes[0].name in body "
+       "should match"},
+      {WithVolumes(json::array({Volume("data", "/dev")})),
+       "spec.worker.volumes[0].mountPath: Invalid value: \"/dev\": must not overlap /dev/shm"},
+      {WithVolumes(json::array({Volume("data", "/data/")})),
+       "spec.worker.volumes[0].mountPath: Invalid value: \"/data/\": "
+       "spec.worker.volumes[0].mountPath in body should match"},
+      {WithVolumes(json::array({Volume("data", "/" + std::string(kMaxVolumePathLength, 'd'))})),
+       "spec.worker.volumes[0].mountPath: Invalid value: \"/ddd"},
+      {WithVolumes(json::array({{{"name", "data"}, {"mountPath", "/data"}}})),
+       "spec.worker.volumes[0].claimName: Required value"},
+      {WithVolumes(seventeen),
+       "spec.worker.volumes: Invalid value: \"array\": "
+       "spec.worker.volumes in body should have at most 16 items"},
+  });
+  // At the bounds: a model file in a volume next to a sibling that shares its
+  // prefix, a mount beside the checkpoint claim's, 16 volumes, the longest path.
+  json edge = WithVolumes(
+      {Volume("models", "/models"), Volume("old", "/models-old"), Volume("inputs", "/ckpt-inputs"),
+       Volume("long", "/" + std::string(kMaxVolumePathLength - 1, 'l'))},
+      {{"model", "file"}, {"modelFile", "/models/sub/r18.onnx"}});
+  edge["checkpoint"] = {{"claimName", "ckpt"}, {"mountPath", "/ckpt"}};
+  seventeen.erase(seventeen.end() - 1);
+  ExpectBothAccept(edge);
+  ExpectBothAccept(WithVolumes(seventeen));
+  json defaulted;
+  ASSERT_EQ(Check(WithVolumes(json::array({Volume("data", "/data")})), &defaulted),
+            std::vector<std::string>{});
+  EXPECT_EQ(defaulted["worker"]["volumes"][0]["readOnly"], JobVolume{}.readOnly);
 }
 
 TEST_F(CrdSchema, EstsAreImmutable) {

@@ -3,6 +3,7 @@
 // messages its "# expect-error:" lines name.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 #include "easyscale/common/file_io.h"
@@ -72,6 +73,46 @@ TEST_F(Examples, CpuDemoRunsOnCpuWorkersAndGpuJobOnGpus) {
     EXPECT_EQ(doc["spec"]["checkpoint"]["claimName"], "mnist-checkpoints");
   }
   EXPECT_EQ(jobs, 1);
+}
+
+// Your own model and data: the job reads its model file from the read-only
+// inputs claim and has a writable output claim; the claims and the loader
+// pod the comments use are in the file, each under the step label the
+// comments' `kubectl apply -l` selects.
+TEST_F(Examples, ImageFolderJobReadsItsModelFromAReadOnlyClaim) {
+  auto docs = LoadYamlFile(SourcePath("deploy/examples/resnet18-image-folder.yaml"));
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  std::map<std::string, std::string> claim_steps;  // claim name -> step
+  json loader, job;
+  for (const auto& doc : *docs) {
+    const std::string step = doc["metadata"]["labels"].value("example.easyscale.io/step", "");
+    if (doc["kind"] == "PersistentVolumeClaim") {
+      EXPECT_EQ(doc["spec"]["accessModes"], json::array({"ReadWriteMany"}));
+      claim_steps[doc["metadata"]["name"]] = step;
+    } else if (doc["kind"] == "Pod") {
+      EXPECT_EQ(step, "load");
+      loader = doc;
+    } else {
+      ASSERT_EQ(doc["kind"], kJobKind);
+      EXPECT_EQ(step, "train");
+      job = doc;
+    }
+  }
+  auto spec = ParseJobSpec(job["spec"]);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->training.model, "file");
+  int writable = 0;
+  for (const JobVolume& v : spec->worker.volumes) {
+    EXPECT_EQ(claim_steps[v.claimName], "storage") << v.claimName << " is not created first";
+    if (spec->training.modelFile.rfind(v.mountPath + "/", 0) == 0) {
+      EXPECT_TRUE(v.readOnly) << "the workers only read the inputs";
+      // The loader mounts the same claim writable, to copy the files in.
+      ASSERT_EQ(loader["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], v.claimName);
+      EXPECT_FALSE(loader["spec"]["containers"][0]["volumeMounts"][0].value("readOnly", false));
+    }
+    writable += v.readOnly ? 0 : 1;
+  }
+  EXPECT_EQ(writable, 1) << "one claim for the trained model";
 }
 
 TEST_F(Examples, BrokenJobsAreRejectedWithTheSchemaMessage) {

@@ -1,12 +1,14 @@
 // The objects the operator creates for a job, against their Kubernetes shapes
 // and the `restricted` Pod Security Standard (as the API server's
 // PodSecurity admission checks it): the worker Pod for GPU and CPU workers,
-// with and without a checkpoint claim and with the spec's pod settings, the
+// with and without a checkpoint claim, with the job's volumes and with the
+// spec's pod settings, the
 // control-token Secret and the worker NetworkPolicy.
 #include "controller/worker_pod.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "controller/control_token.h"
@@ -134,6 +136,36 @@ TEST_F(OperatorObjects, CpuWorkerPodWithClaimAndPodSettings) {
             "/ckpt/0b7f1c2e-2d7a-4c55-9e8e-6a4f1d2f9a10");
 }
 
+// The user's claims (model and data read-only, output writable) beside the
+// operator's own mounts, readOnly in the claim's source and in the mount.
+TEST_F(OperatorObjects, WorkerPodMountsTheJobsVolumes) {
+  const JobSpec spec =
+      Spec({{"training", {{"model", "file"}, {"modelFile", "/models/resnet18.onnx"}}},
+            {"checkpoint", {{"claimName", "mnist-ckpt"}, {"mountPath", "/ckpt"}}},
+            {"worker",
+             {{"volumes",
+               {{{"name", "models"},
+                 {"claimName", "team-models"},
+                 {"mountPath", "/models"},
+                 {"readOnly", true}},
+                {{"name", "output"}, {"claimName", "team-output"}, {"mountPath", "/output"}}}}}}});
+  const json pod = Pod(spec, "a100");
+  std::map<std::string, json> volumes, mounts;
+  for (const json& v : pod["spec"]["volumes"]) volumes[v["name"]] = v;
+  for (const json& m : pod["spec"]["containers"][0]["volumeMounts"]) mounts[m["name"]] = m;
+  EXPECT_EQ(volumes.size(), 4u) << pod["spec"]["volumes"];
+  EXPECT_EQ(volumes["models"]["persistentVolumeClaim"],
+            json({{"claimName", "team-models"}, {"readOnly", true}}));
+  EXPECT_EQ(mounts["models"],
+            json({{"name", "models"}, {"mountPath", "/models"}, {"readOnly", true}}));
+  EXPECT_EQ(volumes["output"]["persistentVolumeClaim"],
+            json({{"claimName", "team-output"}, {"readOnly", false}}));
+  EXPECT_EQ(mounts["output"]["readOnly"], false);
+  EXPECT_EQ(mounts["output"]["mountPath"], "/output");
+  EXPECT_EQ(mounts["checkpoint"]["mountPath"], "/ckpt");
+  EXPECT_EQ(mounts["shm"]["mountPath"], "/dev/shm");
+}
+
 TEST_F(OperatorObjects, BadPodSettingsAreRejectedNamingTheField) {
   const std::pair<const char*, std::string> cases[] = {
       {R"({"resources": {"requests": {"nvidia.com/gpu": "1"}}})",
@@ -148,6 +180,13 @@ TEST_F(OperatorObjects, BadPodSettingsAreRejectedNamingTheField) {
        "spec.worker.nodeSelector.easyscale.io/gpu-type: easyscale.io/ labels are the operator's"},
       {R"({"serviceAccountName": "Not_A_Name"})", "spec.worker.serviceAccountName: not a DNS-1123"},
       {R"({"shmSize": "1Gx"})", "spec.worker.shmSize: \"1Gx\" is not a quantity"},
+      {R"({"volumes": [{"name": "shm", "claimName": "c", "mountPath": "/c"}]})",
+       "spec.worker.volumes[0].name: \"shm\" is the operator's own volume"},
+      {R"({"volumes": [{"name": "d", "claimName": "c", "mountPath": "/dev"}]})",
+       "spec.worker.volumes[0].mountPath: \"/dev\" overlaps the operator's mount at /dev/shm"},
+      {R"({"volumes": [{"name": "a", "claimName": "c", "mountPath": "/a"},
+                       {"name": "b", "claimName": "c", "mountPath": "/a/b"}]})",
+       "spec.worker.volumes[1].mountPath: \"/a/b\" overlaps spec.worker.volumes[0].mountPath"},
   };
   for (const auto& [worker, want] : cases) {
     const json spec = {{"image", "w"}, {"ests", 2}, {"worker", json::parse(worker)}};

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "controller/job_status.h"
+#include "easyscale/common/file_io.h"
 #include "easyscale/common/subprocess.h"
 #include "pod_runtimes.h"
 #include "test_cluster.h"
@@ -26,13 +27,24 @@ using nlohmann::json;
 
 // Runs the reference: the same training on a fixed layout of 8 workers (one
 // EST each) with `easyscale-worker local`, and reads its `digest:` line.
-std::string ReferenceDigest(const std::string& bin, const std::string& dir, int64_t steps) {
-  StatusOr<CommandResult> r =
-      RunCommand({.argv = {bin, "local", "--ests", "8", "--schedule", "0:8", "--model", "mlp",
-                           "--steps", std::to_string(steps), "--checkpoint-dir", dir + "/ref-ckpt"},
-                  .stdoutTo = Output::Pipe(),
-                  .stderrTo = Output::File(dir + "/reference.stderr")},
-                 300s);
+// `model`: the model's flags (the built-in MLP unless told).
+std::string ReferenceDigest(const std::string& bin, const std::string& dir, int64_t steps,
+                            const std::vector<std::string>& model = {"--model", "mlp"}) {
+  std::vector<std::string> argv = {bin,
+                                   "local",
+                                   "--ests",
+                                   "8",
+                                   "--schedule",
+                                   "0:8",
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--checkpoint-dir",
+                                   dir + "/ref-ckpt"};
+  argv.insert(argv.end(), model.begin(), model.end());
+  StatusOr<CommandResult> r = RunCommand({.argv = std::move(argv),
+                                          .stdoutTo = Output::Pipe(),
+                                          .stderrTo = Output::File(dir + "/reference.stderr")},
+                                         300s);
   if (!r.ok() || r->exitCode != 0) return "";
   const size_t at = r->out.rfind("\ndigest: ");
   return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
@@ -195,8 +207,77 @@ TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
   EXPECT_EQ(c.JobStatus("j")["digest"], reference);
   // The checkpoints are in the claim, in the job's UID folder.
   const std::string uid = c.Job("j")["metadata"]["uid"];
-  EXPECT_TRUE(std::filesystem::exists(c.dir() + "/volumes/claims/default/ckpt/" + uid + "/LATEST"))
+  EXPECT_TRUE(std::filesystem::exists(c.ClaimDir("default", "ckpt") + "/" + uid + "/LATEST"))
       << "no durable checkpoint under the job's UID";
+}
+
+// The user's model on a claim: the example CNN, exported by PyTorch at test
+// time, lies only in the claim's folder; the job names it under the claim's
+// mountPath (read-only), the pods see it there and nowhere else, and the job
+// trains it to the digest of `easyscale-worker local` on the same file.
+TEST_F(IsolatedEndToEnd, AModelFileOnAReadOnlyClaimTrainsToTheLocalRunsDigest) {
+  constexpr char kPython[] = "/usr/bin/python3";
+  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " (python3-torch) is missing";
+  TestCluster c("e2e-model-claim", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const std::string claim = c.ClaimDir("default", "models");
+  ASSERT_TRUE(MakeDirs(claim).ok());
+  StatusOr<CommandResult> exported = RunCommand(
+      {.argv = {kPython, std::string(EASYSCALE_SOURCE_DIR) + "/deploy/examples/models/export.py",
+                "--model", "cnn", "--width", "4", "--seed", "3", "--out", claim + "/cnn.onnx"},
+       .stdoutTo = Output::Pipe(),
+       .stderrTo = Output::SameAsStdout()},
+      300s);
+  ASSERT_TRUE(exported.ok() && exported->exitCode == 0)
+      << (exported.ok() ? exported->out : exported.status().ToString());
+  const int64_t steps = 40;
+  const std::string reference =
+      ReferenceDigest(worker_, c.dir(), steps, {"--model-file", claim + "/cnn.onnx"});
+  ASSERT_EQ(reference.size(), 64u) << "the local run printed no digest";
+
+  ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}}).ok());
+  StartOperators(c);
+  // A mount point no host process has a file under: only the pods' mount shows the model.
+  const std::string mount = "/var/lib/easyscale-e2e-models";
+  json spec = Spec(steps, 2, {});
+  spec["training"] = {{"model", "file"},
+                      {"modelFile", mount + "/cnn.onnx"},
+                      {"steps", steps},
+                      {"checkpointEvery", 20}};
+  spec["worker"]["volumes"] = json::array(
+      {{{"name", "models"}, {"claimName", "models"}, {"mountPath", mount}, {"readOnly", true}}});
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 180s))
+      << c.JobStatus("j") << " in " << c.dir();
+  EXPECT_EQ(c.JobStatus("j")["digest"], reference);
+  EXPECT_FALSE(std::filesystem::exists(mount + "/cnn.onnx")) << "the model leaked to the host";
+  for (const json& pod : c.WorkerPods("j")) {
+    EXPECT_EQ(pod["spec"]["containers"][0]["volumeMounts"].back(),
+              json({{"name", "models"}, {"mountPath", mount}, {"readOnly", true}}));
+  }
+
+  // A model file missing from the claim fails the job, naming the file. (Once
+  // the first job's pods are gone, so that this one starts on both nodes.)
+  ASSERT_TRUE(Eventually([&] { return c.WorkerPods("j").empty(); }, 60s));
+  spec["training"]["modelFile"] = mount + "/missing.onnx";
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("m", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("m").value("phase", "") == "Failed"; }, 120s))
+      << c.JobStatus("m") << " in " << c.dir();
+  const json failed = c.JobStatus("m");
+  const json* why = FindCondition(failed["conditions"], "Failed");
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE((*why)["message"].get<std::string>().find(mount + "/missing.onnx"), std::string::npos)
+      << *why;
+
+  // A model file outside the job's volumes is refused before any pod starts,
+  // naming the field.
+  spec["training"]["modelFile"] = "/opt/cnn.onnx";
+  StatusOr<json> refused = c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("k", spec));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("spec.training.modelFile: \"/opt/cnn.onnx\" is in "
+                                            "none of the job's volumes"),
+            std::string::npos)
+      << refused.status();
 }
 
 // The shortcut the workers used to take, files in one folder every pod sees,

@@ -2,7 +2,8 @@
 // like pods on separate nodes: each has its own address on the pod network,
 // reaches the other pods and the host's address there but not the host's
 // loopback; an emptyDir is the pod's own, a claim is shared by the pods that
-// mount it, and nothing of either shows on the host; and the cluster leaves no
+// mount it (read-only when it says so), and nothing of either shows on the
+// host; and the cluster leaves no
 // namespace or link behind, nor lets dead test processes' leftovers stay.
 // Needs root (skipped otherwise; CI runs as root).
 #include <gtest/gtest.h>
@@ -136,6 +137,34 @@ TEST_F(PodIsolationTest, EmptyDirIsPrivateAndAClaimIsSharedOnlyByItsPods) {
   // The mounts stayed in the pods: the host's mount points are empty.
   EXPECT_TRUE(std::filesystem::is_empty(scratch));
   EXPECT_TRUE(std::filesystem::is_empty(shared));
+}
+
+// readOnly in the volumeMount or in the claim's source mounts the claim
+// read-only, as kubelet does: its files can be read, nothing written.
+TEST_F(PodIsolationTest, AReadOnlyClaimIsReadableButNotWritable) {
+  const std::string mount = c_.dir() + "/mnt/models";
+  ASSERT_TRUE(MakeDirs(c_.ClaimDir("default", "models")).ok());
+  ASSERT_TRUE(WriteFileAtomic(c_.ClaimDir("default", "models") + "/model.onnx", "weights").ok());
+  auto withClaim = [&](json pod, bool mountReadOnly, bool sourceReadOnly) {
+    pod["spec"]["volumes"] = json::array(
+        {{{"name", "models"},
+          {"persistentVolumeClaim", {{"claimName", "models"}, {"readOnly", sourceReadOnly}}}}});
+    pod["spec"]["containers"][0]["volumeMounts"] =
+        json::array({{{"name", "models"}, {"mountPath", mount}, {"readOnly", mountReadOnly}}});
+    return pod;
+  };
+  const std::string readsButCannotWrite = "test \"$(cat " + mount +
+                                          "/model.onnx)\" = weights && ! touch " + mount +
+                                          "/new 2>/dev/null && ! rm " + mount + "/model.onnx";
+  Create(withClaim(ShellPod("mount-ro", readsButCannotWrite), true, false));
+  Create(withClaim(ShellPod("source-ro", readsButCannotWrite), false, true));
+  // The same claim writable: the check above fails, so it tests the mounts.
+  Create(withClaim(ShellPod("writable", "touch " + mount + "/new"), false, false));
+  EXPECT_TRUE(Succeeds("mount-ro")) << Log("mount-ro");
+  EXPECT_TRUE(Succeeds("source-ro")) << Log("source-ro");
+  EXPECT_TRUE(Succeeds("writable")) << Log("writable");
+  EXPECT_TRUE(std::filesystem::exists(c_.ClaimDir("default", "models") + "/new"));
+  EXPECT_TRUE(std::filesystem::exists(c_.ClaimDir("default", "models") + "/model.onnx"));
 }
 
 // Real workers on three nodes, each pod on its own address: they reach the

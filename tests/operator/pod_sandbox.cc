@@ -22,24 +22,26 @@ using nlohmann::json;
 StatusOr<std::vector<BindMount>> PodVolumes::Prepare(const json& pod) const {
   const std::string ns = pod["metadata"].value("namespace", "");
   const std::string name = pod["metadata"].value("name", "");
-  ES_RETURN_IF_ERROR(MakeDirs(root_));         // hidden in every pod, volumes or not
-  std::map<std::string, std::string> folders;  // by volume name
+  ES_RETURN_IF_ERROR(MakeDirs(root_));       // hidden in every pod, volumes or not
+  std::map<std::string, BindMount> sources;  // by volume name; no target yet
   for (const json& v : pod["spec"].value("volumes", json::array())) {
     const std::string volume = v.value("name", "");
     if (v.contains("emptyDir")) {
-      folders[volume] = root_ + "/pods/" + ns + "/" + name + "/" + volume;
+      sources[volume] = {.source = root_ + "/pods/" + ns + "/" + name + "/" + volume};
     } else if (v.contains("persistentVolumeClaim")) {
-      const std::string claim = v["persistentVolumeClaim"].value("claimName", "");
+      const json& source = v["persistentVolumeClaim"];
+      const std::string claim = source.value("claimName", "");
       if (claim.empty()) return absl::InvalidArgumentError("volume " + volume + ": no claimName");
-      folders[volume] = root_ + "/claims/" + ns + "/" + claim;
+      sources[volume] = {.source = ClaimDir(ns, claim),
+                         .readOnly = source.value("readOnly", false)};
     }
   }
   std::vector<BindMount> mounts;
   for (const json& m : pod["spec"]["containers"][0].value("volumeMounts", json::array())) {
     const std::string volume = m.value("name", "");
     const std::string target = m.value("mountPath", "");
-    auto folder = folders.find(volume);
-    if (folder == folders.end()) {
+    auto source = sources.find(volume);
+    if (source == sources.end()) {
       return absl::InvalidArgumentError("volumeMount " + volume +
                                         ": no emptyDir or persistentVolumeClaim of that name");
     }
@@ -47,11 +49,17 @@ StatusOr<std::vector<BindMount>> PodVolumes::Prepare(const json& pod) const {
       return absl::InvalidArgumentError("volumeMount " + volume + ": mountPath \"" + target +
                                         "\" is not absolute");
     }
-    ES_RETURN_IF_ERROR(MakeDirs(folder->second));
+    ES_RETURN_IF_ERROR(MakeDirs(source->second.source));
     ES_RETURN_IF_ERROR(MakeDirs(target));
-    mounts.push_back({folder->second, target});
+    mounts.push_back({.source = source->second.source,
+                      .target = target,
+                      .readOnly = source->second.readOnly || m.value("readOnly", false)});
   }
   return mounts;
+}
+
+std::string PodVolumes::ClaimDir(const std::string& ns, const std::string& claimName) const {
+  return root_ + "/claims/" + ns + "/" + claimName;
 }
 
 void PodVolumes::Release(const std::string& ns, const std::string& pod) const {
@@ -82,6 +90,11 @@ int SandboxEntry::Enter() const {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
   for (const BindMount& m : sandbox_.mounts) {
     if (::mount(m.source.c_str(), m.target.c_str(), nullptr, MS_BIND, nullptr) != 0) return errno;
+    // A bind mount takes MS_RDONLY only on a remount of itself.
+    if (m.readOnly && ::mount(nullptr, m.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY,
+                              nullptr) != 0) {
+      return errno;
+    }
   }
   if (!sandbox_.hiddenDir.empty() &&
       ::mount("tmpfs", sandbox_.hiddenDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,

@@ -5,7 +5,9 @@
 // (private, so nothing leaks to the host) where each volume's mountPath is
 // bound to the pod's folder for it (emptyDir: private to the pod;
 // persistentVolumeClaim: one per namespace and claim, shared by the pods that
-// mount it) and the folder holding every pod's volumes is hidden.
+// mount it; read-only, as kubelet mounts it, when the volumeMount or the
+// claim's source says readOnly) and the folder holding every pod's volumes is
+// hidden.
 //
 //   PodVolumes volumes(dir + "/volumes");
 //   PodSandbox sandbox{.netns = pod.netns, .mounts = *volumes.Prepare(podJson),
@@ -25,6 +27,7 @@ namespace easyscale::op::testing {
 struct BindMount {
   std::string source;  // a folder on the host
   std::string target;  // the volume's mountPath
+  bool readOnly = false;
 };
 
 struct PodSandbox {
@@ -39,6 +42,9 @@ class PodVolumes {
  public:
   explicit PodVolumes(std::string root) : root_(std::move(root)) {}
   const std::string& root() const { return root_; }
+  // The folder that stands for claim `claimName` of namespace `ns` (a test
+  // fills it, as a user fills a PersistentVolume).
+  std::string ClaimDir(const std::string& ns, const std::string& claimName) const;
 
   // Creates the folders of the volumes the pod's first container mounts, and
   // missing mount points. Those stay, empty: removing one would unmount it in

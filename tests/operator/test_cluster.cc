@@ -163,6 +163,10 @@ OperatorProcess* TestCluster::StartWithRealWorkers(const std::string& identity,
   return StartOperator(identity, {"--worker-backend", "cpu", "--worker-command", worker});
 }
 
+std::string TestCluster::ClaimDir(const std::string& ns, const std::string& claimName) const {
+  return volumes_ != nullptr ? volumes_->ClaimDir(ns, claimName) : "";
+}
+
 std::string TestCluster::PodNetns(const std::string& key) const {
   if (network_ == nullptr) return "";
   std::optional<PodNetwork::Pod> pod = network_->FindPod(key);

@@ -86,6 +86,9 @@ class TestCluster {
   // whichever operator is ready (the leader). Returns its URL.
   std::string StartControlService();
 
+  // The host folder that stands for claim `claimName` in namespace `ns` when
+  // pods are isolated (a test puts the user's files there); "" otherwise.
+  std::string ClaimDir(const std::string& ns, const std::string& claimName) const;
   // The network namespace (path) of isolated pod "namespace/name"; "" if none.
   std::string PodNetns(const std::string& key) const;
   // Sends `signal` to the process of pod "namespace/name" (SIGKILL: a crash).

@@ -118,7 +118,12 @@ TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
       {"no-ests", {{"image", "x"}, {"ests", 0}}},
       {"min-over-max", {{"image", "x"}, {"ests", 4}, {"minWorkers", 3}, {"maxWorkers", 2}}},
       {"bad-type", {{"image", "x"}, {"ests", 4}, {"gpuTypes", {"quantum"}}}},
-      {"no-image", {{"ests", 4}}}};
+      {"no-image", {{"ests", 4}}},
+      // A model file no worker pod mounts: refused before any pod is made.
+      {"model-outside-volumes",
+       {{"image", "x"},
+        {"ests", 4},
+        {"training", {{"model", "file"}, {"modelFile", "/opt/r18.onnx"}}}}}};
   for (const auto& [name, spec] : bad) {
     ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob(name, spec)).ok());
   }
@@ -133,6 +138,13 @@ TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
     ASSERT_TRUE(Eventually([&] { return EventCount(name, "Failed") == 1; })) << name;
     EXPECT_TRUE(WorkerPods(name).empty());
   }
+  const json outside_status = StatusOf("model-outside-volumes");
+  const json* outside = FindCondition(outside_status["conditions"], "Failed");
+  ASSERT_NE(outside, nullptr);
+  EXPECT_EQ((*outside)["message"].get<std::string>().rfind(
+                "spec.training.modelFile: \"/opt/r18.onnx\" is in none of the job's volumes", 0),
+            0u)
+      << *outside;
   // The controller lives on: a good job next to them is scheduled.
   ASSERT_TRUE(
       client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("good", kGoodSpec)).ok());

@@ -70,14 +70,24 @@ json BuildWorkerPod(const json& job, const JobSpec& spec, const WorkerRecord& wo
   if (!limits.empty()) resources["limits"] = limits;
   // restricted Pod Security Standard: non-root, no privilege escalation, no
   // capabilities, the runtime's seccomp profile; a read-only root (a k8s
-  // worker writes no file but its durable checkpoints, on the claim).
-  json mounts = json::array({{{"name", "shm"}, {"mountPath", "/dev/shm"}}});
-  json volumes = json::array(
-      {{{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.worker.shmSize}}}}});
+  // worker writes files only on claims: durable checkpoints, the trained model).
+  json mounts = json::array({{{"name", kShmVolumeName}, {"mountPath", kShmMountPath}}});
+  json volumes =
+      json::array({{{"name", kShmVolumeName},
+                    {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.worker.shmSize}}}}});
   if (!spec.checkpoint.claimName.empty()) {
-    mounts.push_back({{"name", "checkpoint"}, {"mountPath", spec.checkpoint.mountPath}});
-    volumes.push_back({{"name", "checkpoint"},
+    mounts.push_back({{"name", kCheckpointVolumeName}, {"mountPath", spec.checkpoint.mountPath}});
+    volumes.push_back({{"name", kCheckpointVolumeName},
                        {"persistentVolumeClaim", {{"claimName", spec.checkpoint.claimName}}}});
+  }
+  // The user's model, data and output. readOnly in both places, as kubelet
+  // wants it: the claim's source (the volume is attached read-only) and the
+  // mount (the container cannot write it).
+  for (const JobVolume& v : spec.worker.volumes) {
+    mounts.push_back({{"name", v.name}, {"mountPath", v.mountPath}, {"readOnly", v.readOnly}});
+    volumes.push_back(
+        {{"name", v.name},
+         {"persistentVolumeClaim", {{"claimName", v.claimName}, {"readOnly", v.readOnly}}}});
   }
   json container = {
       {"name", "worker"},

@@ -7,7 +7,8 @@
 // given the job's control token (from the job's Secret), running under the
 // `restricted` Pod Security Standard with the job's resources, tolerations,
 // node selector, pull secrets and service account, a memory-backed /dev/shm,
-// and the job's checkpoint claim when it has one.
+// the job's checkpoint claim when it has one, and the job's volumes
+// (spec.worker.volumes: the user's model, data and output claims).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "easyscale/common/job_volumes.h"
 #include "easyscale/common/status.h"
 
 namespace easyscale {
@@ -61,7 +62,7 @@ struct CheckpointVolume {
 
 // How the worker Pods run, in the Kubernetes shapes (Toleration objects,
 // quantities such as "2Gi"). The operator adds the GPU, its node and the
-// security context itself.
+// security context itself. `volumes` hold the user's model, data and output.
 struct WorkerPodSettings {
   std::map<std::string, std::string> requests = {{"cpu", "1"}, {"memory", "2Gi"}};
   std::map<std::string, std::string> limits = {{"memory", "4Gi"}};
@@ -70,6 +71,7 @@ struct WorkerPodSettings {
   std::vector<std::string> imagePullSecrets;
   std::string serviceAccountName;
   std::string shmSize = "1Gi";  // /dev/shm (memory-backed) for the collectives
+  std::vector<JobVolume> volumes;
   bool operator==(const WorkerPodSettings&) const = default;
 };
 
@@ -96,7 +98,8 @@ struct JobSpec {
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path);
 // Validates every field and the relations between them
 // (1 <= minWorkers <= maxWorkers <= ests, known GPU types, image set,
-// Kubernetes names, label keys and quantities in spec.worker).
+// Kubernetes names, label keys and quantities in spec.worker, volumes that
+// overlap no other mount, the model file inside one of them).
 StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path = "spec");
 // Every rule a TrainingArgs obeys (values in range and finite, known names,
 // warmupSteps < steps); parsing applies the same. Errors name the field as
@@ -107,6 +110,7 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
 
 // Kubernetes syntax checks, as the API server applies them.
 bool IsDns1123Subdomain(const std::string& s);
+bool IsDns1123Label(const std::string& s);
 bool IsQualifiedLabelKey(const std::string& s);
 bool IsLabelValue(const std::string& s);
 bool IsQuantity(const std::string& s);
