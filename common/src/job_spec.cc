@@ -166,6 +166,19 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
   return t;
 }
 
+StatusOr<OutputSpec> ParseOutputSpec(const nlohmann::json& j, const std::string& path) {
+  OutputSpec o;
+  FieldReader r(j, path);
+  r.String("path", &o.path);
+  r.Bool("everyCheckpoint", &o.everyCheckpoint);
+  if (r.ok() && !o.path.empty() && o.path[0] != '/') r.Fail("path", "must be an absolute path");
+  if (r.ok() && o.everyCheckpoint && o.path.empty()) {
+    r.Fail("everyCheckpoint", "needs a path to write into");
+  }
+  ES_RETURN_IF_ERROR(r.status());
+  return o;
+}
+
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path) {
   return ValidateTrainingArgs(
       t, [&path](std::string_view field) { return path + "." + std::string(field); });
@@ -241,6 +254,9 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
       return absl::InvalidArgumentError(cr.FieldPath("claimName") + ": not a DNS-1123 subdomain");
     }
   }
+  if (const nlohmann::json* o = r.Object("output")) {
+    ES_ASSIGN_OR_RETURN(s.output, ParseOutputSpec(*o, r.FieldPath("output")));
+  }
   if (const nlohmann::json* w = r.Object("worker")) {
     ES_RETURN_IF_ERROR(ParseWorkerPodSettings(*w, r.FieldPath("worker"), &s.worker));
   }
@@ -284,6 +300,10 @@ nlohmann::json ToJson(const TrainingArgs& t) {
           {"checkpointEvery", t.checkpointEvery}};
 }
 
+nlohmann::json ToJson(const OutputSpec& o) {
+  return {{"path", o.path}, {"everyCheckpoint", o.everyCheckpoint}};
+}
+
 nlohmann::json ToJson(const JobSpec& s) {
   nlohmann::json j = {
       {"image", s.image},
@@ -295,6 +315,7 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"training", ToJson(s.training)},
       {"checkpoint",
        {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}},
+      {"output", ToJson(s.output)},
       {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}}};
   nlohmann::json secrets = nlohmann::json::array();
   for (const std::string& name : s.worker.imagePullSecrets) secrets.push_back({{"name", name}});

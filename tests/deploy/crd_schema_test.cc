@@ -71,6 +71,20 @@ TEST_F(CrdSchema, FieldsAreExactlyTheJobSpecFields) {
             Keys(ToJson(TrainingArgs{})));
   EXPECT_EQ(Keys(SpecSchema()["properties"]["checkpoint"]["properties"]),
             Keys(ToJson(JobSpec{})["checkpoint"]));
+  EXPECT_EQ(Keys(SpecSchema()["properties"]["output"]["properties"]), Keys(ToJson(OutputSpec{})));
+}
+
+// spec.output: the schema and ParseJobSpec agree on the path's form.
+TEST_F(CrdSchema, OutputPathIsAbsolute) {
+  for (const auto& [path, ok] : {std::pair{"/models/mnist", true}, std::pair{"models", false}}) {
+    const json spec = {{"image", "w:1"}, {"ests", 4}, {"output", {{"path", path}}}};
+    EXPECT_EQ(Check(spec).empty(), ok) << path;
+    EXPECT_EQ(ParseJobSpec(spec).ok(), ok) << path;
+  }
+  json spec;
+  ASSERT_EQ(Check({{"image", "w:1"}, {"ests", 4}, {"output", {{"path", "/m"}}}}, &spec),
+            std::vector<std::string>{});
+  EXPECT_EQ(spec["output"], ToJson(OutputSpec{.path = "/m"}));  // everyCheckpoint defaults off
 }
 
 TEST_F(CrdSchema, DefaultsAreTheJobSpecDefaults) {
@@ -227,6 +241,10 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
       {"scaleEvents", 2},
       {"digest", "ab12"},
       {"testAccuracy", 0.97},
+      {"output",
+       {{"path", "/models/demo"},
+        {"onnxSha256", std::string(64, 'a')},
+        {"safetensorsSha256", std::string(64, 'b')}}},
       {"startTime", "2026-12-02T13:00:00Z"},
       {"conditions",
        {{{"type", "Ready"},
@@ -242,6 +260,7 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
   bad["status"]["conditions"].push_back(bad["status"]["conditions"][0]);
   bad["status"]["startTime"] = "yesterday";
   bad["status"]["workers"][0]["rank"] = "0";
+  bad["status"]["output"]["onnxSha256"] = "ABC";
   const auto errors = shapes_->Validate(&bad);
   const std::vector<std::string> want = {
       "status.phase: Unsupported value: \"Paused\"",
@@ -250,7 +269,8 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
       "date-time",
       "status.workers[0].rank: Invalid value: \"string\": status.workers[0].rank in body must be "
       "of "
-      "type integer: \"string\""};
+      "type integer: \"string\"",
+      "status.output.onnxSha256: Invalid value: \"ABC\""};
   for (const auto& w : want) {
     EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
                             [&](const std::string& e) { return e.find(w) != std::string::npos; }))
