@@ -1,7 +1,9 @@
 #include "easyscale/worker/model_output.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -115,6 +117,16 @@ TEST_F(ModelOutputTest, CheckOutputFolderNamesWhatIsWrong) {
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/file", "x").ok());
   EXPECT_EQ(CheckOutputFolder(dir_ + "/file").message(),
             "output folder " + dir_ + "/file: not a folder");
+}
+
+// Root passes every permission check: a read-only mount is what it cannot write.
+TEST_F(ModelOutputTest, ReadOnlyFolderIsRefusedBeforeAnyWrite) {
+  testing::SmallTmpfs tmpfs(64 << 10);
+  if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.why_not();
+  ASSERT_EQ(::mount(nullptr, tmpfs.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(CheckOutputFolder(tmpfs.path()).message(),
+            "output folder " + tmpfs.path() + ": cannot create files there: Read-only file system");
 }
 
 // A write that fails (a full disk) leaves the previous model whole and no
