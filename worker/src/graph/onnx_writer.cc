@@ -1,5 +1,6 @@
-// The trained model as ONNX: the user's file as exported, each trained
-// initializer's data replaced.
+// The trained model as ONNX: the exported file, trained initializers replaced.
+#include "graph/onnx_writer.h"
+
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -8,7 +9,6 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/sha256.h"
-#include "easyscale/worker/graph.h"
 #include "graph/onnx_file.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"

@@ -12,7 +12,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/sha256.h"
-#include "easyscale/worker/graph.h"
+#include "graph/onnx_writer.h"
 #include "output/safetensors_writer.h"
 
 namespace easyscale {

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "easyscale/common/status.h"
-#include "easyscale/worker/model_output.h"
 
 namespace easyscale::graph {
 
@@ -49,8 +48,8 @@ using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>
                                std::vector<float>, ConstantTensor>;
 
 struct Node {
-  std::string name;                  // the ONNX node's name, or "<op>_<index>" when it has none
-  std::string op;                    // ONNX op_type, default domain only
+  std::string name;  // the ONNX node's name, or "<op>_<index>" when it has none
+  std::string op;    // ONNX op_type, default domain only
   std::vector<std::string> inputs;   // "" for an omitted optional input
   std::vector<std::string> outputs;  // "" for an omitted optional output
   std::map<std::string, Attribute> attributes;
@@ -68,8 +67,8 @@ struct Graph {
   // Initializers the loader made (Constant nodes, folded shape computations):
   // never parameters, whatever reads them.
   std::set<std::string> constants;
-  std::vector<std::string> inputs;          // fed from data, in order
-  std::vector<std::string> outputs;         // in order
+  std::vector<std::string> inputs;                     // fed from data, in order
+  std::vector<std::string> outputs;                    // in order
   std::map<std::string, ValueInfo> values;  // every value: inputs, initializers, node outputs
 };
 
@@ -93,13 +92,6 @@ struct DataInput {
 };
 // The file's data inputs in order, for LoadOnnxModel's `input_shapes`.
 StatusOr<std::vector<DataInput>> OnnxDataInputs(const std::string& path);
-
-// The ONNX file `path`, which must still have SHA-256 `sha256` (the bytes
-// trained), serialised with each initializer named in `trained` holding the
-// trained values instead (same name, dtype and dims; raw_data); everything
-// else as exported. The result passes onnx::checker::check_model.
-StatusOr<std::string> TrainedOnnxModel(const std::string& path, const std::string& sha256,
-                                       const std::vector<const StateTensor*>& trained);
 
 // The operators a graph may use (ONNX op_type names).
 const std::vector<std::string>& SupportedOps();
