@@ -128,17 +128,17 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.on_step) options.on_step(*s);
     if (printer) {
-      PrintEvent(
-          {{"event", "step"},
-           {"ts", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                      .count()},
-           {"generation", a.generation},
-           {"step", s->step},
-           {"loss", s->loss},
-           {"samples_per_s", samples_per_step / dt},
-           {"workers", a.worldSize},
-           {"ests_on_rank0", a.ests.size()},
-           {"allreduce_ms", s->allreduce_seconds * 1e3}});
+      PrintEvent({{"event", "step"},
+                  {"ts", std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()},
+                  {"generation", a.generation},
+                  {"step", s->step},
+                  {"loss", s->loss},
+                  {"samples_per_s", samples_per_step / dt},
+                  {"workers", a.worldSize},
+                  {"ests_on_rank0", a.ests.size()},
+                  {"allreduce_ms", s->allreduce_seconds * 1e3}});
     }
     const int64_t every = a.training.checkpointEvery;
     stop = s->stop;
