@@ -25,6 +25,12 @@ Status CheckApiVersion(FieldReader& r) {
   return r.status();
 }
 
+// A SHA-256 in lowercase hex, or nothing.
+bool IsDigestOrEmpty(const std::string& s) {
+  return s.empty() ||
+         (s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos);
+}
+
 }  // namespace
 
 const char* ToString(WorkerState s) {
@@ -130,6 +136,7 @@ nlohmann::json ToJson(const WorkerAssignment& a) {
           {"checkpointDir", a.checkpointDir},
           {"backend", a.backend},
           {"training", ToJson(a.training)},
+          {"output", ToJson(a.output)},
           {"action", ToString(a.action)},
           {"stopAtStep", a.stopAtStep}};
 }
@@ -145,10 +152,34 @@ nlohmann::json ToJson(const WorkerReport& r) {
           {"samplesPerSecond", r.samplesPerSecond},
           {"digest", r.digest},
           {"testAccuracy", r.testAccuracy},
+          {"output", ToJson(r.output)},
           {"message", r.message},
           {"reason", r.reason},
           {"stateStep", r.stateStep},
           {"stateUrl", r.stateUrl}};
+}
+
+nlohmann::json ToJson(const OutputDigests& d) {
+  // A file not written has no field (a digest field, when present, is one).
+  nlohmann::json j = {{"path", d.path}};
+  if (!d.onnxSha256.empty()) j["onnxSha256"] = d.onnxSha256;
+  if (!d.safetensorsSha256.empty()) j["safetensorsSha256"] = d.safetensorsSha256;
+  return j;
+}
+
+StatusOr<OutputDigests> ParseOutputDigests(const nlohmann::json& j, const std::string& path) {
+  OutputDigests d;
+  FieldReader r(j, path);
+  r.String("path", &d.path);
+  r.String("onnxSha256", &d.onnxSha256);
+  r.String("safetensorsSha256", &d.safetensorsSha256);
+  if (r.ok() && !d.path.empty() && d.path[0] != '/') r.Fail("path", "must be an absolute path");
+  for (const auto& [field, value] : {std::pair{"onnxSha256", &d.onnxSha256},
+                                     std::pair{"safetensorsSha256", &d.safetensorsSha256}}) {
+    if (r.ok() && !IsDigestOrEmpty(*value)) r.Fail(field, "not a SHA-256 in lowercase hex");
+  }
+  ES_RETURN_IF_ERROR(r.status());
+  return d;
 }
 
 StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
@@ -185,6 +216,9 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   if (const nlohmann::json* t = r.Object("training", true)) {
     ES_ASSIGN_OR_RETURN(a.training, ParseTrainingArgs(*t, "training"));
   }
+  if (const nlohmann::json* o = r.Object("output")) {
+    ES_ASSIGN_OR_RETURN(a.output, ParseOutputSpec(*o, "output"));
+  }
   ES_RETURN_IF_ERROR(r.status());
   if (a.ests.empty()) return absl::InvalidArgumentError("ests: must not be empty");
   for (size_t i = 1; i < a.ests.size(); ++i) {
@@ -216,6 +250,9 @@ StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j) {
   r.String("reason", &rep.reason);
   r.Int("stateStep", &rep.stateStep, false, -1);
   r.String("stateUrl", &rep.stateUrl);
+  if (const nlohmann::json* o = r.Object("output")) {
+    ES_ASSIGN_OR_RETURN(rep.output, ParseOutputDigests(*o, "output"));
+  }
   ES_RETURN_IF_ERROR(r.status());
   if (!rep.stateUrl.empty() && rep.stateUrl.rfind("http://", 0) != 0) {
     return absl::InvalidArgumentError("stateUrl: must start with http://");

@@ -19,6 +19,7 @@ WorkerAssignment Sample() {
   a.restore.step = 40;
   a.restore.sources = {{"mnist-w-2-0", "http://10.0.0.7:29400"}};
   a.checkpointDir = "/ckpt/0f2c";
+  a.output = {.path = "/models/mnist", .everyCheckpoint = true};
   return a;
 }
 
@@ -38,6 +39,9 @@ TEST(ControlProtocol, ReportRoundTrips) {
   r.reason = "PeerLost";
   r.stateStep = 120;
   r.stateUrl = "http://10.0.0.7:29400";
+  r.output = {.path = "/models/mnist",
+              .onnxSha256 = std::string(64, 'b'),
+              .safetensorsSha256 = std::string(64, 'c')};
   auto parsed = ParseWorkerReport(ToJson(r));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, r);
@@ -63,6 +67,10 @@ TEST(ControlProtocol, RejectsWrongVersionAndBadFields) {
   EXPECT_NE(std::string(ParseWorkerAssignment(j).status().message()).find("restore.sources"),
             std::string::npos);
   j = ToJson(Sample());
+  j["output"]["path"] = "models";  // a worker writes only where an absolute path says
+  EXPECT_NE(std::string(ParseWorkerAssignment(j).status().message()).find("output.path"),
+            std::string::npos);
+  j = ToJson(Sample());
   j["restore"]["sources"][0]["url"] = "file:///etc/passwd";
   EXPECT_FALSE(ParseWorkerAssignment(j).ok());
   EXPECT_FALSE(ParseWorkerReport({{"apiVersion", kControlApiVersion},
@@ -71,6 +79,26 @@ TEST(ControlProtocol, RejectsWrongVersionAndBadFields) {
                                   {"rank", 0},
                                   {"state", "Dancing"}})
                    .ok());
+}
+
+TEST(ControlProtocol, ReportOutputDigestsAreChecked) {
+  WorkerReport r;
+  r.job = "default/mnist";
+  r.state = WorkerState::kSucceeded;
+  r.output = {.path = "/models/mnist", .safetensorsSha256 = std::string(64, 'c')};
+  nlohmann::json j = ToJson(r);
+  j["output"]["safetensorsSha256"] = "C0FFEE";
+  EXPECT_NE(std::string(ParseWorkerReport(j).status().message()).find("output.safetensorsSha256"),
+            std::string::npos);
+  j = ToJson(r);
+  j["output"]["path"] = "relative/folder";
+  EXPECT_NE(std::string(ParseWorkerReport(j).status().message()).find("output.path"),
+            std::string::npos);
+  j = ToJson(r);
+  j.erase("output");  // a report from a worker that wrote no files
+  auto parsed = ParseWorkerReport(j);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->output, OutputDigests{});
 }
 
 TEST(ControlProtocol, BearerTokens) {

@@ -177,6 +177,19 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
   return t;
 }
 
+StatusOr<OutputSpec> ParseOutputSpec(const nlohmann::json& j, const std::string& path) {
+  OutputSpec o;
+  FieldReader r(j, path);
+  r.String("path", &o.path);
+  r.Bool("everyCheckpoint", &o.everyCheckpoint);
+  if (r.ok() && !o.path.empty() && o.path[0] != '/') r.Fail("path", "must be an absolute path");
+  if (r.ok() && o.everyCheckpoint && o.path.empty()) {
+    r.Fail("everyCheckpoint", "needs a path to write into");
+  }
+  ES_RETURN_IF_ERROR(r.status());
+  return o;
+}
+
 Status ValidateTrainingArgs(const TrainingArgs& t, const std::string& path) {
   return ValidateTrainingArgs(
       t, [&path](std::string_view field) { return path + "." + std::string(field); });
@@ -255,6 +268,9 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
       return absl::InvalidArgumentError(cr.FieldPath("claimName") + ": not a DNS-1123 subdomain");
     }
   }
+  if (const nlohmann::json* o = r.Object("output")) {
+    ES_ASSIGN_OR_RETURN(s.output, ParseOutputSpec(*o, r.FieldPath("output")));
+  }
   if (const nlohmann::json* w = r.Object("worker")) {
     std::vector<std::string> operatorMountPaths = {kShmMountPath};
     if (!s.checkpoint.claimName.empty()) operatorMountPaths.push_back(s.checkpoint.mountPath);
@@ -287,9 +303,11 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
   if (s.training.model == "file") {
     paths.push_back({r.FieldPath("training.modelFile"), s.training.modelFile});
   }
-  // lead: after merging data-in and model-out, one line each here:
-  //   training.data (read-only volumes allowed: the worker only reads it), when set;
-  //   {r.FieldPath("output.path"), s.output.path, /*needsWritable=*/true}, when set.
+  // lead: after merging data-in, one line here:
+  //   training.data (read-only volumes allowed: the worker only reads it), when set.
+  if (!s.output.path.empty()) {
+    paths.push_back({r.FieldPath("output.path"), s.output.path, /*needsWritable=*/true});
+  }
   ES_RETURN_IF_ERROR(CheckPathsInVolumes(paths, s.worker.volumes, r.FieldPath("worker.volumes")));
   return s;
 }
@@ -311,6 +329,10 @@ nlohmann::json ToJson(const TrainingArgs& t) {
           {"checkpointEvery", t.checkpointEvery}};
 }
 
+nlohmann::json ToJson(const OutputSpec& o) {
+  return {{"path", o.path}, {"everyCheckpoint", o.everyCheckpoint}};
+}
+
 nlohmann::json ToJson(const JobSpec& s) {
   nlohmann::json j = {
       {"image", s.image},
@@ -322,6 +344,7 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"training", ToJson(s.training)},
       {"checkpoint",
        {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}},
+      {"output", ToJson(s.output)},
       {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}}};
   nlohmann::json secrets = nlohmann::json::array();
   for (const std::string& name : s.worker.imagePullSecrets) secrets.push_back({{"name", name}});

@@ -28,11 +28,16 @@ TEST(JobSpec, ParsesAndDefaults) {
 }
 
 TEST(JobSpec, RoundTrips) {
-  auto s = ParseJobSpec(Valid());
+  auto j = Valid();
+  j["output"] = {{"path", "/models/mnist"}, {"everyCheckpoint", true}};
+  j["worker"]["volumes"] = {
+      {{"name", "models"}, {"claimName", "models"}, {"mountPath", "/models"}}};
+  auto s = ParseJobSpec(j);
   ASSERT_TRUE(s.ok());
   auto again = ParseJobSpec(ToJson(*s));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*s, *again);
+  EXPECT_EQ(again->output, (OutputSpec{.path = "/models/mnist", .everyCheckpoint = true}));
 }
 
 struct BadCase {
@@ -51,6 +56,9 @@ TEST(JobSpec, RejectsBadFieldsNamingThem) {
       {"gpuTypes", {"a100", "z80"}, "spec.gpuTypes[1]: unknown GPU type \"z80\""},
       {"training", {{"model", "resnet"}}, "spec.training.model: must be one of mlp, cnn"},
       {"training", {{"steps", 0}}, "spec.training.steps: must be >= 1"},
+      {"output", {{"path", "models"}}, "spec.output.path: must be an absolute path"},
+      {"output", {{"everyCheckpoint", true}}, "spec.output.everyCheckpoint: needs a path"},
+      {"output", {{"everyCheckpoint", "yes"}}, "spec.output.everyCheckpoint: must be a boolean"},
   };
   for (const auto& c : cases) {
     auto j = Valid();

@@ -98,6 +98,23 @@ StatusOr<bool> ModelFileInAVolume(const nlohmann::json& self, const nlohmann::js
                      [&](const std::string& p) { return Within(file, p); });
 }
 
+// `!has(self.output) || !has(self.output.path) || self.output.path == '' ||
+//  (has(self.worker.volumes) && self.worker.volumes.exists(v, !v.readOnly &&
+//  (self.output.path + '/').startsWith(v.mountPath + '/')))`
+StatusOr<bool> OutputInAWritableVolume(const nlohmann::json& self, const nlohmann::json*) {
+  if (!self.contains("output") || !self["output"].contains("path")) return true;
+  ES_ASSIGN_OR_RETURN(std::string path, SelectString(self["output"], "path"));
+  if (path.empty()) return true;
+  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
+  if (!worker.contains("volumes")) return false;
+  for (const nlohmann::json& v : worker["volumes"]) {
+    if (v.value("readOnly", false)) continue;
+    ES_ASSIGN_OR_RETURN(std::string mount, SelectString(v, "mountPath"));
+    if (Within(path, mount)) return true;
+  }
+  return false;
+}
+
 // `!has(self.checkpoint.claimName) || self.checkpoint.claimName == '' ||
 //  !has(self.worker.volumes) || self.worker.volumes.all(v, <neither within the other>)`
 StatusOr<bool> VolumesOffTheCheckpointMount(const nlohmann::json& self, const nlohmann::json*) {
@@ -124,6 +141,10 @@ const std::map<std::string, Rule>& Rules() {
        "self.worker.volumes.exists(v, (self.training.modelFile + '/').startsWith(v.mountPath + "
        "'/')))",
        ModelFileInAVolume},
+      {"!has(self.output) || !has(self.output.path) || self.output.path == '' || "
+       "(has(self.worker.volumes) && self.worker.volumes.exists(v, !v.readOnly && "
+       "(self.output.path + '/').startsWith(v.mountPath + '/')))",
+       OutputInAWritableVolume},
       {"!has(self.checkpoint.claimName) || self.checkpoint.claimName == '' || "
        "!has(self.worker.volumes) || self.worker.volumes.all(v, !(v.mountPath + "
        "'/').startsWith(self.checkpoint.mountPath + '/') && !(self.checkpoint.mountPath + "

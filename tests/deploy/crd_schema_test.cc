@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "easyscale/common/job_spec.h"
@@ -99,6 +101,34 @@ TEST_F(CrdSchema, FieldsAreExactlyTheJobSpecFields) {
   EXPECT_EQ(
       Keys(SpecSchema()["properties"]["worker"]["properties"]["volumes"]["items"]["properties"]),
       Keys(ToJson(with_volume)["worker"]["volumes"][0]));
+  EXPECT_EQ(Keys(SpecSchema()["properties"]["output"]["properties"]), Keys(ToJson(OutputSpec{})));
+}
+
+// spec.output: the schema and ParseJobSpec agree on the path's form and on
+// where it may be: inside a volume the job mounts writable.
+TEST_F(CrdSchema, OutputPathIsInAWritableVolume) {
+  auto job = [](const std::string& path, bool read_only) {
+    return json{{"image", "w:1"},
+                {"ests", 4},
+                {"output", {{"path", path}}},
+                {"worker",
+                 {{"volumes",
+                   {{{"name", "out"},
+                     {"claimName", "out"},
+                     {"mountPath", "/models"},
+                     {"readOnly", read_only}}}}}}};
+  };
+  for (const auto& [path, read_only, ok] :
+       {std::tuple{"/models/mnist", false, true}, std::tuple{"/models", false, true},
+        std::tuple{"models", false, false}, std::tuple{"/elsewhere", false, false},
+        std::tuple{"/models-old", false, false}, std::tuple{"/models/mnist", true, false}}) {
+    const json spec = job(path, read_only);
+    EXPECT_EQ(Check(spec).empty(), ok) << path << " readOnly=" << read_only;
+    EXPECT_EQ(ParseJobSpec(spec).ok(), ok) << path << " readOnly=" << read_only;
+  }
+  json spec;
+  ASSERT_EQ(Check(job("/models/m", false), &spec), std::vector<std::string>{});
+  EXPECT_EQ(spec["output"], ToJson(OutputSpec{.path = "/models/m"}));  // everyCheckpoint off
 }
 
 TEST_F(CrdSchema, DefaultsAreTheJobSpecDefaults) {
@@ -321,6 +351,10 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
       {"scaleEvents", 2},
       {"digest", "ab12"},
       {"testAccuracy", 0.97},
+      {"output",
+       {{"path", "/models/demo"},
+        {"onnxSha256", std::string(64, 'a')},
+        {"safetensorsSha256", std::string(64, 'b')}}},
       {"startTime", "2026-12-02T13:00:00Z"},
       {"conditions",
        {{{"type", "Ready"},
@@ -336,6 +370,7 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
   bad["status"]["conditions"].push_back(bad["status"]["conditions"][0]);
   bad["status"]["startTime"] = "yesterday";
   bad["status"]["workers"][0]["rank"] = "0";
+  bad["status"]["output"]["onnxSha256"] = "ABC";
   const auto errors = shapes_->Validate(&bad);
   const std::vector<std::string> want = {
       "status.phase: Unsupported value: \"Paused\"",
@@ -344,7 +379,8 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
       "date-time",
       "status.workers[0].rank: Invalid value: \"string\": status.workers[0].rank in body must be "
       "of "
-      "type integer: \"string\""};
+      "type integer: \"string\"",
+      "status.output.onnxSha256: Invalid value: \"ABC\""};
   for (const auto& w : want) {
     EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
                             [&](const std::string& e) { return e.find(w) != std::string::npos; }))

@@ -50,6 +50,9 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   s.speed = {{"a100", 812.5}, {"t4", 210.0}};
   s.digest = std::string(64, 'a');
   s.testAccuracy = 0.97;
+  s.output = {.path = "/models/demo",
+              .onnxSha256 = std::string(64, 'b'),
+              .safetensorsSha256 = std::string(64, 'c')};
   s.startTime = "2026-12-02T13:00:00Z";
   s.completionTime = "2026-12-02T14:10:00Z";
   s.everPreempted = true;
@@ -63,6 +66,15 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   s.failedGeneration = 4;
   op::SetCondition(s.conditions, "Valid", true, "Valid", "spec accepted", 2);
   op::SetCondition(s.conditions, "Restarting", true, "PeerLost", "worker demo-w-4-1 ...", 2);
+  EXPECT_EQ(Check(s), std::vector<std::string>{});
+}
+
+// The digest fields hold SHA-256s: anything else is refused by the schema.
+TEST_F(OperatorStatus, OutputDigestsMustBeSha256) {
+  op::JobStatus s;
+  s.output = {.path = "/models/demo", .safetensorsSha256 = "not-a-digest"};
+  EXPECT_NE(Check(s), std::vector<std::string>{});
+  s.output.safetensorsSha256 = std::string(64, 'c');  // a built-in model: no ONNX digest
   EXPECT_EQ(Check(s), std::vector<std::string>{});
 }
 

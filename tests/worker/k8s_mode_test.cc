@@ -2,12 +2,15 @@
 // side of the protocol (common/control_protocol.h): three real worker
 // processes, generation 1 with two of them, then generation 2 with all three
 // while training runs; the new one takes the state from the others over the
-// network, and they meet through the server's rendezvous store. Nothing is
-// written to disk. The digest must equal the local run of the same job.
+// network, and they meet through the server's rendezvous store. No
+// checkpoint is written to disk. The digest must equal the local run of the
+// same job, and so must the trained model rank 0 writes into the assignment's
+// output folder, whose SHA-256 it reports.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -16,7 +19,9 @@
 
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
+#include "easyscale/common/file_io.h"
 #include "easyscale/common/rendezvous_store.h"
+#include "easyscale/common/sha256.h"
 #include "easyscale/common/subprocess.h"
 
 namespace easyscale {
@@ -36,7 +41,7 @@ constexpr const char* kToken = "k8s-mode-test-token";
 
 class TestOperator {
  public:
-  TestOperator() {
+  explicit TestOperator(std::string output_dir) : output_dir_(std::move(output_dir)) {
     auto authorized = [](const httplib::Request& req) {
       return TokenFromAuthorization(req.get_header_value(kAuthorizationHeader)) == kToken;
     };
@@ -63,6 +68,7 @@ class TestOperator {
           a.rendezvous = {"http://127.0.0.1:" + std::to_string(port_),
                           "gen-" + std::to_string(generation_)};
           a.training = Job();
+          a.output.path = output_dir_;
           a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
           if (!sources_.empty()) a.restore = {RestoreFrom::kPeers, restore_step_, sources_};
           res.set_content(ToJson(a).dump(), "application/json");
@@ -83,7 +89,10 @@ class TestOperator {
                    }
                    if (r->state == WorkerState::kRunning && r->generation == generation_)
                      max_step_ = std::max(max_step_, r->step);
-                   if (r->state == WorkerState::kSucceeded && r->rank == 0) digest_ = r->digest;
+                   if (r->state == WorkerState::kSucceeded && r->rank == 0) {
+                     digest_ = r->digest;
+                     output_ = r->output;
+                   }
                    res.status = 204;
                  });
     auto store = [this, authorized](const httplib::Request& req, httplib::Response& res) {
@@ -128,6 +137,10 @@ class TestOperator {
     std::lock_guard<std::mutex> lock(mu_);
     return digest_;
   }
+  OutputDigests output() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return output_;
+  }
   int port() const { return port_; }
 
  private:
@@ -144,6 +157,8 @@ class TestOperator {
   int64_t max_step_ = 0;
   std::map<std::string, int> members_;
   std::string digest_;
+  const std::string output_dir_;
+  OutputDigests output_;
 };
 
 StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
@@ -155,10 +170,10 @@ StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
                             .parentDeathSignal = SIGKILL});
 }
 
-std::string LocalDigest() {
+std::string LocalDigest(const std::string& output_dir) {
   StatusOr<CommandResult> r = RunCommand(
       {.argv = {EASYSCALE_WORKER_BIN, "local", "--ests", "8", "--steps", std::to_string(kSteps),
-                "--schedule", "0:1", "--data", EASYSCALE_MNIST_DATA},
+                "--schedule", "0:1", "--data", EASYSCALE_MNIST_DATA, "--output", output_dir},
        .stdoutTo = Output::Pipe()},
       std::chrono::minutes(5));
   std::smatch m;
@@ -167,8 +182,21 @@ std::string LocalDigest() {
              : "";
 }
 
+std::string FileSha256(const std::string& path) {
+  StatusOr<std::string> bytes = ReadFile(path, 64 << 20);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? Sha256Hex(bytes->data(), bytes->size()) : "";
+}
+
 TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
-  TestOperator op;
+  namespace fs = std::filesystem;
+  const fs::path k8s_out = fs::path(::testing::TempDir()) / "k8s-mode-output";
+  const fs::path local_out = fs::path(::testing::TempDir()) / "k8s-mode-local-output";
+  for (const fs::path& dir : {k8s_out, local_out}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  TestOperator op(k8s_out.string());
   op.SetGeneration({"w-a", "w-b"});
   std::vector<Subprocess> workers;
   for (const char* pod : {"w-a", "w-b", "w-c"}) {
@@ -188,7 +216,12 @@ TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
   for (Subprocess& w : workers) w.Wait(std::chrono::seconds(10));
   workers.clear();  // kills any still running
   ASSERT_EQ(op.digest().size(), 64u);
-  EXPECT_EQ(op.digest(), LocalDigest());
+  EXPECT_EQ(op.digest(), LocalDigest(local_out.string()));
+  // Rank 0 wrote the model where the assignment says and reported its digest.
+  const std::string safetensors = (k8s_out / "model.safetensors").string();
+  EXPECT_EQ(op.output(), (OutputDigests{.path = k8s_out.string(),
+                                        .safetensorsSha256 = FileSha256(safetensors)}));
+  EXPECT_EQ(FileSha256(safetensors), FileSha256((local_out / "model.safetensors").string()));
 }
 
 }  // namespace

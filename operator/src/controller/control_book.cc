@@ -22,6 +22,7 @@ WorkerAssignment Base(const ControlPlan& p, const WorkerRecord& w, int64_t gener
   a.checkpointDir = p.checkpointDir;
   a.backend = p.backend != "auto" ? p.backend : (w.gpuType == "cpu" ? "cpu" : "cuda");
   a.training = p.training;
+  a.output = p.output;
   return a;
 }
 

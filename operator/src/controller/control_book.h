@@ -48,6 +48,7 @@ struct ControlPlan {
   std::string checkpointDir;     // durable checkpoints; empty without a claim
   std::string backend = "auto";  // auto: cpu for gpuType "cpu", else cuda
   TrainingArgs training;
+  OutputSpec output;  // where rank 0 writes the trained model (spec.output)
 };
 
 class ControlBook {

@@ -105,6 +105,7 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   st.draining.clear();
   Release(&st);
   EXPECT_EQ(st.runningGeneration, 2);
+  st.output = {.path = "/models/j", .onnxSha256 = std::string(64, 'd')};
   const json j = ToJson(st);
   EXPECT_EQ(j["workerCount"], 4);
   EXPECT_EQ(j["gpuTypes"], "a100x2,t4x2");
@@ -112,6 +113,7 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->workers, st.workers);
   EXPECT_EQ(back->runningGeneration, 2);
+  EXPECT_EQ(back->output, st.output);
 }
 
 TEST(GenerationPlan, PreemptionToZeroThenRestore) {

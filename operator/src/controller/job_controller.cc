@@ -482,6 +482,7 @@ void JobController::MergeReports(const std::map<std::string, WorkerReport>& repo
       st->phase = "Succeeded";
       st->digest = r->digest;
       st->testAccuracy = r->testAccuracy;
+      st->output = r->output;
       st->completionTime = NowTime();
       SetCondition(st->conditions, "Succeeded", true, "Completed", "digest " + r->digest,
                    job["metadata"].value("generation", int64_t{1}));
@@ -695,6 +696,7 @@ void JobController::PublishPlan(const json& job, const JobSpec& spec, const JobS
   p.checkpointDir = DurableCheckpointDir(spec, uid);
   p.backend = options_.workerBackend;
   p.training = spec.training;
+  p.output = spec.output;
   book_.Publish(std::move(p));
 }
 

@@ -63,13 +63,15 @@ class JobControllerTest : public ::testing::Test {
   }
   // A worker's report; a stopped worker holds the job's state at `step`.
   void Report(const std::string& pod, int64_t generation, WorkerState state, int64_t step = 0,
-              const std::string& digest = "", const std::string& reason = "") {
+              const std::string& digest = "", const std::string& reason = "",
+              const OutputDigests& output = {}) {
     WorkerReport r{.job = "default/j",
                    .pod = pod,
                    .generation = generation,
                    .state = state,
                    .step = step,
                    .digest = digest,
+                   .output = output,
                    .reason = reason};
     if (state == WorkerState::kCheckpointed || state == WorkerState::kFailed) {
       r.stateStep = step;
@@ -166,8 +168,11 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
     const auto pod = controller_->CachedPod("default/inf-1");
     return pod && (*pod)["status"].value("phase", "") == "Running";
   }));
-  ASSERT_TRUE(
-      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  json spec = kGoodSpec;
+  spec["output"] = {{"path", "/models/j"}};
+  spec["worker"]["volumes"] = {
+      {{"name", "models"}, {"claimName", "models"}, {"mountPath", "/models"}}};
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
 
   // Only n2's h100s are idle: two workers, released at once (nothing to drain).
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
@@ -191,7 +196,8 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   EXPECT_EQ(a->rendezvous.prefix.rfind("gen-1-", 0), 0u) << a->rendezvous.prefix;
   EXPECT_EQ(a->rendezvous.url, "http://127.0.0.1:9");
   EXPECT_EQ(a->restore.from, RestoreFrom::kFresh);
-  EXPECT_EQ(a->checkpointDir, "");  // no claim: no durable checkpoint
+  EXPECT_EQ(a->checkpointDir, "");                          // no claim: no durable checkpoint
+  EXPECT_EQ(a->output, (OutputSpec{.path = "/models/j"}));  // rank 0 writes the model there
   const json* durable = FindCondition(st["conditions"], "DurableCheckpoint");
   ASSERT_NE(durable, nullptr);
   EXPECT_EQ((*durable)["status"], "False");
@@ -263,9 +269,12 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
 
   // Rank 0 finishes: Succeeded with the digest; the pods go away.
   for (const std::string& p : gen3) Report(p, 3, WorkerState::kRunning, 30);
-  Report(gen3[0], 3, WorkerState::kSucceeded, 120, std::string(64, 'a'));
+  Report(gen3[0], 3, WorkerState::kSucceeded, 120, std::string(64, 'a'), "",
+         {.path = "/models/j", .safetensorsSha256 = std::string(64, 'b')});
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
   EXPECT_EQ(StatusOf("j")["digest"], std::string(64, 'a'));
+  EXPECT_EQ(StatusOf("j")["output"],
+            json({{"path", "/models/j"}, {"safetensorsSha256", std::string(64, 'b')}}));
   EXPECT_EQ(StatusOf("j")["step"], 120);
   ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
   EXPECT_EQ(EventCount("j", "Succeeded"), 1);

@@ -94,6 +94,9 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
     if (!p.ok()) return absl::InvalidArgumentError("status." + std::string(p.status().message()));
     s.restore.plan = *p;
   }
+  if (const json* output = r.Object("output")) {
+    ES_ASSIGN_OR_RETURN(s.output, ParseOutputDigests(*output, "status.output"));
+  }
   ES_RETURN_IF_ERROR(r.status());
   if (status.contains("conditions") && status["conditions"].is_array())
     s.conditions = status["conditions"];
@@ -150,6 +153,7 @@ json ToJson(const JobStatus& s) {
   if (!s.workers.empty()) out["assignment"] = ToJson(AssignmentOf(ests, s.workers));
   if (!s.digest.empty()) out["digest"] = s.digest;
   if (s.testAccuracy >= 0) out["testAccuracy"] = s.testAccuracy;
+  if (!s.output.path.empty()) out["output"] = ToJson(s.output);
   if (!s.startTime.empty()) out["startTime"] = s.startTime;
   if (!s.completionTime.empty()) out["completionTime"] = s.completionTime;
   if (!s.handover.empty()) out["handover"] = DrainingJson(s.handover);

@@ -18,7 +18,8 @@
 //   failuresInARow      failures since a generation last trained a step: the
 //                       backoff grows with these, the limit with restarts
 //   phase, conditions (metav1.Condition), step, preemptions, scaleEvents,
-//   speed (samples/s per GPU type, measured), digest, testAccuracy,
+//   speed (samples/s per GPU type, measured), digest, testAccuracy, output (the
+//   trained model's folder and files' SHA-256s, from rank 0's final report),
 //   observedGeneration, startTime, completionTime
 #pragma once
 
@@ -77,6 +78,7 @@ struct JobStatus {
   std::map<std::string, double> speed;
   std::string digest;
   double testAccuracy = -1.0;
+  OutputDigests output;  // the trained model's files (rank 0's report); path empty: none
   nlohmann::json conditions = nlohmann::json::array();
   std::string startTime;
   std::string completionTime;

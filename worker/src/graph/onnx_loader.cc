@@ -18,6 +18,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/worker/graph.h"
+#include "graph/onnx_file.h"
 #include "graph/onnx_tensor.h"
 #include "graph/op.h"
 #include "onnx/checker.h"
@@ -55,10 +56,6 @@ std::string OneLine(absl::string_view text) {
     line += ch;
   }
   return line;
-}
-
-Status InFile(const std::string& path, const Status& s) {
-  return Status(s.code(), absl::StrCat(path, ": ", OneLine(s.message())));
 }
 
 std::string ShapeString(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
@@ -103,6 +100,12 @@ Status CheckReferences(const onnx::GraphProto& g) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+Status InFile(const std::string& path, const Status& s) {
+  return Status(s.code(), absl::StrCat(path, ": ", OneLine(s.message())));
+}
+
 StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes) {
   onnx::ModelProto model;
   // Bytes that are not a protobuf fail to parse; a file cut at a field
@@ -119,6 +122,8 @@ StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes) {
   }
   return model;
 }
+
+namespace {
 
 StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model) {
   for (const auto& o : model.opset_import()) {

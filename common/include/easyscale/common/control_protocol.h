@@ -80,6 +80,16 @@ struct RestorePlan {
 
 enum class WorkerAction { kRun, kWait, kCheckpointAndStop };
 
+// The trained model's files a worker wrote (worker/.../model_output.h): the
+// folder and each file's SHA-256 (lowercase hex; empty when that file was not
+// written, e.g. no ONNX for a built-in model).
+struct OutputDigests {
+  std::string path;
+  std::string onnxSha256;
+  std::string safetensorsSha256;
+  bool operator==(const OutputDigests&) const = default;
+};
+
 struct WorkerAssignment {
   std::string job;         // namespace/name
   int64_t generation = 0;  // grows with every reconfiguration
@@ -93,6 +103,7 @@ struct WorkerAssignment {
   std::string checkpointDir;
   std::string backend = "cpu";  // cpu | cuda
   TrainingArgs training;
+  OutputSpec output;  // where rank 0 writes the trained model; empty path: nowhere
   WorkerAction action = WorkerAction::kRun;
   // Checkpoint and stop after this global step; 0 = train to training.steps.
   int64_t stopAtStep = 0;
@@ -111,6 +122,7 @@ struct WorkerReport {
   double samplesPerSecond = 0.0;
   std::string digest;          // set when state is kSucceeded
   double testAccuracy = -1.0;  // set when state is kSucceeded
+  OutputDigests output;        // rank 0, kSucceeded with an output path: the files written
   std::string message;
   // Why it stopped or failed, CamelCase (PeerLost, RendezvousFailed,
   // StateUnavailable, BackendFailed, InvalidInput, ...); empty when asked to.
@@ -136,9 +148,13 @@ bool AuthorizedBy(const std::string& header, const std::string& token);
 nlohmann::json ToJson(const RestorePlan& p);
 nlohmann::json ToJson(const WorkerAssignment& a);
 nlohmann::json ToJson(const WorkerReport& r);
+// Leaves out the digests of files not written (as the CRD's status.output does).
+nlohmann::json ToJson(const OutputDigests& d);
 // Both check apiVersion and every field; errors name the field.
 StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j);
 StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j);
 StatusOr<RestorePlan> ParseRestorePlan(const nlohmann::json& j);
+// Errors name the field under `path` ("output.onnxSha256: ...").
+StatusOr<OutputDigests> ParseOutputDigests(const nlohmann::json& j, const std::string& path);
 
 }  // namespace easyscale

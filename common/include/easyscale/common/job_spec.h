@@ -60,6 +60,16 @@ struct CheckpointVolume {
   bool operator==(const CheckpointVolume&) const = default;
 };
 
+// Where the trained model goes: rank 0 writes it into `path` (absolute, a folder
+// the job mounts) at the end, and with everyCheckpoint also into
+// <path>/step-<N> at every durable checkpoint. Not part of the training
+// identity: where the model is written changes no bit of it.
+struct OutputSpec {
+  std::string path;  // empty: the job writes no model files
+  bool everyCheckpoint = false;
+  bool operator==(const OutputSpec&) const = default;
+};
+
 // How the worker Pods run, in the Kubernetes shapes (Toleration objects,
 // quantities such as "2Gi"). The operator adds the GPU, its node and the
 // security context itself. `volumes` hold the user's model, data and output.
@@ -90,6 +100,7 @@ struct JobSpec {
   int priority = 0;
   TrainingArgs training;
   CheckpointVolume checkpoint;
+  OutputSpec output;
   WorkerPodSettings worker;
   RunPolicy runPolicy;
   bool operator==(const JobSpec&) const = default;
@@ -115,7 +126,11 @@ bool IsQualifiedLabelKey(const std::string& s);
 bool IsLabelValue(const std::string& s);
 bool IsQuantity(const std::string& s);
 
+// Reads spec.output (`path` absolute when set; everyCheckpoint needs a path).
+StatusOr<OutputSpec> ParseOutputSpec(const nlohmann::json& j, const std::string& path);
+
 nlohmann::json ToJson(const TrainingArgs& t);
+nlohmann::json ToJson(const OutputSpec& o);
 nlohmann::json ToJson(const JobSpec& s);
 
 }  // namespace easyscale

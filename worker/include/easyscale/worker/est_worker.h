@@ -25,7 +25,9 @@
 #include "easyscale/worker/dataset.h"
 #include "easyscale/worker/est_context.h"
 #include "easyscale/worker/model.h"
+#include "easyscale/worker/model_output.h"
 #include "easyscale/worker/optimizer.h"
+#include "easyscale/worker/predict.h"
 #include "easyscale/worker/snapshot.h"
 
 namespace easyscale {
@@ -61,6 +63,7 @@ struct StepStats {
 struct FinalResult {
   std::string digest;
   double test_accuracy = 0.0;
+  std::vector<float> test_logits;  // [held-out samples, classes] (predict.h)
 };
 
 class EstWorker {
@@ -80,6 +83,9 @@ class EstWorker {
   TrainingSnapshot Snapshot() const;
   int64_t step() const { return step_; }
   const WorkerConfig& config() const { return config_; }
+  // The trained model at step(), for model_output.h: the parameters, EST 0's
+  // buffers (its context as the last step left it) and the model's file.
+  StatusOr<TrainedModel> Trained() const;
 
   // Digest and held-out accuracy of the job's state in `snapshot`.
   static StatusOr<FinalResult> Finalize(const WorkerConfig& config, const Dataset& data,
@@ -94,7 +100,7 @@ class EstWorker {
   const std::vector<uint32_t>& Permutation(uint64_t epoch);
   std::string IdentityJson() const;
   std::string Digest(const std::vector<EstContext>& all) const;
-  double Evaluate(const EstContext& est);
+  Predictions Evaluate(const EstContext& est);
   KernelBackend& kernels() { return kernels_ ? *kernels_ : CpuKernelBackend(); }
   // Runs every hosted EST's forward and backward pass and folds its gradient
   // and loss into accum_, on the backend; accum_ and nonfinite_ are on the
@@ -107,7 +113,8 @@ class EstWorker {
   void UnpackContexts();
   // Back to the contexts of step_ after a failed step.
   Status RollBack();
-  Status LoadContext(int id, const std::string& bytes, const std::string& what, EstContext* ctx);
+  Status LoadContext(int id, const std::string& bytes, const std::string& what,
+                     EstContext* ctx) const;
 
   WorkerConfig config_;
   const Dataset& data_;

@@ -18,7 +18,10 @@
 namespace easyscale {
 
 struct Param {
-  std::string name;
+  std::string name;  // the PyTorch state_dict key ("0.weight"; a loaded graph's initializer)
+  // The shape the state_dict gives the value when it is not value.shape (a
+  // built-in conv weight is [O, C*K*K] here, [O, C, K, K] in PyTorch); else empty.
+  std::vector<int> state_dict_shape;
   Tensor value;
   Tensor grad;
   int fan_in = 1;  // for initialisation
@@ -154,6 +157,8 @@ class Layer {
   virtual std::vector<Param*> Params() { return {}; }
   // Per-EST buffers this layer owns: their initial values.
   virtual std::vector<Tensor> InitialBuffers() const { return {}; }
+  // Their names, as the matching PyTorch module's state_dict has them.
+  virtual std::vector<std::string> BufferNames() const { return {}; }
   // Index of this layer's first buffer in LayerContext::buffers.
   void set_buffer_offset(size_t offset) { buffer_offset_ = offset; }
 

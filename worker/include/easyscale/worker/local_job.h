@@ -39,6 +39,7 @@ struct LocalJobOptions {
   std::string backend = "cpu";  // cpu | cuda | mixed
   std::string data_path;
   std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
+  OutputSpec output;                // where rank 0 writes the trained model
   std::string worker_binary;        // this program
   int64_t kill_worker_at = 0;       // test: SIGKILL the last rank when this step is reported
   int64_t fault_worker_at = 0;      // test: the last rank's backend fails in this step, once
@@ -53,6 +54,7 @@ struct LocalJobResult {
   std::string digest;
   double test_accuracy = 0.0;
   int restarts = 0;
+  OutputDigests output;  // the model files written at the end (options.output.path)
   std::vector<double> scale_event_seconds;  // from "stopping" to the first resumed step
   std::vector<double> step_seconds;         // rank 0's wall time between steps
 };

@@ -31,9 +31,9 @@ class Model {
   virtual void Backward(const Tensor& dlogits, LayerContext& ctx) = 0;
   // Fresh per-EST buffers, in the order LayerContext::buffers expects.
   virtual std::vector<Tensor> InitialBuffers() const = 0;
-  // The buffers' names where the model has them (a loaded file's initializer
-  // names, as the PyTorch state_dict keys), else empty.
-  virtual std::vector<std::string> BufferNames() const { return {}; }
+  // The buffers' names, as the PyTorch state_dict keys (a loaded file's
+  // initializer names), in the order of InitialBuffers.
+  virtual std::vector<std::string> BufferNames() const = 0;
   // Whether every sample of `data` is an input the model can take (a loaded
   // graph's token ids must index its embeddings): checked once, before
   // training, so a bad pairing is one clear error rather than a stop mid-run.
@@ -51,6 +51,9 @@ class Model {
   std::vector<Param*> params_;
 };
 
+// Their parameters and buffers are named as in a torch.nn.Sequential of the
+// same layers ("2.weight", "1.running_mean"; deploy/examples/models/models.py's
+// Cnn is the "cnn"), so the trained model loads into PyTorch.
 // "mlp": avgpool2 - flatten - linear(196,128) - relu - dropout(0.1) - linear(128,classes)
 // "cnn": conv5(8) - bn - relu - maxpool2 - conv5(16) - bn - relu - maxpool2 - flatten -
 //        dropout(0.25) - linear(256,64) - relu - linear(64,classes)

@@ -5,11 +5,14 @@
 // generation's stop step (or until any worker votes to stop), and end holding
 // the whole job's state (every worker does: each step replicates every EST's
 // context), from which rank 0 writes durable checkpoints and, at the last
-// step, computes the digest.
+// step, computes the digest and writes the trained model (model_output.h).
 //
 // Rank 0 prints progress as JSON lines on stdout:
 //   {"event":"step","ts":unix seconds,"generation":g,"step":s,"loss":x,"samples_per_s":y,...}
 //   {"event":"stopping","step":s}                 the generation ends before the last step
+//   {"event":"output","step":s,"path":dir,"onnxSha256":h,"safetensorsSha256":h}
+//        the trained model written (model_output.h): at the end into the output
+//        path, with everyCheckpoint also at each checkpoint into <path>/step-<s>
 //   {"event":"done","step":S,"digest":"<64 hex>","test_accuracy":a}
 #pragma once
 
@@ -45,6 +48,7 @@ struct WorkerOutcome {
   int64_t step = 0;
   TrainingSnapshot snapshot;  // the whole job at `step`
   FinalResult result;         // when kSucceeded (rank 0)
+  OutputDigests output;       // when kSucceeded (rank 0 with an output path): the model's files
   // Not OK when a peer was lost mid-step: the step was rolled back and
   // `snapshot` is the last completed one.
   Status interrupted;
