@@ -140,6 +140,36 @@ Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
   return r.status();
 }
 
+// Both lists or neither; each of one value or one per channel (the data's
+// channel count is checked against them when the data is loaded), at most
+// kMaxNormalizeChannels, finite, std > 0.
+Status ValidateNormalization(const TrainingArgs& t,
+                             const std::function<std::string(std::string_view)>& name) {
+  constexpr size_t kMaxNormalizeChannels = 64;
+  if (t.normalizeMean.empty() != t.normalizeStd.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(t.normalizeMean.empty() ? "normalizeMean" : "normalizeStd"), ": must be given with ",
+        name(t.normalizeMean.empty() ? "normalizeStd" : "normalizeMean")));
+  }
+  for (const auto& [field, values] :
+       {std::pair{"normalizeMean", &t.normalizeMean}, std::pair{"normalizeStd", &t.normalizeStd}}) {
+    if (values->size() > kMaxNormalizeChannels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(field), ": at most ", kMaxNormalizeChannels, " values, got ", values->size()));
+    }
+    for (size_t i = 0; i < values->size(); ++i) {
+      const double v = (*values)[i];
+      const bool std_field = values == &t.normalizeStd;
+      if (!std::isfinite(v) || (std_field && !(v > 0.0))) {
+        return absl::InvalidArgumentError(absl::StrCat(name(field), "[", i, "]: must be a finite ",
+                                                       std_field ? "number > 0" : "number",
+                                                       ", got ", v));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path) {
@@ -148,6 +178,9 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
   r.String("model", &t.model);
   r.String("modelFile", &t.modelFile);
   r.String("dataset", &t.dataset);
+  r.String("data", &t.data);
+  r.DoubleList("normalizeMean", &t.normalizeMean);
+  r.DoubleList("normalizeStd", &t.normalizeStd);
   r.Int("steps", &t.steps);
   int64_t seed = static_cast<int64_t>(t.seed);
   r.Int("seed", &seed, false, 0);
@@ -197,6 +230,11 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
                                                : "is only for model \"file\"");
   }
   ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic", "tokens"}));
+  if (!t.data.empty() && t.dataset != "mnist") {
+    return fail("dataset", "must stay at its default (mnist) when " + name("data") +
+                               " names the data, got \"" + t.dataset + "\"");
+  }
+  ES_RETURN_IF_ERROR(ValidateNormalization(t, name));
   ES_RETURN_IF_ERROR(in_range("steps", t.steps, int64_t{1}, kMaxSteps));
   ES_RETURN_IF_ERROR(in_range("batchPerEst", t.batchPerEst, 1, 65536));
   ES_RETURN_IF_ERROR(one_of("optimizer", t.optimizer, {"sgd", "adam"}));
@@ -271,6 +309,9 @@ nlohmann::json ToJson(const TrainingArgs& t) {
   return {{"model", t.model},
           {"modelFile", t.modelFile},
           {"dataset", t.dataset},
+          {"data", t.data},
+          {"normalizeMean", t.normalizeMean},
+          {"normalizeStd", t.normalizeStd},
           {"steps", t.steps},
           {"seed", t.seed},
           {"batchPerEst", t.batchPerEst},
