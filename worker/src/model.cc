@@ -130,6 +130,11 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector
   return std::unique_ptr<Model>(std::make_unique<SequentialModel>(std::move(l)));
 }
 
+StatusOr<std::vector<int>> ModelImageShape(const TrainingArgs& args) {
+  if (args.model != "file") return std::vector<int>{1, 28, 28};
+  return graph::ImageInputShape(args.modelFile);
+}
+
 StatusOr<std::unique_ptr<Model>> LoadModel(const TrainingArgs& args, std::vector<int> input_chw,
                                            int classes, int batch) {
   if (args.model != "file") return BuildModel(args.model, std::move(input_chw), classes);
