@@ -147,18 +147,18 @@ class TestOperator {
 };
 
 StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
-  return Subprocess::Start({.argv = {EASYSCALE_WORKER_BIN, "k8s", "--control-url",
-                                     "http://127.0.0.1:" + std::to_string(port), "--job",
-                                     "default/mnist", "--pod", pod, "--state-port", "0", "--data",
-                                     EASYSCALE_MNIST_DATA},
-                            .env = {{"EASYSCALE_CONTROL_TOKEN", kToken}},
-                            .parentDeathSignal = SIGKILL});
+  return Subprocess::Start(
+      {.argv = {EASYSCALE_WORKER_BIN, "k8s", "--control-url",
+                "http://127.0.0.1:" + std::to_string(port), "--job", "default/mnist", "--pod", pod,
+                "--state-port", "0", "--digits-file", EASYSCALE_MNIST_DATA},
+       .env = {{"EASYSCALE_CONTROL_TOKEN", kToken}},
+       .parentDeathSignal = SIGKILL});
 }
 
 std::string LocalDigest() {
   StatusOr<CommandResult> r = RunCommand(
       {.argv = {EASYSCALE_WORKER_BIN, "local", "--ests", "8", "--steps", std::to_string(kSteps),
-                "--schedule", "0:1", "--data", EASYSCALE_MNIST_DATA},
+                "--schedule", "0:1", "--digits-file", EASYSCALE_MNIST_DATA},
        .stdoutTo = Output::Pipe()},
       std::chrono::minutes(5));
   std::smatch m;

@@ -5,88 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
-#include <vector>
 
-#include "absl/strings/str_split.h"
-#include "easyscale/common/subprocess.h"
+#include "worker_cli.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kPython[] = "/usr/bin/python3";
-const std::string kSource = EASYSCALE_SOURCE_DIR;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-  std::string digest;
-  double accuracy = -1;
-};
-
-Outcome Command(std::vector<std::string> argv, int timeout_s = 600) {
-  Outcome r;
-  easyscale::StatusOr<easyscale::CommandResult> c =
-      easyscale::RunCommand({.argv = argv,
-                             .stdoutTo = easyscale::Output::Pipe(),
-                             .stderrTo = easyscale::Output::SameAsStdout()},
-                            std::chrono::seconds(timeout_s));
-  if (!c.ok()) {
-    r.output = c.status().ToString();
-    return r;
-  }
-  r.exit_code = c->exitCode;
-  r.output = std::move(c->out);
-  std::smatch m;
-  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
-  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
-    r.accuracy = std::stod(m[1]);
-  return r;
-}
-
-Outcome Worker(const std::string& args) {
-  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
-  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  return Command(argv);
-}
-
-fs::path WorkDir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(::testing::TempDir()) / "model_file_test";
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-struct Example {
-  std::string name;
-  std::string knobs;    // export.py's model flags: the narrow CI variant
-  std::string dataset;  // what it trains on
-};
-
-// Exports the example once (PyTorch, training mode, Dropout 0.1) and returns the file.
-std::string Exported(const Example& ex) {
-  const fs::path out = WorkDir() / (ex.name + ".onnx");
-  if (fs::exists(out)) return out.string();
-  std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
-  for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
-  argv.push_back(out.string());
-  Outcome r = Command(argv);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return out.string();
-}
+using namespace easyscale::clitest;
 
 class ModelFile : public ::testing::TestWithParam<Example> {};
 
 std::string Digest(const Example& ex, const std::string& schedule, int seed = 1) {
   Outcome r =
       Worker("local --ests 4 --steps 30 --batch-per-est 8 --checkpoint-every 0 --dataset " +
-             ex.dataset + " --data " + EASYSCALE_MNIST_DATA + " --seed " + std::to_string(seed) +
-             " --model-file " + Exported(ex) + " --schedule " + schedule);
+             ex.dataset + " --digits-file " + EASYSCALE_MNIST_DATA + " --seed " +
+             std::to_string(seed) + " --model-file " + Exported(ex) + " --schedule " + schedule);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.digest.size(), 64u) << r.output;
   return r.digest;
@@ -132,7 +66,7 @@ TEST_P(BadModelFile, RefusedWithOneClearLine) {
   (void)made;
   const std::string path = (WorkDir() / "bad" / GetParam().file).string();
   Outcome r =
-      Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
+      Worker("local --ests 2 --steps 2 --batch-per-est 4 --digits-file " +
              std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(GetParam().says), std::string::npos)
@@ -164,7 +98,7 @@ TEST(ModelFileData, RefusedBeforeTraining) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("has 64 rows"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(small), std::string::npos) << r.output;
-  r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset mnist --data " +
+  r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset mnist --digits-file " +
              std::string(EASYSCALE_MNIST_DATA) + " --model-file " + small + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   // The digits are 784 pixels a sample, the model takes 32 ids.
@@ -172,7 +106,7 @@ TEST(ModelFileData, RefusedBeforeTraining) {
 }
 
 TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
-  Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
+  Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --digits-file " +
                      std::string(EASYSCALE_MNIST_DATA));
   EXPECT_NE(r.exit_code, 0) << r.output;
 }

@@ -31,11 +31,11 @@ RunResult Worker(const std::string& args, int timeout_s = 0) {
   std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
   for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   RunResult r;
-  easyscale::StatusOr<easyscale::CommandResult> run =
-      easyscale::RunCommand({.argv = argv,
-                             .stdoutTo = easyscale::Output::Pipe(),
-                             .stderrTo = easyscale::Output::SameAsStdout()},
-                            timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::minutes(5));
+  easyscale::StatusOr<easyscale::CommandResult> run = easyscale::RunCommand(
+      {.argv = argv,
+       .stdoutTo = easyscale::Output::Pipe(),
+       .stderrTo = easyscale::Output::SameAsStdout()},
+      timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::minutes(5));
   if (!run.ok()) {
     r.output = run.status().ToString();
     return r;
@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownCommand", "train", "unknown command"},
         BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
         BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
-        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"},
+        BadCase{"MissingData", "local --digits-file /nonexistent/digits.esd",
+                "/nonexistent/digits.esd"},
         // Regressions (issue 16), each checked to fail on the code before its fix: non-finite
         // numbers ran with the defaults, a trailing comma was dropped, and values the workers
         // checked were reported against their internal assignment file.
@@ -215,12 +216,12 @@ TEST_F(DataAndCheckpointFiles, CorruptDataFileIsRejected) {
   std::string bytes = *data;
   bytes[bytes.size() / 2] ^= 0x55;
   ASSERT_TRUE(easyscale::WriteFileAtomic(dir_ + "/bad.esd", bytes).ok());
-  RunResult r = Worker("local --data " + dir_ + "/bad.esd");
+  RunResult r = Worker("local --digits-file " + dir_ + "/bad.esd");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("checksum mismatch"), std::string::npos) << r.output;
 }
 
-// Regression (issue 16): --data /dev/zero read until memory ran out and a FIFO
+// Regression (issue 16): --digits-file /dev/zero read until memory ran out and a FIFO
 // blocked forever; checked that this fails on the code before the fix.
 TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
   const std::string fifo = dir_ + "/fifo";
@@ -230,7 +231,7 @@ TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
       {fifo, fifo + ": is a FIFO, not a regular file"},
       {dir_, dir_ + ": is a folder, not a regular file"}};
   for (const auto& [path, want] : cases) {
-    RunResult r = Worker("local --steps 2 --schedule 0:1 --data " + path, 60);
+    RunResult r = Worker("local --steps 2 --schedule 0:1 --digits-file " + path, 60);
     EXPECT_EQ(r.exit_code, 3) << r.output;
     EXPECT_NE(r.output.find("error: data file " + path + ": reading " + want), std::string::npos)
         << r.output;
@@ -313,9 +314,9 @@ TEST_F(DataAndCheckpointFiles, ResumeWithOtherDataIsRefused) {
     return bytes.ok() ? easyscale::Sha256Hex(bytes->data(), bytes->size()) : "";
   };
   const std::string ckpt = dir_ + "/ckpt";
-  RunResult first = Worker(ShortJob(ckpt) + " --data " + EASYSCALE_MNIST_DATA);
+  RunResult first = Worker(ShortJob(ckpt) + " --digits-file " + EASYSCALE_MNIST_DATA);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  RunResult resumed = Worker(ShortJob(ckpt) + " --data " + other);
+  RunResult resumed = Worker(ShortJob(ckpt) + " --digits-file " + other);
   EXPECT_EQ(resumed.exit_code, 3) << resumed.output;
   EXPECT_NE(resumed.output.find("dataSha256: the checkpoint's is \"" + Sha(EASYSCALE_MNIST_DATA) +
                                 "\", this job's is \"" + Sha(other) + "\""),

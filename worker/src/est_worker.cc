@@ -129,6 +129,7 @@ std::string EstWorker::IdentityJson() const {
   nlohmann::json id = ToJson(config_.args);
   id.erase("checkpointEvery");  // how often we save changes no bit
   id.erase("modelFile");        // where the model is: its bytes are what count
+  id.erase("data");             // where the data is: dataSha256 holds its bytes
   if (const std::string model = model_->Fingerprint(); !model.empty()) id["modelSha256"] = model;
   id["totalEsts"] = config_.total_ests;
   id["dataSha256"] = data_.sha256;

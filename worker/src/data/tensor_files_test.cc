@@ -49,7 +49,6 @@ TEST_F(TensorFilesTest, SafetensorsOfEachInputTypeLoad) {
   EXPECT_EQ(floats->floats, rows);
   EXPECT_EQ(floats->labels, (std::vector<int32_t>{2, 0, 1, 2}));
   EXPECT_EQ(floats->classes, 3);
-  const std::string file = Write("rows2.safetensors", "");
   Tensor x;
   std::vector<int32_t> labels;
   PhiloxStream aug(DeriveKey(1, 1), 0);

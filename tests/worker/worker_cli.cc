@@ -1,0 +1,59 @@
+#include "worker_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "absl/strings/str_split.h"
+#include "easyscale/common/subprocess.h"
+
+namespace easyscale::clitest {
+
+namespace fs = std::filesystem;
+
+Outcome Command(std::vector<std::string> argv, int timeout_s) {
+  Outcome r;
+  StatusOr<CommandResult> c =
+      RunCommand({.argv = argv, .stdoutTo = Output::Pipe(), .stderrTo = Output::SameAsStdout()},
+                 std::chrono::seconds(timeout_s));
+  if (!c.ok()) {
+    r.output = c.status().ToString();
+    return r;
+  }
+  r.exit_code = c->exitCode;
+  r.output = std::move(c->out);
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
+  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
+    r.accuracy = std::stod(m[1]);
+  return r;
+}
+
+Outcome Worker(const std::string& args) {
+  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
+  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  return Command(argv);
+}
+
+fs::path WorkDir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::path(::testing::TempDir()) / "worker_cli_test";
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string Exported(const Example& ex) {
+  const fs::path out = WorkDir() / (ex.name + ".onnx");
+  if (fs::exists(out)) return out.string();
+  std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
+  for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
+  argv.push_back(out.string());
+  Outcome r = Command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return out.string();
+}
+
+}  // namespace easyscale::clitest
