@@ -175,6 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
         BadCase{"MissingData", "local --digits-file /nonexistent/digits.esd",
                 "/nonexistent/digits.esd"},
+        BadCase{"MissingUserData", "local --data /nonexistent/images",
+                "--data /nonexistent/images: No such file or directory"},
         // Regressions (issue 16), each checked to fail on the code before its fix: non-finite
         // numbers ran with the defaults, a trailing comma was dropped, and values the workers
         // checked were reported against their internal assignment file.
