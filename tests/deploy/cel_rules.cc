@@ -44,6 +44,26 @@ Rule Compare(const char* a, const char* b, bool strict) {
   };
 }
 
+// `self.a == '' || self.b == 'value'` on strings.
+Rule EmptyOrEquals(const char* a, const char* b, const char* value) {
+  return [=](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+    ES_ASSIGN_OR_RETURN(nlohmann::json x, Select(self, a));
+    ES_ASSIGN_OR_RETURN(nlohmann::json y, Select(self, b));
+    if (!x.is_string() || !y.is_string()) return absl::InvalidArgumentError("no such overload");
+    return x.get<std::string>().empty() || y.get<std::string>() == value;
+  };
+}
+
+// `size(self.a) == 0 || size(self.b) != 0` on lists.
+Rule EmptyOrNotEmpty(const char* a, const char* b) {
+  return [=](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+    ES_ASSIGN_OR_RETURN(nlohmann::json x, Select(self, a));
+    ES_ASSIGN_OR_RETURN(nlohmann::json y, Select(self, b));
+    if (!x.is_array() || !y.is_array()) return absl::InvalidArgumentError("no such overload");
+    return x.empty() || !y.empty();
+  };
+}
+
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> kRules = {
       {"self.minWorkers <= self.ests", Compare("minWorkers", "ests", false)},
@@ -52,6 +72,11 @@ const std::map<std::string, Rule>& Rules() {
       {"!has(self.maxWorkers) || self.maxWorkers <= self.ests",
        UnlessAbsentLessEqual("maxWorkers", "maxWorkers", "ests")},
       {"self.warmupSteps < self.steps", Compare("warmupSteps", "steps", true)},
+      {"self.data == '' || self.dataset == 'mnist'", EmptyOrEquals("data", "dataset", "mnist")},
+      {"size(self.normalizeMean) == 0 || size(self.normalizeStd) != 0",
+       EmptyOrNotEmpty("normalizeMean", "normalizeStd")},
+      {"size(self.normalizeStd) == 0 || size(self.normalizeMean) != 0",
+       EmptyOrNotEmpty("normalizeStd", "normalizeMean")},
       {"self == oldSelf",
        [](const nlohmann::json& self, const nlohmann::json* old) -> StatusOr<bool> {
          return old == nullptr || self == *old;
