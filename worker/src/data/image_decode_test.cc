@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
 #include "data/testing/image_files.h"
+#include "easyscale/common/sha256.h"
+#include "easyscale/common/subprocess.h"
 
 namespace easyscale::data {
 namespace {
@@ -68,6 +74,45 @@ TEST(DecodeImage, JpegDecodesCloseToTheSourceAndTheSameEveryTime) {
   ASSERT_TRUE(grey.ok());
   EXPECT_EQ(grey->channels, 1);
   EXPECT_EQ(grey->pixels.size(), 256u);
+}
+
+// SHA-256 of JPEGs decoded to RGB and grey: colour ones of odd sizes with
+// 4:2:0 and 4:4:4 chroma (quality 75 and 95: upsampled and not), and a grey one.
+std::string JpegDecodeDigest() {
+  Sha256 h;
+  for (auto [height, width, channels, quality] :
+       {std::tuple{37, 53, 3, 75}, std::tuple{64, 48, 3, 95}, std::tuple{29, 31, 1, 90}}) {
+    const std::string jpeg =
+        EncodeJpeg(Pattern(height, width, channels), height, width, channels, quality);
+    for (int out : {1, 3}) {
+      auto image = DecodeImage(jpeg, out, "p.jpg");
+      EXPECT_TRUE(image.ok()) << image.status();
+      if (image.ok()) h.Update(image->pixels.data(), image->pixels.size());
+    }
+  }
+  return h.HexDigest();
+}
+
+// The documented reason for JDCT_ISLOW: libjpeg-turbo's SIMD and C paths of
+// it (with upsampling and colour conversion) give the same bits. This
+// process decodes with SIMD; the same test in a child with
+// JSIMD_FORCENONE=1 (libjpeg-turbo's switch) decodes with C only.
+TEST(DecodeImage, JpegSimdAndCPathsGiveTheSameBits) {
+  if (std::getenv("EASYSCALE_PRINT_JPEG_DIGEST") != nullptr) {
+    std::printf("jpeg digest: %s\n", JpegDecodeDigest().c_str());
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  StatusOr<CommandResult> c_only =
+      RunCommand({.argv = {self, "--gtest_filter=DecodeImage.JpegSimdAndCPathsGiveTheSameBits"},
+                  .env = {{"JSIMD_FORCENONE", "1"}, {"EASYSCALE_PRINT_JPEG_DIGEST", "1"}},
+                  .stdoutTo = Output::Pipe()},
+                 std::chrono::seconds(60));
+  ASSERT_TRUE(c_only.ok()) << c_only.status();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(c_only->out, m, std::regex("jpeg digest: ([0-9a-f]{64})")))
+      << c_only->out;
+  EXPECT_EQ(m[1], JpegDecodeDigest());
 }
 
 TEST(DecodeImage, BadFilesAreOneErrorNamingThem) {

@@ -197,6 +197,9 @@ void ImageFolder::Prefetch(const std::vector<uint32_t>& indices) {
     for (uint32_t i : indices) {
       if (cache_.count(i) == 0 && in_flight_.count(i) == 0) queue_.push_back(i);
     }
+    // When decoding falls behind, the oldest requests are the ones batches
+    // have already decoded for themselves.
+    while (queue_.size() > kMaxQueued) queue_.pop_front();
   }
   changed_.notify_all();
 }

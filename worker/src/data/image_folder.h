@@ -83,6 +83,7 @@ class ImageFolder {
   void Insert(uint32_t index, std::shared_ptr<const DecodedImage> image);
   void DecodeLoop();
 
+  static constexpr size_t kMaxQueued = size_t{1} << 16;
   const std::vector<File> files_;
   const ImageFolderOptions options_;
   std::mutex mu_;
