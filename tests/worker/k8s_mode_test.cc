@@ -14,10 +14,13 @@
 #include <set>
 #include <thread>
 
+#include "data/testing/image_files.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
+#include "easyscale/common/file_io.h"
 #include "easyscale/common/rendezvous_store.h"
 #include "easyscale/common/subprocess.h"
+#include "easyscale/worker/dataset.h"
 
 namespace easyscale {
 namespace {
@@ -36,7 +39,7 @@ constexpr const char* kToken = "k8s-mode-test-token";
 
 class TestOperator {
  public:
-  TestOperator() {
+  explicit TestOperator(TrainingArgs job) : job_(std::move(job)) {
     auto authorized = [](const httplib::Request& req) {
       return TokenFromAuthorization(req.get_header_value(kAuthorizationHeader)) == kToken;
     };
@@ -62,7 +65,7 @@ class TestOperator {
           a.ests = AssignContiguous(kEsts, a.worldSize)->workers[a.rank];
           a.rendezvous = {"http://127.0.0.1:" + std::to_string(port_),
                           "gen-" + std::to_string(generation_)};
-          a.training = Job();
+          a.training = job_;
           a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
           if (!sources_.empty()) a.restore = {RestoreFrom::kPeers, restore_step_, sources_};
           res.set_content(ToJson(a).dump(), "application/json");
@@ -143,6 +146,7 @@ class TestOperator {
   int64_t restore_step_ = 0;
   int64_t max_step_ = 0;
   std::map<std::string, int> members_;
+  const TrainingArgs job_;
   std::string digest_;
 };
 
@@ -155,20 +159,31 @@ StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
        .parentDeathSignal = SIGKILL});
 }
 
-std::string LocalDigest() {
-  StatusOr<CommandResult> r = RunCommand(
-      {.argv = {EASYSCALE_WORKER_BIN, "local", "--ests", "8", "--steps", std::to_string(kSteps),
-                "--schedule", "0:1", "--digits-file", EASYSCALE_MNIST_DATA},
-       .stdoutTo = Output::Pipe()},
-      std::chrono::minutes(5));
+// The digest of `local` with one worker, the same job (`extra`: its flags
+// beyond the defaults).
+std::string LocalDigest(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN,
+                                   "local",
+                                   "--ests",
+                                   "8",
+                                   "--steps",
+                                   std::to_string(kSteps),
+                                   "--schedule",
+                                   "0:1",
+                                   "--digits-file",
+                                   EASYSCALE_MNIST_DATA};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  StatusOr<CommandResult> r =
+      RunCommand({.argv = argv, .stdoutTo = Output::Pipe()}, std::chrono::minutes(5));
   std::smatch m;
   return r.ok() && std::regex_search(r->out, m, std::regex("digest: ([0-9a-f]{64})"))
              ? std::string(m[1])
              : "";
 }
 
-TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
-  TestOperator op;
+// Two workers, then three while it trains: the digest of one local worker.
+void ScaleOutAndCompare(const TrainingArgs& job, const std::vector<std::string>& local_flags) {
+  TestOperator op(job);
   op.SetGeneration({"w-a", "w-b"});
   std::vector<Subprocess> workers;
   for (const char* pod : {"w-a", "w-b", "w-c"}) {
@@ -188,7 +203,32 @@ TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
   for (Subprocess& w : workers) w.Wait(std::chrono::seconds(10));
   workers.clear();  // kills any still running
   ASSERT_EQ(op.digest().size(), 64u);
-  EXPECT_EQ(op.digest(), LocalDigest());
+  EXPECT_EQ(op.digest(), LocalDigest(local_flags));
+}
+
+TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) { ScaleOutAndCompare(Job(), {}); }
+
+// Users' data reaches k8s workers through the assignment's training
+// arguments: uint8 digits in a safetensors file, normalised.
+TEST(K8sMode, TrainsUsersDataFromTheTrainingArguments) {
+  auto digits = LoadDataset(EASYSCALE_MNIST_DATA);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  constexpr int64_t kSamples = 2000;
+  const std::vector<int64_t> labels(digits->labels.begin(), digits->labels.begin() + kSamples);
+  const std::vector<uint8_t> pixels(digits->pixels.begin(),
+                                    digits->pixels.begin() + kSamples * 784);
+  const std::string path = ::testing::TempDir() + "/k8s-digits.safetensors";
+  ASSERT_TRUE(WriteFileAtomic(
+                  path, data::testing::EncodeSafetensors(
+                            {{"inputs", "U8", {kSamples, 1, 28, 28}, data::testing::Bytes(pixels)},
+                             {"labels", "I64", {kSamples}, data::testing::Bytes(labels)}}))
+                  .ok());
+  TrainingArgs job = Job();
+  job.data = path;
+  job.normalizeMean = {0.1307};
+  job.normalizeStd = {0.3081};
+  ScaleOutAndCompare(job,
+                     {"--data", path, "--normalize-mean", "0.1307", "--normalize-std", "0.3081"});
 }
 
 }  // namespace
