@@ -29,10 +29,10 @@ Outcome Command(std::vector<std::string> argv, int timeout_s) {
   return r;
 }
 
-Outcome Worker(const std::string& args) {
+Outcome Worker(const std::string& args, int timeout_s) {
   std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
   for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  return Command(argv);
+  return Command(argv, timeout_s);
 }
 
 fs::path WorkDir() {

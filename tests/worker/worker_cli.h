@@ -21,8 +21,9 @@ struct Outcome {
 };
 
 Outcome Command(std::vector<std::string> argv, int timeout_s = 600);
-// easyscale-worker with the space-separated `args`.
-Outcome Worker(const std::string& args);
+// easyscale-worker with the space-separated `args`, killed after
+// `timeout_s` (a run that must not hang).
+Outcome Worker(const std::string& args, int timeout_s = 600);
 // A folder for the files a test binary makes, shared by its tests.
 std::filesystem::path WorkDir();
 

@@ -15,39 +15,12 @@
 #include "easyscale/common/sha256.h"
 #include "easyscale/common/subprocess.h"
 #include "easyscale/worker/dataset.h"
+#include "worker_cli.h"
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-  std::string digest;
-  double accuracy = -1;
-};
-
-// Runs easyscale-worker with the space-separated `args`; `timeout_s` > 0:
-// the run is killed after that long (a run that must not hang).
-RunResult Worker(const std::string& args, int timeout_s = 0) {
-  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
-  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  RunResult r;
-  easyscale::StatusOr<easyscale::CommandResult> run = easyscale::RunCommand(
-      {.argv = argv,
-       .stdoutTo = easyscale::Output::Pipe(),
-       .stderrTo = easyscale::Output::SameAsStdout()},
-      timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::minutes(5));
-  if (!run.ok()) {
-    r.output = run.status().ToString();
-    return r;
-  }
-  r.exit_code = run->exitCode;
-  r.output = std::move(run->out);
-  std::smatch m;
-  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
-  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
-    r.accuracy = std::stod(m[1]);
-  return r;
-}
+using RunResult = easyscale::clitest::Outcome;
+using easyscale::clitest::Worker;
 
 // ReadFile's bound for the files these tests read back.
 constexpr size_t kAnyFile = size_t{1} << 30;
