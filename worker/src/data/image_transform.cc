@@ -76,22 +76,24 @@ std::vector<Tap> Taps(int in, int out) {
 void ResizeCrop(const DecodedImage& image, const CropBox& box, bool flip, int out_height,
                 int out_width, float* dst) {
   const std::vector<Tap> rows = Taps(box.height, out_height);
-  const std::vector<Tap> cols = Taps(box.width, out_width);
+  std::vector<Tap> cols = Taps(box.width, out_width);
   const int C = image.channels;
   const size_t stride = static_cast<size_t>(image.width) * C;
-  auto at = [&](int y, int x, int c) {
-    return static_cast<float>(
-        image.pixels[static_cast<size_t>(box.top + y) * stride +
-                     static_cast<size_t>(box.left + x) * C + static_cast<size_t>(c)]);
-  };
-  for (int c = 0; c < C; ++c) {
-    for (int y = 0; y < out_height; ++y) {
-      const Tap& r = rows[static_cast<size_t>(y)];
+  // Columns as element offsets within a row of the crop, once.
+  for (Tap& t : cols) {
+    t.lo = (box.left + t.lo) * C;
+    t.hi = (box.left + t.hi) * C;
+  }
+  for (int y = 0; y < out_height; ++y) {
+    const Tap& r = rows[static_cast<size_t>(y)];
+    const uint8_t* row0 = image.pixels.data() + static_cast<size_t>(box.top + r.lo) * stride;
+    const uint8_t* row1 = image.pixels.data() + static_cast<size_t>(box.top + r.hi) * stride;
+    for (int c = 0; c < C; ++c) {
       float* out = dst + (static_cast<size_t>(c) * out_height + y) * out_width;
       for (int x = 0; x < out_width; ++x) {
         const Tap& t = cols[static_cast<size_t>(x)];
-        const float p00 = at(r.lo, t.lo, c), p01 = at(r.lo, t.hi, c);
-        const float p10 = at(r.hi, t.lo, c), p11 = at(r.hi, t.hi, c);
+        const float p00 = row0[t.lo + c], p01 = row0[t.hi + c];
+        const float p10 = row1[t.lo + c], p11 = row1[t.hi + c];
         const float top = p00 + t.weight * (p01 - p00);
         const float bottom = p10 + t.weight * (p11 - p10);
         out[flip ? out_width - 1 - x : x] = top + r.weight * (bottom - top);
