@@ -230,6 +230,11 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
                                                : "is only for model \"file\"");
   }
   ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic", "tokens"}));
+  constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX; the CRD's maxLength
+  if (t.data.size() > kMaxPathBytes) {
+    return fail("data", absl::StrCat("must be at most ", kMaxPathBytes, " characters, got ",
+                                     t.data.size()));
+  }
   if (!t.data.empty() && t.dataset != "mnist") {
     return fail("dataset", "must stay at its default (mnist) when " + name("data") +
                                " names the data, got \"" + t.dataset + "\"");

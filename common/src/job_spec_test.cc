@@ -147,6 +147,12 @@ TEST(TrainingArgs, RejectsBadDataAndNormalizationNamingTheField) {
     EXPECT_EQ(t.status().message(), std::string(want)) << j.dump();
   }
   TrainingArgs t;
+  t.data.assign(4097, 'd');
+  EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
+            "flags.data: must be at most 4096 characters, got 4097");
+  t.data.assign(4096, 'd');
+  EXPECT_TRUE(ValidateTrainingArgs(t, "flags").ok());
+  t = TrainingArgs{};
   t.normalizeMean = {0.5};
   t.normalizeStd = {std::numeric_limits<double>::infinity()};
   EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
