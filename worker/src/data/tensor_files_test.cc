@@ -182,6 +182,12 @@ TEST_F(TensorFilesTest, FifosDevicesAndUnknownFilesAreRefusedBeforeReading) {
             "--data " + fifo + ": is a FIFO, not a regular file or a folder");
   EXPECT_EQ(Load("/dev/zero").status().message(),
             "--data /dev/zero: is a device, not a regular file or a folder");
+  // A sparse file over the bound is refused before it is read.
+  const std::string huge = Write("huge.safetensors", "");
+  ASSERT_EQ(::truncate(huge.c_str(), static_cast<off_t>(kMaxTensorFileBytes + 1)), 0);
+  EXPECT_NE(std::string(Load(huge).status().message()).find("huge.safetensors: larger than the"),
+            std::string::npos)
+      << Load(huge).status();
   const std::string csv = Write("data.csv", "1,2,3\n");
   EXPECT_NE(std::string(Load(csv).status().message()).find(": not a folder"), std::string::npos);
   EXPECT_TRUE(absl::IsNotFound(Load(dir_ + "/missing").status()));
