@@ -14,6 +14,7 @@ apt_packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus-cpp-dev
   libonnx-dev libonnx-testdata  # the graph loader; ONNX's node tests for the ops
+  libjpeg62-turbo-dev libpng-dev  # decoding users' image folders
   python3-onnx python3-torch python3-torchvision  # exporting models to ONNX
   iproute2  # `ip`: the pod network of isolated test clusters
   nodejs npm

@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for spec in "cpu 0:1" "cuda 0:1" "cuda 0:8,20:3,45:5,70:1,90:8" "mixed 0:2" "mixed 0:8,20:3,45:5,70:1,90:8"; do
   set -- $spec
   out=$("$dir/easyscale-worker" local --ests 8 --steps 120 --backend "$1" --schedule "$2" \
-        --data "$dir/mnist-digits.esd" --log-level info 2>&1)
+        --digits-file "$dir/mnist-digits.esd" --log-level info 2>&1)
   nccl=$(echo "$out" | grep -c '"msg":"sums through NCCL"')
   echo "backend=$1 schedule=$2 nccl_generations=$nccl $(echo "$out" | grep -E '^digest:|^test accuracy:|error' | tr '\n' ' ')"
 done

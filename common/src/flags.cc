@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "easyscale/common/checks.h"
 
 namespace easyscale {
 namespace {
@@ -123,6 +124,26 @@ void FlagSet::Double(const std::string& name, double* out, const std::string& he
                                                           "], got \"", v, "\""));
          }
          *out = x;
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::DoubleList(const std::string& name, std::vector<double>* out,
+                         const std::string& help) {
+  std::string defaults;
+  for (double v : *out) defaults += (defaults.empty() ? "" : ",") + DefaultText(v);
+  Add({name, help, defaults, false, [name, out](const std::string& v) {
+         std::vector<double> values;
+         size_t begin = 0;
+         for (;;) {
+           const size_t comma = v.find(',', begin);
+           double x = 0;
+           ES_RETURN_IF_ERROR(ParseDouble(name, v.substr(begin, comma - begin), &x));
+           values.push_back(x);
+           if (comma == std::string::npos) break;
+           begin = comma + 1;
+         }
+         *out = std::move(values);
          return absl::OkStatus();
        }});
 }

@@ -50,6 +50,22 @@ TEST(FlagSet, ParsesEveryKind) {
   EXPECT_EQ(*rest, std::vector<std::string>{"pos"});
 }
 
+TEST(FlagSet, DoubleListsParseCommaSeparatedFiniteNumbers) {
+  std::vector<double> mean;
+  FlagSet f("prog");
+  f.DoubleList("mean", &mean, "");
+  ASSERT_TRUE(ParseArgs(f, {"--mean", "0.5,0.25,-1e-3"}).ok());
+  EXPECT_EQ(mean, (std::vector<double>{0.5, 0.25, -1e-3}));
+  ASSERT_TRUE(ParseArgs(f, {"--mean=2"}).ok());
+  EXPECT_EQ(mean, std::vector<double>{2});
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--mean", "0.5,,0.5"}, "--mean: expected a number, got \"\""},
+      {{"--mean", "0.5,x"}, "--mean: expected a number, got \"x\""},
+      {{"--mean", "0.5,inf"}, "--mean: must be a finite number, got \"inf\""},
+  };
+  ExpectErrors(f, cases);
+}
+
 TEST(FlagSet, ErrorsNameTheFlag) {
   int n = 1, bounded = 5;
   bool on = true;

@@ -151,6 +151,36 @@ Status ParseWorkerPodSettings(const nlohmann::json& j, const std::string& path,
   return r.status();
 }
 
+// Both lists or neither; each of one value or one per channel (the data's
+// channel count is checked against them when the data is loaded), at most
+// kMaxNormalizeChannels, finite, std > 0.
+Status ValidateNormalization(const TrainingArgs& t,
+                             const std::function<std::string(std::string_view)>& name) {
+  constexpr size_t kMaxNormalizeChannels = 64;
+  if (t.normalizeMean.empty() != t.normalizeStd.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(t.normalizeMean.empty() ? "normalizeMean" : "normalizeStd"), ": must be given with ",
+        name(t.normalizeMean.empty() ? "normalizeStd" : "normalizeMean")));
+  }
+  for (const auto& [field, values] :
+       {std::pair{"normalizeMean", &t.normalizeMean}, std::pair{"normalizeStd", &t.normalizeStd}}) {
+    if (values->size() > kMaxNormalizeChannels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(field), ": at most ", kMaxNormalizeChannels, " values, got ", values->size()));
+    }
+    for (size_t i = 0; i < values->size(); ++i) {
+      const double v = (*values)[i];
+      const bool std_field = values == &t.normalizeStd;
+      if (!std::isfinite(v) || (std_field && !(v > 0.0))) {
+        return absl::InvalidArgumentError(absl::StrCat(name(field), "[", i, "]: must be a finite ",
+                                                       std_field ? "number > 0" : "number",
+                                                       ", got ", v));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::string& path) {
@@ -159,6 +189,9 @@ StatusOr<TrainingArgs> ParseTrainingArgs(const nlohmann::json& j, const std::str
   r.String("model", &t.model);
   r.String("modelFile", &t.modelFile);
   r.String("dataset", &t.dataset);
+  r.String("data", &t.data);
+  r.DoubleList("normalizeMean", &t.normalizeMean);
+  r.DoubleList("normalizeStd", &t.normalizeStd);
   r.Int("steps", &t.steps);
   int64_t seed = static_cast<int64_t>(t.seed);
   r.Int("seed", &seed, false, 0);
@@ -221,6 +254,16 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
                                                : "is only for model \"file\"");
   }
   ES_RETURN_IF_ERROR(one_of("dataset", t.dataset, {"mnist", "synthetic", "tokens"}));
+  constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX; the CRD's maxLength
+  if (t.data.size() > kMaxPathBytes) {
+    return fail("data", absl::StrCat("must be at most ", kMaxPathBytes, " characters, got ",
+                                     t.data.size()));
+  }
+  if (!t.data.empty() && t.dataset != "mnist") {
+    return fail("dataset", "must stay at its default (mnist) when " + name("data") +
+                               " names the data, got \"" + t.dataset + "\"");
+  }
+  ES_RETURN_IF_ERROR(ValidateNormalization(t, name));
   ES_RETURN_IF_ERROR(in_range("steps", t.steps, int64_t{1}, kMaxSteps));
   ES_RETURN_IF_ERROR(in_range("batchPerEst", t.batchPerEst, 1, 65536));
   ES_RETURN_IF_ERROR(one_of("optimizer", t.optimizer, {"sgd", "adam"}));
@@ -303,8 +346,9 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
   if (s.training.model == "file") {
     paths.push_back({r.FieldPath("training.modelFile"), s.training.modelFile});
   }
-  // lead: after merging data-in, one line here:
-  //   training.data (read-only volumes allowed: the worker only reads it), when set.
+  if (!s.training.data.empty()) {  // read-only volumes do: the worker only reads it
+    paths.push_back({r.FieldPath("training.data"), s.training.data});
+  }
   if (!s.output.path.empty()) {
     paths.push_back({r.FieldPath("output.path"), s.output.path, /*needsWritable=*/true});
   }
@@ -316,6 +360,9 @@ nlohmann::json ToJson(const TrainingArgs& t) {
   return {{"model", t.model},
           {"modelFile", t.modelFile},
           {"dataset", t.dataset},
+          {"data", t.data},
+          {"normalizeMean", t.normalizeMean},
+          {"normalizeStd", t.normalizeStd},
           {"steps", t.steps},
           {"seed", t.seed},
           {"batchPerEst", t.batchPerEst},

@@ -117,5 +117,59 @@ TEST(TrainingArgs, ValidationNamesFieldsTheCallersWay) {
             "spec.lrSchedule: must be one of constant, step, cosine, got \"linear\"");
 }
 
+TEST(TrainingArgs, DataAndNormalizationParseAndRoundTrip) {
+  const nlohmann::json j = {{"data", "/data/images"},
+                            {"normalizeMean", {0.485, 0.456, 0.406}},
+                            {"normalizeStd", {0.229, 0.224, 0.225}}};
+  auto t = ParseTrainingArgs(j, "training");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data, "/data/images");
+  EXPECT_EQ(t->normalizeMean, (std::vector<double>{0.485, 0.456, 0.406}));
+  EXPECT_EQ(t->normalizeStd, (std::vector<double>{0.229, 0.224, 0.225}));
+  auto again = ParseTrainingArgs(ToJson(*t), "training");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*t, *again);
+}
+
+TEST(TrainingArgs, RejectsBadDataAndNormalizationNamingTheField) {
+  const std::pair<nlohmann::json, const char*> cases[] = {
+      {{{"data", "/d"}, {"dataset", "tokens"}},
+       "training.dataset: must stay at its default (mnist) when training.data names the data, "
+       "got \"tokens\""},
+      {{{"normalizeMean", {0.5}}},
+       "training.normalizeStd: must be given with training.normalizeMean"},
+      {{{"normalizeStd", {0.5}}},
+       "training.normalizeMean: must be given with training.normalizeStd"},
+      {{{"normalizeMean", {0.5}}, {"normalizeStd", {0.0}}},
+       "training.normalizeStd[0]: must be a finite number > 0, got 0"},
+      {{{"normalizeMean", {0.5}}, {"normalizeStd", {0.2, -1}}},
+       "training.normalizeStd[1]: must be a finite number > 0, got -1"},
+      {{{"normalizeMean", {"x"}}, {"normalizeStd", {1}}},
+       "training.normalizeMean[0]: must be a finite number"},
+      {{{"normalizeMean", 0.5}, {"normalizeStd", {1}}},
+       "training.normalizeMean: must be a list, got number"},
+  };
+  for (const auto& [j, want] : cases) {
+    auto t = ParseTrainingArgs(j, "training");
+    ASSERT_FALSE(t.ok()) << j.dump();
+    EXPECT_EQ(t.status().message(), std::string(want)) << j.dump();
+  }
+  TrainingArgs t;
+  t.data.assign(4097, 'd');
+  EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
+            "flags.data: must be at most 4096 characters, got 4097");
+  t.data.assign(4096, 'd');
+  EXPECT_TRUE(ValidateTrainingArgs(t, "flags").ok());
+  t = TrainingArgs{};
+  t.normalizeMean = {0.5};
+  t.normalizeStd = {std::numeric_limits<double>::infinity()};
+  EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
+            "flags.normalizeStd[0]: must be a finite number > 0, got inf");
+  t.normalizeStd.assign(65, 1.0);
+  t.normalizeMean.assign(65, 0.0);
+  EXPECT_EQ(ValidateTrainingArgs(t, "flags").message(),
+            "flags.normalizeMean: at most 64 values, got 65");
+}
+
 }  // namespace
 }  // namespace easyscale

@@ -131,6 +131,22 @@ void FieldReader::IntList(const char* name, std::vector<int>* out, bool required
   *out = std::move(values);
 }
 
+void FieldReader::DoubleList(const char* name, std::vector<double>* out, bool required) {
+  const nlohmann::json* v = Find(name, required);
+  if (v == nullptr) return;
+  if (!v->is_array()) return Fail(name, std::string("must be a list, got ") + v->type_name());
+  std::vector<double> values;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& e = (*v)[i];
+    // nlohmann writes NaN and infinity as null.
+    if (!e.is_number() || !std::isfinite(e.get<double>())) {
+      return Fail(absl::StrCat(name, "[", i, "]"), "must be a finite number");
+    }
+    values.push_back(e.get<double>());
+  }
+  *out = std::move(values);
+}
+
 void FieldReader::StringMap(const char* name, std::map<std::string, std::string>* out,
                             bool required) {
   const nlohmann::json* v = Find(name, required);

@@ -98,6 +98,20 @@ StatusOr<bool> ModelFileInAVolume(const nlohmann::json& self, const nlohmann::js
                      [&](const std::string& p) { return Within(file, p); });
 }
 
+// `!has(self.training.data) || self.training.data == '' || (has(self.worker.volumes) &&
+//  self.worker.volumes.exists(v, (self.training.data + '/').startsWith(v.mountPath + '/')))`
+StatusOr<bool> DataInAVolume(const nlohmann::json& self, const nlohmann::json*) {
+  ES_ASSIGN_OR_RETURN(nlohmann::json training, Select(self, "training"));
+  if (!training.contains("data")) return true;
+  ES_ASSIGN_OR_RETURN(std::string data, SelectString(training, "data"));
+  if (data.empty()) return true;
+  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
+  if (!worker.contains("volumes")) return false;
+  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(worker["volumes"]));
+  return std::any_of(paths.begin(), paths.end(),
+                     [&](const std::string& p) { return Within(data, p); });
+}
+
 // `!has(self.output) || !has(self.output.path) || self.output.path == '' ||
 //  (has(self.worker.volumes) && self.worker.volumes.exists(v, !v.readOnly &&
 //  (self.output.path + '/').startsWith(v.mountPath + '/')))`
@@ -129,6 +143,26 @@ StatusOr<bool> VolumesOffTheCheckpointMount(const nlohmann::json& self, const nl
                       [&](const std::string& p) { return Within(p, mount) || Within(mount, p); });
 }
 
+// `self.a == '' || self.b == 'value'` on strings.
+Rule EmptyOrEquals(const char* a, const char* b, const char* value) {
+  return [=](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+    ES_ASSIGN_OR_RETURN(nlohmann::json x, Select(self, a));
+    ES_ASSIGN_OR_RETURN(nlohmann::json y, Select(self, b));
+    if (!x.is_string() || !y.is_string()) return absl::InvalidArgumentError("no such overload");
+    return x.get<std::string>().empty() || y.get<std::string>() == value;
+  };
+}
+
+// `size(self.a) == 0 || size(self.b) != 0` on lists.
+Rule EmptyOrNotEmpty(const char* a, const char* b) {
+  return [=](const nlohmann::json& self, const nlohmann::json*) -> StatusOr<bool> {
+    ES_ASSIGN_OR_RETURN(nlohmann::json x, Select(self, a));
+    ES_ASSIGN_OR_RETURN(nlohmann::json y, Select(self, b));
+    if (!x.is_array() || !y.is_array()) return absl::InvalidArgumentError("no such overload");
+    return x.empty() || !y.empty();
+  };
+}
+
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> kRules = {
       {"self.minWorkers <= self.ests", Compare("minWorkers", "ests", false)},
@@ -141,6 +175,10 @@ const std::map<std::string, Rule>& Rules() {
        "self.worker.volumes.exists(v, (self.training.modelFile + '/').startsWith(v.mountPath + "
        "'/')))",
        ModelFileInAVolume},
+      {"!has(self.training.data) || self.training.data == '' || (has(self.worker.volumes) && "
+       "self.worker.volumes.exists(v, (self.training.data + '/').startsWith(v.mountPath + "
+       "'/')))",
+       DataInAVolume},
       {"!has(self.output) || !has(self.output.path) || self.output.path == '' || "
        "(has(self.worker.volumes) && self.worker.volumes.exists(v, !v.readOnly && "
        "(self.output.path + '/').startsWith(v.mountPath + '/')))",
@@ -162,6 +200,11 @@ const std::map<std::string, Rule>& Rules() {
          const std::string path = self.get<std::string>();
          return !Within(path, "/dev/shm") && !Within("/dev/shm", path);
        }},
+      {"self.data == '' || self.dataset == 'mnist'", EmptyOrEquals("data", "dataset", "mnist")},
+      {"size(self.normalizeMean) == 0 || size(self.normalizeStd) != 0",
+       EmptyOrNotEmpty("normalizeMean", "normalizeStd")},
+      {"size(self.normalizeStd) == 0 || size(self.normalizeMean) != 0",
+       EmptyOrNotEmpty("normalizeStd", "normalizeMean")},
       {"self == oldSelf",
        [](const nlohmann::json& self, const nlohmann::json* old) -> StatusOr<bool> {
          return old == nullptr || self == *old;

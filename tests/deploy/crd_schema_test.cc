@@ -203,6 +203,20 @@ TEST_F(CrdSchema, CrossFieldRulesAgreeWithParseJobSpec) {
        "spec.minWorkers: Invalid value: \"object\": minWorkers must be <= ests"},
       {{{"image", "w"}, {"ests", 2}, {"training", {{"steps", 10}, {"warmupSteps", 10}}}},
        "spec.training.warmupSteps: Invalid value: \"object\": warmupSteps must be < steps"},
+      {{{"image", "w"}, {"ests", 2}, {"training", {{"data", "/data"}, {"dataset", "tokens"}}}},
+       "spec.training.dataset: Invalid value: \"object\": dataset must stay at its default "
+       "(mnist) when data names the data"},
+      {{{"image", "w"}, {"ests", 2}, {"training", {{"normalizeMean", {0.5}}}}},
+       "spec.training.normalizeStd: Invalid value: \"object\": normalizeMean must be given with "
+       "normalizeStd"},
+      {{{"image", "w"}, {"ests", 2}, {"training", {{"normalizeStd", {0.5}}}}},
+       "spec.training.normalizeMean: Invalid value: \"object\": normalizeStd must be given with "
+       "normalizeMean"},
+      {{{"image", "w"},
+        {"ests", 2},
+        {"training", {{"normalizeMean", {0.5}}, {"normalizeStd", {0.0}}}}},
+       "spec.training.normalizeStd[0]: Invalid value: 0.0: spec.training.normalizeStd[0] in body "
+       "should be greater than 0"},
       {{{"image", "w"}, {"ests", 2}, {"gpuTypes", {"z80"}}},
        "spec.gpuTypes[0]: Unsupported value: \"z80\": supported values: \"h200\""},
       {{{"image", ""}, {"ests", 2}},
@@ -216,6 +230,19 @@ TEST_F(CrdSchema, CrossFieldRulesAgreeWithParseJobSpec) {
   });
   // The bounds of the rules themselves are allowed by both.
   ExpectBothAccept({{"image", "w"}, {"ests", 4}, {"minWorkers", 4}, {"maxWorkers", 4}});
+  // Users' data in a volume, normalised per channel.
+  ExpectBothAccept({{"image", "w"},
+                    {"ests", 4},
+                    {"training",
+                     {{"data", "/data/images"},
+                      {"normalizeMean", {0.485, 0.456, 0.406}},
+                      {"normalizeStd", {0.229, 0.224, 0.225}}}},
+                    {"worker",
+                     {{"volumes",
+                       {{{"name", "data"},
+                         {"claimName", "team-data"},
+                         {"mountPath", "/data"},
+                         {"readOnly", true}}}}}}});
 }
 
 json Volume(const std::string& name, const std::string& mountPath) {

@@ -17,12 +17,14 @@
 #include <set>
 #include <thread>
 
+#include "data/testing/image_files.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/rendezvous_store.h"
 #include "easyscale/common/sha256.h"
 #include "easyscale/common/subprocess.h"
+#include "easyscale/worker/dataset.h"
 
 namespace easyscale {
 namespace {
@@ -41,7 +43,8 @@ constexpr const char* kToken = "k8s-mode-test-token";
 
 class TestOperator {
  public:
-  explicit TestOperator(std::string output_dir) : output_dir_(std::move(output_dir)) {
+  TestOperator(TrainingArgs job, std::string output_dir)
+      : job_(std::move(job)), output_dir_(std::move(output_dir)) {
     auto authorized = [](const httplib::Request& req) {
       return TokenFromAuthorization(req.get_header_value(kAuthorizationHeader)) == kToken;
     };
@@ -67,7 +70,7 @@ class TestOperator {
           a.ests = AssignContiguous(kEsts, a.worldSize)->workers[a.rank];
           a.rendezvous = {"http://127.0.0.1:" + std::to_string(port_),
                           "gen-" + std::to_string(generation_)};
-          a.training = Job();
+          a.training = job_;
           a.output.path = output_dir_;
           a.action = checkpointed_ >= previous_size_ ? WorkerAction::kRun : WorkerAction::kWait;
           if (!sources_.empty()) a.restore = {RestoreFrom::kPeers, restore_step_, sources_};
@@ -156,26 +159,37 @@ class TestOperator {
   int64_t restore_step_ = 0;
   int64_t max_step_ = 0;
   std::map<std::string, int> members_;
+  const TrainingArgs job_;
   std::string digest_;
   const std::string output_dir_;
   OutputDigests output_;
 };
 
 StatusOr<Subprocess> StartWorker(const std::string& pod, int port) {
-  return Subprocess::Start({.argv = {EASYSCALE_WORKER_BIN, "k8s", "--control-url",
-                                     "http://127.0.0.1:" + std::to_string(port), "--job",
-                                     "default/mnist", "--pod", pod, "--state-port", "0", "--data",
-                                     EASYSCALE_MNIST_DATA},
-                            .env = {{"EASYSCALE_CONTROL_TOKEN", kToken}},
-                            .parentDeathSignal = SIGKILL});
+  return Subprocess::Start(
+      {.argv = {EASYSCALE_WORKER_BIN, "k8s", "--control-url",
+                "http://127.0.0.1:" + std::to_string(port), "--job", "default/mnist", "--pod", pod,
+                "--state-port", "0", "--digits-file", EASYSCALE_MNIST_DATA},
+       .env = {{"EASYSCALE_CONTROL_TOKEN", kToken}},
+       .parentDeathSignal = SIGKILL});
 }
 
-std::string LocalDigest(const std::string& output_dir) {
-  StatusOr<CommandResult> r = RunCommand(
-      {.argv = {EASYSCALE_WORKER_BIN, "local", "--ests", "8", "--steps", std::to_string(kSteps),
-                "--schedule", "0:1", "--data", EASYSCALE_MNIST_DATA, "--output", output_dir},
-       .stdoutTo = Output::Pipe()},
-      std::chrono::minutes(5));
+// The digest of `local` with one worker, the same job (`extra`: its flags
+// beyond the defaults).
+std::string LocalDigest(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN,
+                                   "local",
+                                   "--ests",
+                                   "8",
+                                   "--steps",
+                                   std::to_string(kSteps),
+                                   "--schedule",
+                                   "0:1",
+                                   "--digits-file",
+                                   EASYSCALE_MNIST_DATA};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  StatusOr<CommandResult> r =
+      RunCommand({.argv = argv, .stdoutTo = Output::Pipe()}, std::chrono::minutes(5));
   std::smatch m;
   return r.ok() && std::regex_search(r->out, m, std::regex("digest: ([0-9a-f]{64})"))
              ? std::string(m[1])
@@ -188,15 +202,12 @@ std::string FileSha256(const std::string& path) {
   return bytes.ok() ? Sha256Hex(bytes->data(), bytes->size()) : "";
 }
 
-TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
-  namespace fs = std::filesystem;
-  const fs::path k8s_out = fs::path(::testing::TempDir()) / "k8s-mode-output";
-  const fs::path local_out = fs::path(::testing::TempDir()) / "k8s-mode-local-output";
-  for (const fs::path& dir : {k8s_out, local_out}) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  TestOperator op(k8s_out.string());
+// Two workers, then three while it trains: the digest of one local worker.
+// Rank 0 writes the model into `output_dir` (when set) and its report lands
+// in `output`.
+void ScaleOutAndCompare(const TrainingArgs& job, const std::vector<std::string>& local_flags,
+                        const std::string& output_dir = "", OutputDigests* output = nullptr) {
+  TestOperator op(job, output_dir);
   op.SetGeneration({"w-a", "w-b"});
   std::vector<Subprocess> workers;
   for (const char* pod : {"w-a", "w-b", "w-c"}) {
@@ -216,12 +227,48 @@ TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
   for (Subprocess& w : workers) w.Wait(std::chrono::seconds(10));
   workers.clear();  // kills any still running
   ASSERT_EQ(op.digest().size(), 64u);
-  EXPECT_EQ(op.digest(), LocalDigest(local_out.string()));
+  EXPECT_EQ(op.digest(), LocalDigest(local_flags));
+  if (output) *output = op.output();
+}
+
+TEST(K8sMode, FollowsGenerationsAndKeepsTheDigest) {
+  namespace fs = std::filesystem;
+  const fs::path k8s_out = fs::path(::testing::TempDir()) / "k8s-mode-output";
+  const fs::path local_out = fs::path(::testing::TempDir()) / "k8s-mode-local-output";
+  for (const fs::path& dir : {k8s_out, local_out}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  OutputDigests output;
+  ScaleOutAndCompare(Job(), {"--output", local_out.string()}, k8s_out.string(), &output);
   // Rank 0 wrote the model where the assignment says and reported its digest.
   const std::string safetensors = (k8s_out / "model.safetensors").string();
-  EXPECT_EQ(op.output(), (OutputDigests{.path = k8s_out.string(),
-                                        .safetensorsSha256 = FileSha256(safetensors)}));
+  EXPECT_EQ(output, (OutputDigests{.path = k8s_out.string(),
+                                   .safetensorsSha256 = FileSha256(safetensors)}));
   EXPECT_EQ(FileSha256(safetensors), FileSha256((local_out / "model.safetensors").string()));
+}
+
+// Users' data reaches k8s workers through the assignment's training
+// arguments: uint8 digits in a safetensors file, normalised.
+TEST(K8sMode, TrainsUsersDataFromTheTrainingArguments) {
+  auto digits = LoadDataset(EASYSCALE_MNIST_DATA);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  constexpr int64_t kSamples = 2000;
+  const std::vector<int64_t> labels(digits->labels.begin(), digits->labels.begin() + kSamples);
+  const std::vector<uint8_t> pixels(digits->pixels.begin(),
+                                    digits->pixels.begin() + kSamples * 784);
+  const std::string path = ::testing::TempDir() + "/k8s-digits.safetensors";
+  ASSERT_TRUE(WriteFileAtomic(
+                  path, data::testing::EncodeSafetensors(
+                            {{"inputs", "U8", {kSamples, 1, 28, 28}, data::testing::Bytes(pixels)},
+                             {"labels", "I64", {kSamples}, data::testing::Bytes(labels)}}))
+                  .ok());
+  TrainingArgs job = Job();
+  job.data = path;
+  job.normalizeMean = {0.1307};
+  job.normalizeStd = {0.3081};
+  ScaleOutAndCompare(job,
+                     {"--data", path, "--normalize-mean", "0.1307", "--normalize-std", "0.3081"});
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ std::vector<std::string> LocalArgs(const std::string& checkpoint_dir) {
                                    "300",
                                    "--model",
                                    "mlp",
-                                   "--data",
+                                   "--digits-file",
                                    EASYSCALE_MNIST_DATA,
                                    "--checkpoint-every",
                                    "10"};

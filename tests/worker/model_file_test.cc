@@ -7,28 +7,20 @@
 #include <filesystem>
 #include <string>
 
-#include "example_models.h"
+#include "worker_cli.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using easyscale::testing::Command;
-using easyscale::testing::Example;
-using easyscale::testing::Exported;
-using easyscale::testing::kPython;
-using easyscale::testing::Outcome;
-using easyscale::testing::WorkDir;
-using easyscale::testing::Worker;
-
-const std::string kSource = easyscale::testing::SourceDir();
+using namespace easyscale::clitest;
 
 class ModelFile : public ::testing::TestWithParam<Example> {};
 
 std::string Digest(const Example& ex, const std::string& schedule, int seed = 1) {
   Outcome r =
       Worker("local --ests 4 --steps 30 --batch-per-est 8 --checkpoint-every 0 --dataset " +
-             ex.dataset + " --data " + EASYSCALE_MNIST_DATA + " --seed " + std::to_string(seed) +
-             " --model-file " + Exported(ex) + " --schedule " + schedule);
+             ex.dataset + " --digits-file " + EASYSCALE_MNIST_DATA + " --seed " +
+             std::to_string(seed) + " --model-file " + Exported(ex) + " --schedule " + schedule);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.digest.size(), 64u) << r.output;
   return r.digest;
@@ -45,8 +37,7 @@ TEST_P(ModelFile, OneDigestForEverySchedule) {
   EXPECT_NE(Digest(ex, "0:4", 2), ref) << "the seed must change the run";
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, ModelFile,
-                         ::testing::ValuesIn(easyscale::testing::NarrowExamples()),
+INSTANTIATE_TEST_SUITE_P(Examples, ModelFile, ::testing::ValuesIn(NarrowExamples()),
                          [](const auto& info) { return info.param.name; });
 
 // Each bad file (tests/worker/make_bad_models.py) and the words its one-line
@@ -69,7 +60,7 @@ TEST_P(BadModelFile, RefusedWithOneClearLine) {
   (void)made;
   const std::string path = (WorkDir() / "bad" / GetParam().file).string();
   Outcome r =
-      Worker("local --ests 2 --steps 2 --batch-per-est 4 --data " +
+      Worker("local --ests 2 --steps 2 --batch-per-est 4 --digits-file " +
              std::string(EASYSCALE_MNIST_DATA) + " --model-file " + path + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(GetParam().says), std::string::npos)
@@ -101,7 +92,7 @@ TEST(ModelFileData, RefusedBeforeTraining) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("has 64 rows"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(small), std::string::npos) << r.output;
-  r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset mnist --data " +
+  r = Worker("local --ests 2 --steps 2 --batch-per-est 4 --dataset mnist --digits-file " +
              std::string(EASYSCALE_MNIST_DATA) + " --model-file " + small + " --schedule 0:1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   // The digits are 784 pixels a sample, the model takes 32 ids.
@@ -109,7 +100,7 @@ TEST(ModelFileData, RefusedBeforeTraining) {
 }
 
 TEST(ModelFileFlags, GraphRuntimeIsCpuOnlySoFar) {
-  Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --data " +
+  Outcome r = Worker("local --ests 2 --steps 2 --backend cuda --model-file x.onnx --digits-file " +
                      std::string(EASYSCALE_MNIST_DATA));
   EXPECT_NE(r.exit_code, 0) << r.output;
 }

@@ -21,9 +21,9 @@
 #include "easyscale/worker/est_worker.h"
 #include "easyscale/worker/predict.h"
 #include "easyscale/worker/worker_process.h"
-#include "example_models.h"
+#include "worker_cli.h"
 
-namespace easyscale::testing {
+namespace easyscale::clitest {
 namespace {
 
 namespace fs = std::filesystem;
@@ -62,8 +62,8 @@ fs::path FreshDir(const std::string& name) {
 Outcome Train(const Example& ex, const std::string& model_flags, const fs::path& out,
               const std::string& schedule, const std::string& extra = "") {
   return Worker("local --ests 4 --steps 30 --batch-per-est 8 --checkpoint-every 0 --dataset " +
-                ex.dataset + " --data " + kData + " " + model_flags + " --output " + out.string() +
-                " --schedule " + schedule + " " + extra);
+                ex.dataset + " --digits-file " + kData + " " + model_flags + " --output " +
+                out.string() + " --schedule " + schedule + " " + extra);
 }
 
 // The "model: <file> sha256 <hex>" line `local` prints for `file`.
@@ -77,7 +77,7 @@ std::string PrintedDigest(const std::string& output, const fs::path& file) {
 // example's module (strict) and compares its logits on `inputs`.
 Outcome CheckInPyTorch(const Example& ex, const fs::path& out, const fs::path& inputs,
                        const std::string& extra_flags) {
-  std::vector<std::string> argv = {kPython, SourceDir() + "/tests/worker/check_model_output.py"};
+  std::vector<std::string> argv = {kPython, kSource + "/tests/worker/check_model_output.py"};
   for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   for (const std::string& a : {std::string("--safetensors"), (out / kSafetensorsFileName).string(),
                                std::string("--inputs"), inputs.string()}) {
@@ -112,7 +112,7 @@ TEST_P(ModelOutput, PyTorchLoadsItAndPredictGivesTheJobsLogits) {
   const fs::path logits = out.parent_path() / (ex.name + "-logits.npy");
   const fs::path inputs = out.parent_path() / (ex.name + "-inputs.npy");
   Outcome predict = Worker("predict --model-file " + (out / kOnnxFileName).string() +
-                           " --batch 8 --dataset " + ex.dataset + " --data " + kData +
+                           " --batch 8 --dataset " + ex.dataset + " --digits-file " + kData +
                            " --logits " + logits.string() + " --inputs " + inputs.string());
   ASSERT_EQ(predict.exit_code, 0) << predict.output;
   EXPECT_EQ(predict.accuracy, job.accuracy) << predict.output << job.output;
@@ -179,8 +179,7 @@ TEST_P(ModelOutput, WrittenOnnxGivesTheInMemoryLogitsBitForBit) {
   auto predict = [&](const std::string& file) {
     TrainingArgs a = args;
     a.modelFile = file;
-    auto model =
-        LoadModel(a, {data->channels, data->height, data->width}, data->classes, a.batchPerEst);
+    auto model = LoadModel(a, data->shape, data->classes, a.batchPerEst);
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return std::vector<float>();
     (*model)->InitParams(0);
@@ -207,8 +206,8 @@ TEST(ModelOutputBuiltIn, CnnLoadsIntoTheSequentialModule) {
   EXPECT_NE(job.output.find("no model.onnx for a built-in model"), std::string::npos) << job.output;
   // Held-out inputs as the worker feeds them (any digits model gives the same).
   const fs::path inputs = out.parent_path() / "builtin-inputs.npy";
-  Outcome predict = Worker("predict --model-file " + Exported(NarrowExamples()[0]) + " --data " +
-                           kData + " --inputs " + inputs.string());
+  Outcome predict = Worker("predict --model-file " + Exported(NarrowExamples()[0]) +
+                           " --digits-file " + kData + " --inputs " + inputs.string());
   ASSERT_EQ(predict.exit_code, 0) << predict.output;
   Outcome torch = CheckInPyTorch(cnn, out, inputs, "");
   EXPECT_EQ(torch.exit_code, 0) << torch.output;
@@ -221,8 +220,8 @@ TEST(ModelOutputFolder, BadFolderFailsBeforeTraining) {
   const std::pair<fs::path, std::string> cases[] = {
       {WorkDir() / "no-such-folder", "No such file or directory"}, {file, "not a folder"}};
   for (const auto& [path, says] : cases) {
-    Outcome r = Worker("local --ests 2 --steps 4 --batch-per-est 4 --model cnn --data " + kData +
-                       " --schedule 0:1 --output " + path.string());
+    Outcome r = Worker("local --ests 2 --steps 4 --batch-per-est 4 --model cnn --digits-file " +
+                       kData + " --schedule 0:1 --output " + path.string());
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("output folder " + path.string() + ": " + says), std::string::npos)
         << r.output;
@@ -230,7 +229,8 @@ TEST(ModelOutputFolder, BadFolderFailsBeforeTraining) {
                                                                       << r.output;
   }
   Outcome r = Worker(
-      "local --ests 2 --steps 4 --model cnn --schedule 0:1 --output-every-checkpoint --data " +
+      "local --ests 2 --steps 4 --model cnn --schedule 0:1 --output-every-checkpoint "
+      "--digits-file " +
       kData);
   EXPECT_NE(r.output.find("--output-every-checkpoint: needs --output"), std::string::npos)
       << r.output;
@@ -242,9 +242,10 @@ TEST(ModelOutputEveryCheckpoint, WritesAFolderPerCheckpoint) {
   if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing: run scripts/install-deps.sh";
   const Example& cnn = NarrowExamples()[0];
   const fs::path out = FreshDir("every-checkpoint");
-  Outcome job = Worker("local --ests 2 --steps 30 --batch-per-est 8 --checkpoint-every 10 --data " +
-                       kData + " --model-file " + Exported(cnn) + " --schedule 0:2,15:1 --output " +
-                       out.string() + " --output-every-checkpoint");
+  Outcome job =
+      Worker("local --ests 2 --steps 30 --batch-per-est 8 --checkpoint-every 10 --digits-file " +
+             kData + " --model-file " + Exported(cnn) + " --schedule 0:2,15:1 --output " +
+             out.string() + " --output-every-checkpoint");
   ASSERT_EQ(job.exit_code, 0) << job.output;
   // Steps 10, 20, 30 and the hand-over at 15.
   EXPECT_EQ(Entries(out), (std::set<std::string>{kOnnxFileName, kSafetensorsFileName, "step-10",
@@ -259,4 +260,4 @@ TEST(ModelOutputEveryCheckpoint, WritesAFolderPerCheckpoint) {
 }
 
 }  // namespace
-}  // namespace easyscale::testing
+}  // namespace easyscale::clitest

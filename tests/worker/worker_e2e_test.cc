@@ -15,39 +15,12 @@
 #include "easyscale/common/sha256.h"
 #include "easyscale/common/subprocess.h"
 #include "easyscale/worker/dataset.h"
+#include "worker_cli.h"
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-  std::string digest;
-  double accuracy = -1;
-};
-
-// Runs easyscale-worker with the space-separated `args`; `timeout_s` > 0:
-// the run is killed after that long (a run that must not hang).
-RunResult Worker(const std::string& args, int timeout_s = 0) {
-  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
-  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  RunResult r;
-  easyscale::StatusOr<easyscale::CommandResult> run =
-      easyscale::RunCommand({.argv = argv,
-                             .stdoutTo = easyscale::Output::Pipe(),
-                             .stderrTo = easyscale::Output::SameAsStdout()},
-                            timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::minutes(5));
-  if (!run.ok()) {
-    r.output = run.status().ToString();
-    return r;
-  }
-  r.exit_code = run->exitCode;
-  r.output = std::move(run->out);
-  std::smatch m;
-  if (std::regex_search(r.output, m, std::regex("\ndigest: ([0-9a-f]{64})\n"))) r.digest = m[1];
-  if (std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)")))
-    r.accuracy = std::stod(m[1]);
-  return r;
-}
+using RunResult = easyscale::clitest::Outcome;
+using easyscale::clitest::Worker;
 
 // ReadFile's bound for the files these tests read back.
 constexpr size_t kAnyFile = size_t{1} << 30;
@@ -173,7 +146,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownCommand", "train", "unknown command"},
         BadCase{"UnknownBackend", "local --backend tpu", "want cpu, cuda or mixed"},
         BadCase{"StrayArgument", "run --assignment a.json extra", "unexpected argument \"extra\""},
-        BadCase{"MissingData", "local --data /nonexistent/digits.esd", "/nonexistent/digits.esd"},
+        BadCase{"MissingData", "local --digits-file /nonexistent/digits.esd",
+                "/nonexistent/digits.esd"},
+        BadCase{"MissingUserData", "local --data /nonexistent/images",
+                "--data /nonexistent/images: No such file or directory"},
         // Regressions (issue 16), each checked to fail on the code before its fix: non-finite
         // numbers ran with the defaults, a trailing comma was dropped, and values the workers
         // checked were reported against their internal assignment file.
@@ -215,12 +191,12 @@ TEST_F(DataAndCheckpointFiles, CorruptDataFileIsRejected) {
   std::string bytes = *data;
   bytes[bytes.size() / 2] ^= 0x55;
   ASSERT_TRUE(easyscale::WriteFileAtomic(dir_ + "/bad.esd", bytes).ok());
-  RunResult r = Worker("local --data " + dir_ + "/bad.esd");
+  RunResult r = Worker("local --digits-file " + dir_ + "/bad.esd");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("checksum mismatch"), std::string::npos) << r.output;
 }
 
-// Regression (issue 16): --data /dev/zero read until memory ran out and a FIFO
+// Regression (issue 16): --digits-file /dev/zero read until memory ran out and a FIFO
 // blocked forever; checked that this fails on the code before the fix.
 TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
   const std::string fifo = dir_ + "/fifo";
@@ -230,7 +206,7 @@ TEST_F(DataAndCheckpointFiles, DataThatIsNotARegularFileIsRefused) {
       {fifo, fifo + ": is a FIFO, not a regular file"},
       {dir_, dir_ + ": is a folder, not a regular file"}};
   for (const auto& [path, want] : cases) {
-    RunResult r = Worker("local --steps 2 --schedule 0:1 --data " + path, 60);
+    RunResult r = Worker("local --steps 2 --schedule 0:1 --digits-file " + path, 60);
     EXPECT_EQ(r.exit_code, 3) << r.output;
     EXPECT_NE(r.output.find("error: data file " + path + ": reading " + want), std::string::npos)
         << r.output;
@@ -313,9 +289,9 @@ TEST_F(DataAndCheckpointFiles, ResumeWithOtherDataIsRefused) {
     return bytes.ok() ? easyscale::Sha256Hex(bytes->data(), bytes->size()) : "";
   };
   const std::string ckpt = dir_ + "/ckpt";
-  RunResult first = Worker(ShortJob(ckpt) + " --data " + EASYSCALE_MNIST_DATA);
+  RunResult first = Worker(ShortJob(ckpt) + " --digits-file " + EASYSCALE_MNIST_DATA);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  RunResult resumed = Worker(ShortJob(ckpt) + " --data " + other);
+  RunResult resumed = Worker(ShortJob(ckpt) + " --digits-file " + other);
   EXPECT_EQ(resumed.exit_code, 3) << resumed.output;
   EXPECT_NE(resumed.output.find("dataSha256: the checkpoint's is \"" + Sha(EASYSCALE_MNIST_DATA) +
                                 "\", this job's is \"" + Sha(other) + "\""),

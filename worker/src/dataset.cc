@@ -1,9 +1,15 @@
 #include "easyscale/worker/dataset.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "data/image_folder.h"
+#include "data/image_transform.h"
+#include "data/tensor_files.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/sha256.h"
@@ -56,24 +62,30 @@ Status ConvertMnistJson(const std::string& digits_dir, const std::string& out_pa
     for (int digit = 0; digit < 10; ++digit) {
       const auto& v = per_digit[digit];
       if ((k + 1) * kPixels > v.size()) continue;
-      d.labels.push_back(static_cast<uint8_t>(digit));
+      d.labels.push_back(digit);
       d.pixels.insert(d.pixels.end(), v.begin() + k * kPixels, v.begin() + (k + 1) * kPixels);
     }
   }
   return WriteFileAtomic(out_path, EncodeDataset(d));
 }
 
+size_t Dataset::sample_size() const {
+  size_t n = 1;
+  for (int dim : shape) n *= static_cast<size_t>(dim);
+  return n;
+}
+
 std::string EncodeDataset(const Dataset& d) {
+  ES_CHECK(d.type == SampleType::kPixels && d.shape.size() == 3 && d.classes <= 256)
+      << "a digits file holds [C, H, W] pixels of at most 256 classes";
   ByteWriter w;
   std::string out(kMagic, sizeof kMagic);
   w.U32(kVersion);
   w.U32(static_cast<uint32_t>(d.count()));
-  w.U32(static_cast<uint32_t>(d.channels));
-  w.U32(static_cast<uint32_t>(d.height));
-  w.U32(static_cast<uint32_t>(d.width));
+  for (int dim : d.shape) w.U32(static_cast<uint32_t>(dim));
   w.U32(static_cast<uint32_t>(d.classes));
   out += w.bytes();
-  out.append(reinterpret_cast<const char*>(d.labels.data()), d.labels.size());
+  for (int32_t label : d.labels) out.push_back(static_cast<char>(label));
   out.append(reinterpret_cast<const char*>(d.pixels.data()), d.pixels.size());
   Sha256 h;
   h.Update(out);
@@ -121,14 +133,13 @@ StatusOr<Dataset> LoadDataset(const std::string& path) {
     return absl::DataLossError("data file " + path + ": checksum mismatch (corrupt file)");
   }
   Dataset d;
-  d.channels = static_cast<int>(c);
-  d.height = static_cast<int>(h);
-  d.width = static_cast<int>(w);
+  d.shape = {static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)};
   d.classes = static_cast<int>(classes);
-  const char* p = s.data() + kHeaderSize;
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(s.data()) + kHeaderSize;
   d.labels.assign(p, p + count);
-  for (uint8_t l : d.labels) {
-    if (l >= classes) return absl::DataLossError("data file " + path + ": label out of range");
+  for (int32_t l : d.labels) {
+    if (l >= static_cast<int32_t>(classes))
+      return absl::DataLossError("data file " + path + ": label out of range");
   }
   p += count;
   d.pixels.assign(p, p + static_cast<size_t>(count) * c * h * w);
@@ -139,9 +150,7 @@ StatusOr<Dataset> LoadDataset(const std::string& path) {
 Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, int classes,
                              uint64_t seed) {
   Dataset d;
-  d.channels = channels;
-  d.height = height;
-  d.width = width;
+  d.shape = {channels, height, width};
   d.classes = classes;
   const std::string params = absl::StrCat("synthetic count=", count, " shape=", channels, "x",
                                           height, "x", width, " classes=", classes, " seed=", seed);
@@ -151,7 +160,7 @@ Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, 
   d.pixels.resize(count * d.sample_size());
   for (size_t i = 0; i < count; ++i) {
     const uint32_t label = rng.NextBelow(static_cast<uint32_t>(classes));
-    d.labels[i] = static_cast<uint8_t>(label);
+    d.labels[i] = static_cast<int32_t>(label);
     // A class-dependent brightness pattern plus noise, so the task is learnable.
     for (size_t j = 0; j < d.sample_size(); ++j) {
       const uint32_t base = ((j * 7 + label * 31) % 97) < 40 ? 160u : 30u;
@@ -163,26 +172,24 @@ Dataset MakeSyntheticDataset(size_t count, int channels, int height, int width, 
 
 Dataset MakeTokenDataset(size_t count, int length, int vocab, int classes, uint64_t seed) {
   Dataset d;
-  d.channels = 1;
-  d.height = 1;
-  d.width = length;
+  d.type = SampleType::kTokenIds;
+  d.shape = {length};
   d.classes = classes;
-  d.tokens = true;
   const std::string params = absl::StrCat("tokens count=", count, " length=", length,
                                           " vocab=", vocab, " classes=", classes, " seed=", seed);
   d.sha256 = Sha256Hex(params.data(), params.size());
   PhiloxStream rng(DeriveKey(seed, 0x70CE), 0);
   const uint32_t band = static_cast<uint32_t>(vocab / classes);
   d.labels.resize(count);
-  d.pixels.resize(count * d.sample_size());
+  d.token_ids.resize(count * d.sample_size());
   for (size_t i = 0; i < count; ++i) {
     const uint32_t label = rng.NextBelow(static_cast<uint32_t>(classes));
-    d.labels[i] = static_cast<uint8_t>(label);
+    d.labels[i] = static_cast<int32_t>(label);
     for (int t = 0; t < length; ++t) {
       const bool in_band = rng.NextBelow(2) == 0;
       const uint32_t token = in_band ? label * band + rng.NextBelow(band)
                                      : rng.NextBelow(static_cast<uint32_t>(vocab));
-      d.pixels[i * d.sample_size() + static_cast<size_t>(t)] = static_cast<uint8_t>(token);
+      d.token_ids[i * d.sample_size() + static_cast<size_t>(t)] = token;
     }
   }
   return d;
@@ -206,33 +213,172 @@ std::vector<uint32_t> EpochPermutation(uint64_t seed, uint64_t epoch, uint32_t n
   return perm;
 }
 
+StatusOr<Dataset> LoadUserData(const std::string& path, const UserDataOptions& options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError("--data " + path + ": " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    struct stat npy {};
+    if (::stat((path + "/inputs.npy").c_str(), &npy) == 0) return data::LoadNpyFolder(path);
+    ES_ASSIGN_OR_RETURN(const std::vector<int> shape, options.image_shape());
+    if (shape.size() != 3) {
+      return absl::InvalidArgumentError("--data " + path +
+                                        ": an image folder needs a model of [C, H, W] image input");
+    }
+    data::ImageFolderOptions o;
+    o.channels = shape[0];
+    o.threads = options.decode_threads;
+    o.cache_bytes = options.cache_bytes;
+    if (o.channels != 1 && o.channels != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data ", path, ": the model takes ", o.channels,
+                       " channels; images decode to 1 (grey) or 3 (RGB)"));
+    }
+    ES_ASSIGN_OR_RETURN(data::ImageFolder::Scan scan, data::ImageFolder::Open(path, o));
+    Dataset d;
+    d.shape = shape;
+    d.classes = static_cast<int>(scan.classes.size());
+    d.labels = std::move(scan.labels);
+    d.images = std::move(scan.folder);
+    d.sha256 = std::move(scan.sha256);
+    return d;
+  }
+  const auto ends_with = [&](std::string_view suffix) {
+    return path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  // Refused before anything opens it: a FIFO would block, a device never end.
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError("--data " + path + ": is " +
+                                      (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                                              : "a device") +
+                                      ", not a regular file or a folder");
+  }
+  if (ends_with(".safetensors")) return data::LoadSafetensors(path);
+  if (ends_with(".esd")) return LoadDataset(path);
+  return absl::InvalidArgumentError(
+      "--data " + path +
+      ": not a folder (images in class folders, or inputs.npy and labels.npy), a .safetensors "
+      "file or a .esd digits file");
+}
+
+Status SetNormalization(const std::vector<double>& mean, const std::vector<double>& std,
+                        Dataset* d) {
+  if (mean.empty()) return absl::OkStatus();
+  if (d->type != SampleType::kPixels) {
+    return absl::InvalidArgumentError(
+        "--normalize-mean/--normalize-std: only uint8 pixels are normalised; this data's samples "
+        "are float32 values or token ids, used as they are");
+  }
+  const size_t channels = static_cast<size_t>(d->shape[0]);
+  for (const auto& [flag, values] :
+       {std::pair{"--normalize-mean", &mean}, std::pair{"--normalize-std", &std}}) {
+    if (d->shape.size() != 3 || (values->size() != 1 && values->size() != channels)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": ", values->size(), " values; want 1 or one per channel of the ",
+          d->shape.size() == 3 ? absl::StrCat(channels, "-channel") : "non-image", " samples"));
+    }
+  }
+  d->mean.clear();
+  d->std.clear();
+  for (size_t c = 0; c < channels; ++c) {
+    d->mean.push_back(static_cast<float>(mean[mean.size() == 1 ? 0 : c]));
+    d->std.push_back(static_cast<float>(std[std.size() == 1 ? 0 : c]));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A [C, H, W] sample shifted by (sy, sx), zero-filled, each value converted by
+// `value` (the digits' augmentation, for every in-memory image).
+template <typename T, typename Value>
+void ShiftedImage(const T* src, int C, int H, int W, int sy, int sx, Value value, float* dst) {
+  for (int c = 0; c < C; ++c) {
+    for (int y = 0; y < H; ++y) {
+      for (int xx = 0; xx < W; ++xx) {
+        const int yy = y - sy, xs = xx - sx;
+        const bool inside = yy >= 0 && yy < H && xs >= 0 && xs < W;
+        dst[(c * H + y) * W + xx] = inside ? value(src[(c * H + yy) * W + xs]) : 0.0f;
+      }
+    }
+  }
+}
+
+// (x - mean[c]) / std[c] over a [C, H*W] sample, when the data is normalised.
+void Normalize(const Dataset& d, float* x) {
+  if (d.mean.empty()) return;
+  const size_t plane = d.sample_size() / d.mean.size();
+  for (size_t c = 0; c < d.mean.size(); ++c) {
+    for (size_t i = 0; i < plane; ++i) x[c * plane + i] = (x[c * plane + i] - d.mean[c]) / d.std[c];
+  }
+}
+
+}  // namespace
+
 void MakeBatch(const Dataset& d, const std::vector<uint32_t>& samples, PhiloxStream* aug, Tensor* x,
                std::vector<int32_t>* labels) {
-  const int B = static_cast<int>(samples.size()), C = d.channels, H = d.height, W = d.width;
-  x->Resize({B, C, H, W});
+  const int B = static_cast<int>(samples.size());
+  std::vector<int> shape = {B};
+  shape.insert(shape.end(), d.shape.begin(), d.shape.end());
+  x->Resize(shape);
   labels->resize(samples.size());
-  const float scale = d.tokens ? 1.0f : 1.0f / 255.0f;
-  if (d.tokens) aug = nullptr;  // a shifted sequence is another sequence
+  const size_t n = d.sample_size();
+  constexpr float kPixelScale = 1.0f / 255.0f;
+  const bool image = d.shape.size() == 3 && d.type != SampleType::kTokenIds;
   for (int b = 0; b < B; ++b) {
-    const uint8_t* src = d.pixels.data() + static_cast<size_t>(samples[b]) * d.sample_size();
+    const size_t offset = static_cast<size_t>(samples[b]) * n;
+    float* dst = x->ptr() + static_cast<size_t>(b) * n;
     (*labels)[b] = d.labels[samples[b]];
+    if (d.images) {
+      const std::shared_ptr<const data::DecodedImage> decoded = d.images->Get(samples[b]);
+      const int H = d.shape[1], W = d.shape[2];
+      data::CropBox box = data::CenterBox(decoded->height, decoded->width, H, W);
+      bool flip = false;
+      if (aug != nullptr) {
+        box = data::RandomResizedCrop(*aug, decoded->height, decoded->width);
+        flip = aug->NextBelow(2) == 1;
+      }
+      data::ResizeCrop(*decoded, box, flip, H, W, dst);
+      for (size_t i = 0; i < n; ++i) dst[i] = dst[i] * kPixelScale;
+      Normalize(d, dst);
+      continue;
+    }
+    if (d.type == SampleType::kTokenIds) {
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(d.token_ids[offset + i]);
+      continue;
+    }
+    if (!image) {  // rows of float32 (or uint8) values, never changed
+      for (size_t i = 0; i < n; ++i) {
+        dst[i] = d.type == SampleType::kFloat32
+                     ? d.floats[offset + i]
+                     : static_cast<float>(d.pixels[offset + i]) * kPixelScale;
+      }
+      Normalize(d, dst);
+      continue;
+    }
     int sy = 0, sx = 0;
     if (aug != nullptr) {
       sy = static_cast<int>(aug->NextBelow(5)) - 2;
       sx = static_cast<int>(aug->NextBelow(5)) - 2;
     }
-    float* dst = x->ptr() + static_cast<size_t>(b) * d.sample_size();
-    for (int c = 0; c < C; ++c) {
-      for (int y = 0; y < H; ++y) {
-        for (int xx = 0; xx < W; ++xx) {
-          const int yy = y - sy, xs = xx - sx;
-          const bool inside = yy >= 0 && yy < H && xs >= 0 && xs < W;
-          dst[(c * H + y) * W + xx] =
-              inside ? static_cast<float>(src[(c * H + yy) * W + xs]) * scale : 0.0f;
-        }
-      }
+    const int C = d.shape[0], H = d.shape[1], W = d.shape[2];
+    if (d.type == SampleType::kFloat32) {
+      ShiftedImage(
+          d.floats.data() + offset, C, H, W, sy, sx, [](float v) { return v; }, dst);
+    } else {
+      ShiftedImage(
+          d.pixels.data() + offset, C, H, W, sy, sx,
+          [](uint8_t v) { return static_cast<float>(v) * kPixelScale; }, dst);
+      Normalize(d, dst);
     }
   }
+}
+
+void PrefetchSamples(const Dataset& d, const std::vector<uint32_t>& samples) {
+  if (d.images) d.images->Prefetch(samples);
 }
 
 }  // namespace easyscale

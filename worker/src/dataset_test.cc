@@ -79,7 +79,7 @@ TEST(Dataset, EpochPermutationIsSeededPermutation) {
 
 TEST(Dataset, AugmentationShiftsWithinTwoPixels) {
   Dataset d;
-  d.height = d.width = 8;
+  d.shape = {1, 8, 8};
   d.labels = {1};
   d.pixels.assign(64, 0);
   d.pixels[4 * 8 + 4] = 255;  // one bright pixel at (4, 4)

@@ -72,8 +72,8 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
           absl::StrCat("EST ", e, " outside [0, ", config.total_ests, ")"));
     }
   }
-  ES_ASSIGN_OR_RETURN(auto model, LoadModel(config.args, {data.channels, data.height, data.width},
-                                            data.classes, config.args.batchPerEst));
+  ES_ASSIGN_OR_RETURN(auto model,
+                      LoadModel(config.args, data.shape, data.classes, config.args.batchPerEst));
   ES_RETURN_IF_ERROR(model->AcceptsData(data));
   if (config.args.model == "file" && config.backend != "cpu") {
     return absl::FailedPreconditionError("backend \"" + config.backend +
@@ -86,9 +86,8 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   if (config.lanes > 0) lanes = w->kernels_ ? std::min(config.lanes, lanes) : config.lanes;
   lanes = std::min<int>(lanes, static_cast<int>(config.ests.size()));
   while (static_cast<int>(w->lanes_.size()) < lanes) {
-    ES_ASSIGN_OR_RETURN(
-        auto replica, LoadModel(config.args, {data.channels, data.height, data.width}, data.classes,
-                                config.args.batchPerEst));
+    ES_ASSIGN_OR_RETURN(auto replica,
+                        LoadModel(config.args, data.shape, data.classes, config.args.batchPerEst));
     w->AddLane(std::move(replica));
   }
   if (w->shard_size_ < static_cast<uint64_t>(config.args.batchPerEst)) {
@@ -131,6 +130,7 @@ std::string EstWorker::IdentityJson() const {
   nlohmann::json id = ToJson(config_.args);
   id.erase("checkpointEvery");  // how often we save changes no bit
   id.erase("modelFile");        // where the model is: its bytes are what count
+  id.erase("data");             // where the data is: dataSha256 holds its bytes
   if (const std::string model = model_->Fingerprint(); !model.empty()) id["modelSha256"] = model;
   id["totalEsts"] = config_.total_ests;
   id["dataSha256"] = data_.sha256;
@@ -245,19 +245,30 @@ const std::vector<uint32_t>& EstWorker::Permutation(uint64_t epoch) {
              EpochPermutation(config_.args.seed, epoch, static_cast<uint32_t>(split_.train.size()));
 }
 
-void EstWorker::NextSamples(EstContext& ctx, std::vector<uint32_t>* out) {
-  out->clear();
+void EstWorker::NextSamples(int id, uint64_t* epoch, uint64_t* position,
+                            std::vector<uint32_t>* out) {
   for (int i = 0; i < config_.args.batchPerEst; ++i) {
-    if (ctx.position == shard_size_) {
-      ++ctx.epoch;
-      ctx.position = 0;
+    if (*position == shard_size_) {
+      ++*epoch;
+      *position = 0;
     }
     // EST e's shard of the epoch is perm[e], perm[e + N], perm[e + 2N], ...
-    const auto& perm = Permutation(ctx.epoch);
-    const uint64_t slot = static_cast<uint64_t>(ctx.id) + ctx.position * config_.total_ests;
+    const auto& perm = Permutation(*epoch);
+    const uint64_t slot = static_cast<uint64_t>(id) + *position * config_.total_ests;
     out->push_back(split_.train[perm[slot]]);
-    ++ctx.position;
+    ++*position;
   }
+}
+
+void EstWorker::PrefetchComingSamples() {
+  // This step's and the next step's samples of every hosted EST, from copies
+  // of their cursors: the data pipeline decodes them while ESTs compute.
+  std::vector<uint32_t> coming;
+  for (const auto& [id, ctx] : contexts_) {
+    uint64_t epoch = ctx.epoch, position = ctx.position;
+    for (int step = 0; step < 2; ++step) NextSamples(id, &epoch, &position, &coming);
+  }
+  PrefetchSamples(data_, coming);
 }
 
 // The step's memory protocol: parameter values are the host's (the optimizer
@@ -293,6 +304,7 @@ void EstWorker::ComputeHostedEsts() {
   sizes.push_back(1);  // the loss
   const int64_t terms = config_.total_ests;
   int hosted = 0;
+  if (data_.images) PrefetchComingSamples();
   k.ForkLanes();
   for (auto& [id, ctx] : contexts_) {
     const int lane_index = hosted % static_cast<int>(lanes_.size());
@@ -300,7 +312,8 @@ void EstWorker::ComputeHostedEsts() {
     Model& model = ModelOf(lane);
     k.UseLane(lane_index);
     if (step_ == config_.test_fault_step && hosted == 0) k.InjectFault();
-    NextSamples(ctx, &samples_);
+    samples_.clear();
+    NextSamples(id, &ctx.epoch, &ctx.position, &samples_);
     PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
     MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &lane.batch,
               &lane.labels.data);
@@ -358,6 +371,8 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   const size_t n = model_->NumParamValues();
   try {  // a device backend throws on a device error; nothing is committed then
     ComputeHostedEsts();
+  } catch (const DataError& e) {  // a data file changed under the job
+    return absl::DataLossError(absl::StrCat("step ", step_, ": ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(
         absl::StrCat(kernels().Name(), " backend failed at step ", step_, ": ", e.what()));
@@ -484,6 +499,8 @@ StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Data
     Predictions test = reader->Evaluate(reader->contexts_.at(0));
     result.test_accuracy = test.accuracy;
     result.test_logits = std::move(test.logits);
+  } catch (const DataError& e) {
+    return absl::DataLossError(absl::StrCat("evaluation: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
   }

@@ -193,7 +193,7 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
       continue;
     }
     if (!data) {
-      StatusOr<Dataset> loaded = LoadTrainingData(a->training, o.data_path);
+      StatusOr<Dataset> loaded = LoadTrainingData(a->training, o.digits_file);
       if (!loaded.ok()) {
         WorkerReport r = reporter.Make(*a, WorkerState::kFailed, 0);
         r.reason = kPermanentErrorReason;

@@ -48,9 +48,9 @@ class Generation {
       std::vector<std::string> args = {
           options_.worker_binary, "run", "--assignment", path, "--test-drop-context-field",
           options_.drop_field};
-      if (!options_.data_path.empty()) {
-        args.push_back("--data");
-        args.push_back(options_.data_path);
+      if (!options_.digits_file.empty()) {
+        args.push_back("--digits-file");
+        args.push_back(options_.digits_file);
       }
       if (fault_step >= 0 && w.rank == w.worldSize - 1) {
         args.push_back("--test-fault-at");

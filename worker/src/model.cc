@@ -106,7 +106,11 @@ size_t Model::NumParamValues() const {
 
 StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
                                             int classes) {
-  if (input_chw.size() != 3) return absl::InvalidArgumentError("model input must be C,H,W");
+  if (input_chw.size() != 3) {
+    return absl::InvalidArgumentError("--model " + name +
+                                      ": takes [C, H, W] images, the data's samples are not "
+                                      "images (train them with --model-file)");
+  }
   const int C = input_chw[0], H = input_chw[1], W = input_chw[2];
   std::vector<std::unique_ptr<Layer>> l;
   if (name == "mlp") {
@@ -142,6 +146,11 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector
     return absl::InvalidArgumentError("unknown model \"" + name + "\" (want mlp or cnn)");
   }
   return std::unique_ptr<Model>(std::make_unique<SequentialModel>(std::move(l)));
+}
+
+StatusOr<std::vector<int>> ModelImageShape(const TrainingArgs& args) {
+  if (args.model != "file") return std::vector<int>{1, 28, 28};
+  return graph::ImageInputShape(args.modelFile);
 }
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const TrainingArgs& args, std::vector<int> input_chw,

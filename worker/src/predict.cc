@@ -28,6 +28,11 @@ Predictions Predict(Model& model, std::vector<Tensor>& buffers, const Dataset& d
     batch_samples.assign(samples.begin() + begin, samples.begin() + end);
     const size_t counted = batch_samples.size();
     if (fixed > 0) batch_samples.resize(fixed, batch_samples.front());
+    if (end < samples.size()) {  // the next chunk decodes while this one computes
+      PrefetchSamples(
+          data, std::vector<uint32_t>(samples.begin() + end,
+                                      samples.begin() + std::min(samples.size(), end + chunk)));
+    }
     MakeBatch(data, batch_samples, nullptr, &batch, &labels);
     k.Upload(batch);
     const Tensor& logits = model.Forward(batch, lc);

@@ -38,11 +38,24 @@ bool IsPermanentWorkerError(const Status& s) {
          absl::IsNotFound(s);
 }
 
-StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& data_path) {
-  if (args.dataset == "synthetic") return MakeSyntheticDataset(4096, 1, 28, 28, 10, 7);
-  if (args.dataset == "tokens") return MakeTokenDataset(10000, 32, 128, 10, 11);
-  if (data_path.empty()) return absl::InvalidArgumentError("--data: no digits file given");
-  return LoadDataset(data_path);
+StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& digits_file) {
+  StatusOr<Dataset> data;
+  if (!args.data.empty()) {
+    UserDataOptions o;
+    o.image_shape = [&args] { return ModelImageShape(args); };
+    data = LoadUserData(args.data, o);
+  } else if (args.dataset == "synthetic") {
+    data = MakeSyntheticDataset(4096, 1, 28, 28, 10, 7);
+  } else if (args.dataset == "tokens") {
+    data = MakeTokenDataset(10000, 32, 128, 10, 11);
+  } else if (digits_file.empty()) {
+    return absl::InvalidArgumentError("--digits-file: no digits file given");
+  } else {
+    data = LoadDataset(digits_file);
+  }
+  if (!data.ok()) return data;
+  ES_RETURN_IF_ERROR(SetNormalization(args.normalizeMean, args.normalizeStd, &*data));
+  return data;
 }
 
 StatusOr<std::optional<TrainingSnapshot>> LoadNewestCheckpoint(const std::string& dir,
@@ -128,17 +141,17 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.on_step) options.on_step(*s);
     if (printer) {
-      PrintEvent({{"event", "step"},
-                  {"ts", std::chrono::duration<double>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count()},
-                  {"generation", a.generation},
-                  {"step", s->step},
-                  {"loss", s->loss},
-                  {"samples_per_s", samples_per_step / dt},
-                  {"workers", a.worldSize},
-                  {"ests_on_rank0", a.ests.size()},
-                  {"allreduce_ms", s->allreduce_seconds * 1e3}});
+      PrintEvent(
+          {{"event", "step"},
+           {"ts", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                      .count()},
+           {"generation", a.generation},
+           {"step", s->step},
+           {"loss", s->loss},
+           {"samples_per_s", samples_per_step / dt},
+           {"workers", a.worldSize},
+           {"ests_on_rank0", a.ests.size()},
+           {"allreduce_ms", s->allreduce_seconds * 1e3}});
     }
     const int64_t every = a.training.checkpointEvery;
     stop = s->stop;

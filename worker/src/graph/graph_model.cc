@@ -93,13 +93,14 @@ class GraphModel : public Model {
     const Graph& g = program_->graph();
     const std::string& input = g.inputs.at(0);
     if (g.values.at(input).dtype == DType::kFloat32) return absl::OkStatus();
-    if (!data.tokens) {
+    if (data.type != SampleType::kTokenIds) {
       return absl::InvalidArgumentError(path_ + ": input " + input +
-                                        " takes int64 ids: the data set has images "
-                                        "(--dataset tokens gives ids)");
+                                        " takes int64 ids: the data set has images or float "
+                                        "values (--dataset tokens, or int64 inputs in --data, "
+                                        "give ids)");
     }
-    if (data.pixels.empty()) return absl::OkStatus();
-    const uint8_t largest = *std::max_element(data.pixels.begin(), data.pixels.end());
+    if (data.token_ids.empty()) return absl::OkStatus();
+    const int64_t largest = *std::max_element(data.token_ids.begin(), data.token_ids.end());
     // Ids index the tables of the Gathers that read the input directly.
     for (const Node& n : g.nodes) {
       if (n.op != "Gather" || n.inputs.size() < 2 || n.inputs[1] != input) continue;
@@ -135,6 +136,19 @@ class GraphModel : public Model {
 
 }  // namespace
 
+StatusOr<std::vector<int>> ImageInputShape(const std::string& path) {
+  ES_ASSIGN_OR_RETURN(const std::vector<DataInput> inputs, OnnxDataInputs(path));
+  const auto fixed = [](int64_t d) { return d > 0 && d <= (1 << 16); };
+  if (inputs.size() != 1 || inputs[0].dims.size() != 4 ||
+      !std::all_of(inputs[0].dims.begin() + 1, inputs[0].dims.end(), fixed)) {
+    return absl::InvalidArgumentError(
+        path +
+        ": an image folder needs a model whose one input is [N, C, H, W] with C, H and W "
+        "fixed (the size images are resized to)");
+  }
+  return std::vector<int>(inputs[0].dims.begin() + 1, inputs[0].dims.end());
+}
+
 StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::vector<int> input_chw,
                                                 int classes, int batch) {
   if (path.empty()) return absl::InvalidArgumentError("--model-file: no file given");
@@ -157,12 +171,14 @@ StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::ve
   }
   ES_ASSIGN_OR_RETURN(Graph g, LoadOnnxModel(path, {{inputs[0].name, input}}));
   const ValueInfo& out = g.values.at(g.outputs.at(0));
-  if (out.dtype != DType::kFloat32 || out.shape != Shape{batch, classes}) {
+  // Outputs beyond the data's classes are allowed (labels 0..k-1 of a k+ way model).
+  if (out.dtype != DType::kFloat32 || out.shape.size() != 2 || out.shape[0] != batch ||
+      out.shape[1] < classes) {
     std::string shape;
     for (int64_t d : out.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": output ", g.outputs[0], " is ", ToString(out.dtype), " ", shape,
-                     ", want float32 ", batch, "x", classes, " logits"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": output ", g.outputs[0], " is ", ToString(out.dtype), " ", shape, ", want float32 ",
+        batch, "xK logits with K >= the data's ", classes, " classes"));
   }
   ES_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, Program::Create(std::move(g)));
   if (program->parameters().empty()) {

@@ -16,6 +16,10 @@
 
 namespace easyscale::graph {
 
+// The [C, H, W] of the file's one data input, all fixed: what an image
+// folder's samples are resized to.
+StatusOr<std::vector<int>> ImageInputShape(const std::string& path);
+
 StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::vector<int> input_chw,
                                                 int classes, int batch);
 

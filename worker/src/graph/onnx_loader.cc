@@ -435,7 +435,13 @@ StatusOr<std::vector<DataInput>> OnnxDataInputs(const std::string& path) {
   for (const auto& in : model->graph().input()) {
     if (initializers.count(in.name()) != 0) continue;
     const bool ranked = in.type().has_tensor_type() && in.type().tensor_type().has_shape();
-    inputs.push_back({in.name(), ranked ? in.type().tensor_type().shape().dim_size() : -1});
+    DataInput& input = inputs.emplace_back();
+    input.name = in.name();
+    if (!ranked) continue;
+    input.rank = in.type().tensor_type().shape().dim_size();
+    for (const auto& d : in.type().tensor_type().shape().dim()) {
+      input.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
   }
   return inputs;
 }

@@ -32,6 +32,8 @@ class FlagSet {
   // that must be positive).
   void Double(const std::string& name, double* out, const std::string& help, double min, double max,
               bool min_exclusive = false);
+  // Comma-separated finite numbers ("0.5,0.5,0.5"); a use replaces the list.
+  void DoubleList(const std::string& name, std::vector<double>* out, const std::string& help);
   // A value given explicitly must not be empty.
   void String(const std::string& name, std::string* out, const std::string& help);
   // One of `choices`; the help text lists them.

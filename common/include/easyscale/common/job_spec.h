@@ -34,8 +34,17 @@ bool IsKnownGpuType(const std::string& type);
 struct TrainingArgs {
   std::string model = "cnn";      // mlp | cnn | file (an ONNX model, modelFile)
   std::string modelFile;          // the ONNX file when model is "file"
-  std::string dataset = "mnist";  // mnist | synthetic | tokens
-  int64_t steps = 120;            // global mini-batches
+  std::string dataset = "mnist";  // mnist | synthetic | tokens (the embedded data sets)
+  // Users' data instead of `dataset` (which then stays "mnist"): an image
+  // folder, a .safetensors file, or a folder of inputs.npy and labels.npy
+  // (worker/include/easyscale/worker/dataset.h). The path is no part of the
+  // job's identity; the data's SHA-256 is.
+  std::string data;
+  // Per-channel normalisation of uint8 pixels after /255: (x - mean) / std;
+  // one value for every channel or one per channel. Empty: /255 only.
+  std::vector<double> normalizeMean;
+  std::vector<double> normalizeStd;
+  int64_t steps = 120;  // global mini-batches
   uint64_t seed = 1;
   int batchPerEst = 16;           // micro-batch of one EST
   std::string optimizer = "sgd";  // sgd | adam

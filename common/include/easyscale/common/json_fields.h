@@ -46,6 +46,8 @@ class FieldReader {
   void IntList(const char* name, std::vector<int>* out, bool required = false,
                int64_t min = std::numeric_limits<int>::min(),
                int64_t max = std::numeric_limits<int>::max());
+  // A list of finite numbers.
+  void DoubleList(const char* name, std::vector<double>* out, bool required = false);
   // An object of string values (labels, selectors, resource lists).
   void StringMap(const char* name, std::map<std::string, std::string>* out, bool required = false);
   // True when the field is present and not null.

@@ -96,7 +96,9 @@ class EstWorker {
             std::unique_ptr<Model> model, std::unique_ptr<KernelBackend> kernels);
   std::string JobPayload() const;
   Status LoadJobPayload(const std::string& payload, const std::string& what);
-  void NextSamples(EstContext& ctx, std::vector<uint32_t>* out);
+  // Appends EST `id`'s next micro-batch of samples and advances its cursor.
+  void NextSamples(int id, uint64_t* epoch, uint64_t* position, std::vector<uint32_t>* out);
+  void PrefetchComingSamples();
   const std::vector<uint32_t>& Permutation(uint64_t epoch);
   std::string IdentityJson() const;
   std::string Digest(const std::vector<EstContext>& all) const;

@@ -48,8 +48,8 @@ using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>
                                std::vector<float>, ConstantTensor>;
 
 struct Node {
-  std::string name;  // the ONNX node's name, or "<op>_<index>" when it has none
-  std::string op;    // ONNX op_type, default domain only
+  std::string name;                  // the ONNX node's name, or "<op>_<index>" when it has none
+  std::string op;                    // ONNX op_type, default domain only
   std::vector<std::string> inputs;   // "" for an omitted optional input
   std::vector<std::string> outputs;  // "" for an omitted optional output
   std::map<std::string, Attribute> attributes;
@@ -67,8 +67,8 @@ struct Graph {
   // Initializers the loader made (Constant nodes, folded shape computations):
   // never parameters, whatever reads them.
   std::set<std::string> constants;
-  std::vector<std::string> inputs;                     // fed from data, in order
-  std::vector<std::string> outputs;                    // in order
+  std::vector<std::string> inputs;          // fed from data, in order
+  std::vector<std::string> outputs;         // in order
   std::map<std::string, ValueInfo> values;  // every value: inputs, initializers, node outputs
 };
 
@@ -85,10 +85,12 @@ StatusOr<Graph> LoadOnnxModel(const std::string& path,
                               const std::map<std::string, Shape>& input_shapes);
 
 // A data input of an ONNX model file (a graph input that is not an
-// initializer): its name and its declared rank (-1 when the file leaves it open).
+// initializer): its name, its declared rank (-1 when the file leaves it open)
+// and dimensions (-1 for each one it leaves open).
 struct DataInput {
   std::string name;
   int64_t rank = -1;
+  std::vector<int64_t> dims;
 };
 // The file's data inputs in order, for LoadOnnxModel's `input_shapes`.
 StatusOr<std::vector<DataInput>> OnnxDataInputs(const std::string& path);

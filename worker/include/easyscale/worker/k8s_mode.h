@@ -28,8 +28,8 @@ struct K8sWorkerOptions {
   std::string pod;
   std::string token;  // the job's control token
   std::string pod_ip = "127.0.0.1";
-  int state_port = 29400;  // 0: any free port (tests with several workers on one address)
-  std::string data_path;
+  int state_port = 29400;   // 0: any free port (tests with several workers on one address)
+  std::string digits_file;  // the embedded digits (--dataset mnist without --data)
   // How long to wait for an assignment naming this pod before exiting.
   std::chrono::milliseconds unassigned_grace{60000};
   std::chrono::milliseconds poll_interval{100};

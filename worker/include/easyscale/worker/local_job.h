@@ -36,8 +36,8 @@ struct LocalJobOptions {
   TrainingArgs args;
   int ests = 8;
   std::vector<ScheduleEntry> schedule;
-  std::string backend = "cpu";  // cpu | cuda | mixed
-  std::string data_path;
+  std::string backend = "cpu";      // cpu | cuda | mixed
+  std::string digits_file;          // the embedded digits (--dataset mnist without --data)
   std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
   OutputSpec output;                // where rank 0 writes the trained model
   std::string worker_binary;        // this program

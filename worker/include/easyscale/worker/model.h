@@ -60,6 +60,11 @@ class Model {
 StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
                                             int classes);
 
+// The [C, H, W] images take for the model `args` names, what an image folder
+// decodes to: a model file's declared input (fixed C, H, W), [1, 28, 28] for
+// the built-in models (made for the digits).
+StatusOr<std::vector<int>> ModelImageShape(const TrainingArgs& args);
+
 // The model `args` names: a built-in one, or the ONNX file args.modelFile for
 // `batch` samples a pass (model "file").
 StatusOr<std::unique_ptr<Model>> LoadModel(const TrainingArgs& args, std::vector<int> input_chw,

@@ -64,8 +64,9 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
 StatusOr<std::optional<TrainingSnapshot>> LoadNewestCheckpoint(const std::string& dir,
                                                                int total_ests);
 
-// Loads what the training arguments name: the digits file or a synthetic set.
-StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& data_path);
+// Loads what the training arguments name: users' data (args.data), the
+// digits (from `digits_file`) or a generated set, normalised as they say.
+StatusOr<Dataset> LoadTrainingData(const TrainingArgs& args, const std::string& digits_file);
 
 // True for errors retrying cannot help: bad input, a corrupt or missing file.
 // A worker exits with kPermanentExitCode on them.

@@ -1,18 +1,15 @@
-#include "example_models.h"
+#include "worker_cli.h"
 
 #include <gtest/gtest.h>
 
-#include <cerrno>
 #include <regex>
 
 #include "absl/strings/str_split.h"
 #include "easyscale/common/subprocess.h"
 
-namespace easyscale::testing {
+namespace easyscale::clitest {
 
 namespace fs = std::filesystem;
-
-std::string SourceDir() { return EASYSCALE_SOURCE_DIR; }
 
 Outcome Command(std::vector<std::string> argv, int timeout_s) {
   Outcome r;
@@ -32,17 +29,15 @@ Outcome Command(std::vector<std::string> argv, int timeout_s) {
   return r;
 }
 
-Outcome Worker(const std::string& args) {
+Outcome Worker(const std::string& args, int timeout_s) {
   std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
   for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  return Command(argv);
+  return Command(argv, timeout_s);
 }
 
 fs::path WorkDir() {
-  // Named by the test program: its test processes (one per test under
-  // ctest) share the exported models.
   static const fs::path dir = [] {
-    fs::path d = fs::path(::testing::TempDir()) / program_invocation_short_name;
+    fs::path d = fs::path(::testing::TempDir()) / "worker_cli_test";
     fs::create_directories(d);
     return d;
   }();
@@ -61,7 +56,7 @@ const std::vector<Example>& NarrowExamples() {
 std::string Exported(const Example& ex) {
   const fs::path out = WorkDir() / (ex.name + ".onnx");
   if (fs::exists(out)) return out.string();
-  std::vector<std::string> argv = {kPython, SourceDir() + "/deploy/examples/models/export.py"};
+  std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
   for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
   argv.push_back(out.string());
@@ -70,4 +65,4 @@ std::string Exported(const Example& ex) {
   return out.string();
 }
 
-}  // namespace easyscale::testing
+}  // namespace easyscale::clitest
