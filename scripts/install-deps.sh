@@ -16,6 +16,7 @@ apt_packages=(
   libonnx-dev libonnx-testdata  # the graph loader; ONNX's node tests for the ops
   python3-onnx python3-torch python3-torchvision  # exporting models to ONNX
   iproute2  # `ip`: the pod network of isolated test clusters
+  python3-kubernetes  # the official Python client, for the test API server's conformance suite
   nodejs npm
 )
 

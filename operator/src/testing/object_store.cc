@@ -9,6 +9,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/job_spec.h"
 #include "easyscale/operator/kube_time.h"
+#include "object_shape.h"
 
 namespace easyscale::op::testing {
 namespace {
@@ -19,17 +20,46 @@ std::string Key(const std::string& ns, const std::string& name) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-// DNS-1123 subdomain: what most object names must be.
-bool ValidName(const std::string& n) {
-  if (n.empty() || n.size() > 253) return false;
+// A DNS-1123 subdomain (what most object names must be) or, without dots and
+// at most 63 characters, a DNS-1123 label (what namespaces must be).
+bool ValidDnsName(const std::string& n, bool subdomain) {
+  if (n.empty() || n.size() > (subdomain ? 253 : 63)) return false;
   for (char c : n) {
-    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
-          c == '-' || c == '.')) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' ||
+          (subdomain && c == '.'))) {
       return false;
     }
   }
-  return isalnum(static_cast<unsigned char>(n.front())) &&
-         isalnum(static_cast<unsigned char>(n.back()));
+  return absl::ascii_isalnum(n.front()) && absl::ascii_isalnum(n.back());
+}
+
+std::string ResourceVersionOf(const json& obj) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& m = obj["metadata"];
+  return m.contains("resourceVersion") && m["resourceVersion"].is_string()
+             ? m["resourceVersion"].get<std::string>()
+             : "";
+}
+
+// `patch` applied to `current`: a JSON patch that is not a list of operations
+// is 400, one that does not apply (a failed test, a missing path) 422.
+StatusOr<json> ApplyPatch(const json& current, PatchType type, const json& patch) {
+  if (type == PatchType::kMerge) {
+    if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
+    json next = current;
+    next.merge_patch(patch);
+    return next;
+  }
+  if (!patch.is_array()) {
+    return absl::FailedPreconditionError("a JSON patch must be a list of operations");
+  }
+  try {
+    return current.patch(patch);
+  } catch (const json::parse_error& e) {
+    return absl::FailedPreconditionError(absl::StrCat("the JSON patch is malformed: ", e.what()));
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the JSON patch does not apply: ", e.what()));
+  }
 }
 
 std::string Qualified(const ResourceInfo& r) {
@@ -82,9 +112,14 @@ bool HasFinalizers(const json& obj) {
 }  // namespace
 
 const std::vector<ResourceInfo>& ServedResources() {
-  static const std::vector<ResourceInfo> r = {
-      {kPods, true},          {kNodes, true},    {kEvents, false},         {kLeases, false},
-      {kEasyScaleJobs, true}, {kSecrets, false}, {kNetworkPolicies, false}};
+  // Short names and categories as kube-apiserver and crds/ declare them.
+  static const std::vector<ResourceInfo> r = {{kPods, true, {"po"}, {"all"}},
+                                              {kNodes, true, {"no"}, {}},
+                                              {kEvents, false, {"ev"}, {}},
+                                              {kLeases, false, {}, {}},
+                                              {kEasyScaleJobs, true, {"esj"}, {"easyscale", "all"}},
+                                              {kSecrets, false, {}, {}},
+                                              {kNetworkPolicies, false, {"netpol"}, {}}};
   return r;
 }
 
@@ -107,10 +142,16 @@ Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
         absl::StrCat(r.resource.kind, ".", r.resource.group.empty() ? "" : r.resource.group,
                      r.resource.group.empty() ? "" : " ", "\"", name, "\" is invalid: ", why));
   };
-  if (!ValidName(name)) {
+  if (!ValidDnsName(name, true)) {
     return invalid("metadata.name: Invalid value: \"" + name +
                    "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                   "characters, '-' or '.'");
+                   "characters, '-' or '.', and must start and end with an alphanumeric character");
+  }
+  const std::string ns = obj["metadata"].value("namespace", "");
+  if (r.resource.namespaced && !ValidDnsName(ns, false)) {
+    return invalid("metadata.namespace: Invalid value: \"" + ns +
+                   "\": a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                   "characters or '-', and must start and end with an alphanumeric character");
   }
   if (r.resource.plural == "easyscalejobs") {
     if (!obj.contains("spec")) return invalid("spec: Required value");
@@ -124,7 +165,7 @@ Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
       return invalid("spec.containers: Required value");
     }
     for (size_t i = 0; i < containers.size(); ++i) {
-      if (!containers[i].is_object() || containers[i].value("name", "").empty()) {
+      if (containers[i].value("name", "").empty()) {
         return invalid(absl::StrCat("spec.containers[", i, "].name: Required value"));
       }
       if (containers[i].value("image", "").empty()) {
@@ -185,8 +226,9 @@ json ObjectStore::List(const ResourceInfo& r, const std::string& ns,
           {"items", items}};
 }
 
-StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns, json obj) {
-  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns, json obj,
+                                   WriteOptions w) {
+  ES_RETURN_IF_ERROR(CheckObjectShape(r.resource, obj));
   std::lock_guard<std::mutex> lock(mu_);
   json& m = Meta(obj);
   if (r.resource.namespaced) {
@@ -219,6 +261,7 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
   m["creationTimestamp"] = NowTime();
   m.erase("deletionTimestamp");
   if (obj.contains("spec")) m["generation"] = 1;
+  if (w.dryRun) return obj;
   m["resourceVersion"] = std::to_string(++rv_);
   objs[key] = obj;
   Record(r.resource.plural, "ADDED", obj, json());
@@ -226,8 +269,8 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
 }
 
 StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name, json obj, bool status) {
-  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+                                   const std::string& name, json obj, bool status, WriteOptions w) {
+  ES_RETURN_IF_ERROR(CheckObjectShape(r.resource, obj));
   std::lock_guard<std::mutex> lock(mu_);
   const std::string key = Key(ns, name);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
@@ -274,10 +317,12 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
   }
   next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];
   if (next == old) return old;  // a no-op write keeps the resourceVersion
-  return Commit(r, key, std::move(next), old);
+  return Commit(r, key, std::move(next), old, w);
 }
 
-json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old) {
+json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old,
+                         WriteOptions w) {
+  if (w.dryRun) return obj;
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
   if (obj["metadata"].contains("deletionTimestamp") && !HasFinalizers(obj) &&
       obj["metadata"].value("deletionGracePeriodSeconds", 0) == 0) {
@@ -316,51 +361,49 @@ void ObjectStore::CollectGarbage(const std::string& ownerUid) {
     for (const std::string& key : dependents) {
       if (objects_[r.resource.plural].count(key) == 0) continue;  // collected on the way
       if (objects_[r.resource.plural][key]["metadata"].contains("deletionTimestamp")) continue;
-      DeleteLocked(r, key, -1);
+      DeleteLocked(r, key, -1, {});
     }
   }
 }
 
-StatusOr<json> ObjectStore::MergePatch(const ResourceInfo& r, const std::string& ns,
-                                       const std::string& name, const json& patch, bool status) {
-  if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
-  StatusOr<json> current = Get(r, ns, name);
-  if (!current.ok()) return current.status();
-  json next = *current;
-  next.merge_patch(patch);
-  // Without a resourceVersion in the patch the write is unconditional; a race
-  // with another writer between Get and Update retries here, as the server does.
-  const bool conditional = patch.contains("metadata") && patch["metadata"].is_object() &&
-                           patch["metadata"].contains("resourceVersion");
+StatusOr<json> ObjectStore::Patch(const ResourceInfo& r, const std::string& ns,
+                                  const std::string& name, PatchType type, const json& patch,
+                                  bool status, WriteOptions w) {
   for (int attempt = 0;; ++attempt) {
-    StatusOr<json> out = Update(r, ns, name, next, status);
+    ES_ASSIGN_OR_RETURN(json current, Get(r, ns, name));
+    ES_ASSIGN_OR_RETURN(json next, ApplyPatch(current, type, patch));
+    StatusOr<json> out = Update(r, ns, name, next, status, w);
+    // Only a write that lost a race (not one the patch made conditional) is retried.
+    const bool conditional = ResourceVersionOf(next) != ResourceVersionOf(current);
     if (out.ok() || conditional || !absl::IsAborted(out.status()) || attempt > 5) return out;
-    current = Get(r, ns, name);
-    if (!current.ok()) return current.status();
-    next = *current;
-    next.merge_patch(patch);
   }
 }
 
 StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name, int gracePeriodSeconds) {
+                                   const std::string& name, int gracePeriodSeconds,
+                                   WriteOptions w) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
   (void)it;
-  return DeleteLocked(r, Key(ns, name), gracePeriodSeconds);
+  return DeleteLocked(r, Key(ns, name), gracePeriodSeconds, w);
 }
 
 json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
-                               int gracePeriodSeconds) {
+                               int gracePeriodSeconds, WriteOptions w) {
   json& current = objects_[r.resource.plural][key];
-  const json spec = current.value("spec", json::object());
-  const std::string phase = current.value("status", json::object()).value("phase", "");
-  const bool graceful = r.resource.plural == "pods" && !spec.value("nodeName", "").empty() &&
-                        phase != "Succeeded" && phase != "Failed";
-  const int grace = gracePeriodSeconds >= 0 ? gracePeriodSeconds
-                                            : spec.value("terminationGracePeriodSeconds", 30);
-  const bool waitForKubelet = graceful && grace > 0;
+  // Only pods read spec and status here (and only theirs are type-checked for it).
+  int grace = 0;
+  bool waitForKubelet = false;
+  if (r.resource.plural == "pods") {
+    const json spec = current.value("spec", json::object());
+    const std::string phase = current.value("status", json::object()).value("phase", "");
+    grace = gracePeriodSeconds >= 0 ? gracePeriodSeconds
+                                    : spec.value("terminationGracePeriodSeconds", 30);
+    waitForKubelet = !spec.value("nodeName", "").empty() && phase != "Succeeded" &&
+                     phase != "Failed" && grace > 0;
+  }
   if (!HasFinalizers(current) && !waitForKubelet) {
+    if (w.dryRun) return current;
     json obj = current;
     Remove(r, key);
     obj["metadata"]["resourceVersion"] = std::to_string(rv_);
@@ -374,7 +417,7 @@ json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
   }
   next["metadata"]["deletionGracePeriodSeconds"] = waitForKubelet ? grace : 0;
   if (next == old) return old;
-  return Commit(r, key, std::move(next), old);
+  return Commit(r, key, std::move(next), old, w);
 }
 
 StatusOr<std::vector<StoredEvent>> ObjectStore::EventsSince(const std::string& plural, int64_t rv) {

@@ -25,7 +25,9 @@ namespace easyscale::op::testing {
 
 struct ResourceInfo {
   Resource resource;
-  bool hasStatus = false;  // a /status subresource splits spec and status writes
+  bool hasStatus = false;               // a /status subresource splits spec and status writes
+  std::vector<std::string> shortNames;  // discovery: `kubectl get esj`
+  std::vector<std::string> categories;  // discovery: `kubectl get all`
 };
 
 // The resources the test API server serves.
@@ -37,6 +39,17 @@ struct StoredEvent {
   std::string type;  // ADDED | MODIFIED | DELETED
   nlohmann::json object;
   nlohmann::json previous;  // the object before a MODIFIED, for selector moves
+};
+
+// A write with dryRun (the request's dryRun=All) runs every check and
+// answers what would be stored, storing nothing.
+struct WriteOptions {
+  bool dryRun = false;
+};
+
+enum class PatchType {
+  kMerge,  // application/merge-patch+json (RFC 7386)
+  kJson,   // application/json-patch+json (RFC 6902)
 };
 
 // Errors use the client's codes: NotFound, AlreadyExists, Aborted (conflict),
@@ -53,18 +66,25 @@ class ObjectStore {
   // Every object of `r` in `ns` (all when empty) that `match` accepts.
   nlohmann::json List(const ResourceInfo& r, const std::string& ns,
                       const std::function<bool(const nlohmann::json&)>& match);
-  StatusOr<nlohmann::json> Create(const ResourceInfo& r, const std::string& ns, nlohmann::json obj);
+  StatusOr<nlohmann::json> Create(const ResourceInfo& r, const std::string& ns, nlohmann::json obj,
+                                  WriteOptions w = {});
   StatusOr<nlohmann::json> Update(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name, nlohmann::json obj, bool status);
-  StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, const std::string& ns,
-                                      const std::string& name, const nlohmann::json& patch,
-                                      bool status);
+                                  const std::string& name, nlohmann::json obj, bool status,
+                                  WriteOptions w = {});
+  // A patch that leaves metadata.resourceVersion alone is applied to the
+  // latest object (re-applied when another write wins the race); one that
+  // sets it is a conditional write (409 when stale). A JSON patch that does
+  // not apply is 422.
+  StatusOr<nlohmann::json> Patch(const ResourceInfo& r, const std::string& ns,
+                                 const std::string& name, PatchType type,
+                                 const nlohmann::json& patch, bool status, WriteOptions w = {});
   // Pods bound to a node that have not ended terminate gracefully, as the
   // kubelet must confirm: DELETE sets deletionTimestamp (+ grace period) and a
   // second DELETE with gracePeriodSeconds 0 removes them. `gracePeriodSeconds`
   // < 0 takes the pod's terminationGracePeriodSeconds (default 30).
   StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name, int gracePeriodSeconds = -1);
+                                  const std::string& name, int gracePeriodSeconds = -1,
+                                  WriteOptions w = {});
 
   // Events of `plural` after `rv`; OutOfRange when history before it is compacted.
   StatusOr<std::vector<StoredEvent>> EventsSince(const std::string& plural, int64_t rv);
@@ -88,10 +108,10 @@ class ObjectStore {
               const nlohmann::json& previous);
   // Commits `obj` replacing `old` (or removes it when its last finalizer went).
   nlohmann::json Commit(const ResourceInfo& r, const std::string& key, nlohmann::json obj,
-                        const nlohmann::json& old);
+                        const nlohmann::json& old, WriteOptions w);
   void Remove(const ResourceInfo& r, const std::string& key);
-  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key,
-                              int gracePeriodSeconds);
+  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key, int gracePeriodSeconds,
+                              WriteOptions w);
   void CollectGarbage(const std::string& ownerUid);
   void Trim();
 

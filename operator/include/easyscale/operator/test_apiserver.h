@@ -28,6 +28,9 @@ struct TestApiServerOptions {
   std::string token;  // when set, every request needs "Authorization: Bearer <token>"
   int port = 0;       // 0 picks a free port
   int bookmarkIntervalMs = 1000;
+  // Open watches allowed at once; one more is answered 429. Each holds a
+  // thread, and other requests have threads of their own besides.
+  int maxWatches = 256;
   size_t compactionWindow = 100000;  // change events kept for watches to resume from
   // kube-apiserver answers a watch from an expired resourceVersion with an
   // ERROR event (code 410) on a 200 stream; true answers HTTP 410 instead.
