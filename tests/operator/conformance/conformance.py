@@ -310,23 +310,25 @@ def kubectl_wait_until(s, name, condition, change):
             w.wait()
 
 
+def kubectl_wait_for_status(s, condition, status):
+    """`kubectl wait --for=<condition>` on a new job, met by writing `status` to it."""
+    s.apply(job("w"))
+    out = kubectl_wait_until(s, "w", condition, lambda: s.kubectl(
+        "patch", "esj", "w", "--subresource=status", "--type=merge", "-p",
+        json.dumps({"status": status})))
+    check("condition met" in out, out)
+
+
 @case("`kubectl wait --for=jsonpath={.status.phase}=Running` (WatchList: sendInitialEvents)",
       "ends once the status subresource says Running")
 def kubectl_wait_jsonpath(s):
-    s.apply(job("w"))
-    out = kubectl_wait_until(s, "w", "jsonpath={.status.phase}=Running", lambda: s.kubectl(
-        "patch", "esj", "w", "--subresource=status", "--type=merge", "-p",
-        '{"status":{"phase":"Running"}}'))
-    check("condition met" in out, out)
+    kubectl_wait_for_status(s, "jsonpath={.status.phase}=Running", {"phase": "Running"})
 
 
 @case("`kubectl wait --for=condition=Ready`", "ends once status.conditions has Ready=True")
 def kubectl_wait_condition(s):
-    s.apply(job("c"))
-    out = kubectl_wait_until(s, "c", "condition=Ready", lambda: s.kubectl(
-        "patch", "esj", "c", "--subresource=status", "--type=merge", "-p",
-        '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}'))
-    check("condition met" in out, out)
+    kubectl_wait_for_status(s, "condition=Ready",
+                            {"conditions": [{"type": "Ready", "status": "True"}]})
 
 
 @case("`kubectl wait --for=delete`", "ends once the job is deleted")
