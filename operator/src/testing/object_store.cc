@@ -348,20 +348,44 @@ void ObjectStore::Remove(const ResourceInfo& r, const std::string& key) {
 
 // The garbage collector deletes dependents whose owner no longer exists
 // (background propagation); dependents with finalizers start terminating.
+std::vector<std::string> ObjectStore::DependentsLocked(const ResourceInfo& r,
+                                                       const std::string& ownerUid) {
+  std::vector<std::string> dependents;
+  for (const auto& [key, obj] : objects_[r.resource.plural]) {
+    const json refs = obj["metadata"].value("ownerReferences", json::array());
+    if (std::any_of(refs.begin(), refs.end(),
+                    [&](const json& ref) { return ref.value("uid", "") == ownerUid; })) {
+      dependents.push_back(key);
+    }
+  }
+  return dependents;
+}
+
 void ObjectStore::CollectGarbage(const std::string& ownerUid) {
   if (ownerUid.empty()) return;
   for (const ResourceInfo& r : ServedResources()) {
-    std::vector<std::string> dependents;
-    for (const auto& [key, obj] : objects_[r.resource.plural]) {
-      const json refs = obj["metadata"].value("ownerReferences", json::array());
-      for (const json& ref : refs) {
-        if (ref.is_object() && ref.value("uid", "") == ownerUid) dependents.push_back(key);
-      }
-    }
-    for (const std::string& key : dependents) {
+    for (const std::string& key : DependentsLocked(r, ownerUid)) {
       if (objects_[r.resource.plural].count(key) == 0) continue;  // collected on the way
       if (objects_[r.resource.plural][key]["metadata"].contains("deletionTimestamp")) continue;
-      DeleteLocked(r, key, -1, {});
+      DeleteLocked(r, key, {}, {});
+    }
+  }
+}
+
+// Orphan propagation: each dependent loses its references to the owner (and
+// the field, when none is left) and stays.
+void ObjectStore::Orphan(const std::string& ownerUid) {
+  if (ownerUid.empty()) return;
+  for (const ResourceInfo& r : ServedResources()) {
+    for (const std::string& key : DependentsLocked(r, ownerUid)) {
+      const json old = objects_[r.resource.plural][key];
+      json next = old;
+      json& refs = next["metadata"]["ownerReferences"];
+      refs.erase(std::remove_if(refs.begin(), refs.end(),
+                                [&](const json& ref) { return ref.value("uid", "") == ownerUid; }),
+                 refs.end());
+      if (refs.empty()) next["metadata"].erase("ownerReferences");
+      Commit(r, key, std::move(next), old, {});
     }
   }
 }
@@ -380,16 +404,15 @@ StatusOr<json> ObjectStore::Patch(const ResourceInfo& r, const std::string& ns,
 }
 
 StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name, int gracePeriodSeconds,
-                                   WriteOptions w) {
+                                   const std::string& name, DeleteOptions d, WriteOptions w) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
-  (void)it;
-  return DeleteLocked(r, Key(ns, name), gracePeriodSeconds, w);
+  if (d.orphanDependents && !w.dryRun) Orphan(it->second["metadata"].value("uid", ""));
+  return DeleteLocked(r, Key(ns, name), d, w);
 }
 
-json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
-                               int gracePeriodSeconds, WriteOptions w) {
+json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key, DeleteOptions d,
+                               WriteOptions w) {
   json& current = objects_[r.resource.plural][key];
   // Only pods read spec and status here (and only theirs are type-checked for it).
   int grace = 0;
@@ -397,8 +420,8 @@ json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
   if (r.resource.plural == "pods") {
     const json spec = current.value("spec", json::object());
     const std::string phase = current.value("status", json::object()).value("phase", "");
-    grace = gracePeriodSeconds >= 0 ? gracePeriodSeconds
-                                    : spec.value("terminationGracePeriodSeconds", 30);
+    grace = d.gracePeriodSeconds >= 0 ? d.gracePeriodSeconds
+                                      : spec.value("terminationGracePeriodSeconds", 30);
     waitForKubelet = !spec.value("nodeName", "").empty() && phase != "Succeeded" &&
                      phase != "Failed" && grace > 0;
   }

@@ -47,6 +47,12 @@ struct WriteOptions {
   bool dryRun = false;
 };
 
+// What a DELETE asks for besides the object (metav1.DeleteOptions).
+struct DeleteOptions {
+  int gracePeriodSeconds = -1;    // < 0: a pod's own terminationGracePeriodSeconds
+  bool orphanDependents = false;  // propagationPolicy Orphan: dependents stay, unowned
+};
+
 enum class PatchType {
   kMerge,  // application/merge-patch+json (RFC 7386)
   kJson,   // application/json-patch+json (RFC 6902)
@@ -80,10 +86,11 @@ class ObjectStore {
                                  const nlohmann::json& patch, bool status, WriteOptions w = {});
   // Pods bound to a node that have not ended terminate gracefully, as the
   // kubelet must confirm: DELETE sets deletionTimestamp (+ grace period) and a
-  // second DELETE with gracePeriodSeconds 0 removes them. `gracePeriodSeconds`
-  // < 0 takes the pod's terminationGracePeriodSeconds (default 30).
+  // second DELETE with gracePeriodSeconds 0 removes them (a pod's default
+  // grace period is 30 s). Dependents are deleted after their owner, or, when
+  // orphaned, lose their reference to it first.
   StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name, int gracePeriodSeconds = -1,
+                                  const std::string& name, DeleteOptions d = {},
                                   WriteOptions w = {});
 
   // Events of `plural` after `rv`; OutOfRange when history before it is compacted.
@@ -110,9 +117,12 @@ class ObjectStore {
   nlohmann::json Commit(const ResourceInfo& r, const std::string& key, nlohmann::json obj,
                         const nlohmann::json& old, WriteOptions w);
   void Remove(const ResourceInfo& r, const std::string& key);
-  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key, int gracePeriodSeconds,
+  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key, DeleteOptions d,
                               WriteOptions w);
+  // Keys of the objects of `r` that `ownerUid` owns.
+  std::vector<std::string> DependentsLocked(const ResourceInfo& r, const std::string& ownerUid);
   void CollectGarbage(const std::string& ownerUid);
+  void Orphan(const std::string& ownerUid);
   void Trim();
 
   std::mutex mu_;

@@ -66,6 +66,37 @@ StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req) {
   return w;
 }
 
+// metav1.DeleteOptions from the body and the query (the query wins); a
+// dryRun in the body sets `w`'s.
+StatusOr<DeleteOptions> DeleteOptionsOf(const httplib::Request& req, WriteOptions* w) {
+  DeleteOptions d;
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object()) body = json::object();  // no body, or not DeleteOptions
+  const json grace = body.value("gracePeriodSeconds", json());
+  if (grace.is_number_integer()) d.gracePeriodSeconds = grace.get<int>();
+  if (req.has_param("gracePeriodSeconds") &&
+      (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &d.gracePeriodSeconds) ||
+       d.gracePeriodSeconds < 0)) {
+    return absl::FailedPreconditionError("gracePeriodSeconds: not a non-negative integer");
+  }
+  const json dryRun = body.value("dryRun", json::array());
+  if (!dryRun.empty()) {
+    if (dryRun != json::array({"All"})) {
+      return absl::FailedPreconditionError("dryRun: Unsupported value: supported values: \"All\"");
+    }
+    w->dryRun = true;
+  }
+  json policy = body.value("propagationPolicy", json(""));
+  if (req.has_param("propagationPolicy")) policy = req.get_param_value("propagationPolicy");
+  if (policy != "" && policy != "Orphan" && policy != "Background" && policy != "Foreground") {
+    return absl::FailedPreconditionError(
+        "propagationPolicy: Unsupported value: supported values: \"Orphan\", \"Background\", "
+        "\"Foreground\"");
+  }
+  d.orphanDependents = policy == "Orphan" || body.value("orphanDependents", json()) == true;
+  return d;
+}
+
 json ErrorEvent(const Status& s) {
   return {{"type", "ERROR"}, {"object", StatusObject(410, "Expired", std::string(s.message()))}};
 }
@@ -177,24 +208,9 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
                       type == "application/merge-patch+json" ? PatchType::kMerge : PatchType::kJson,
                       body, status, *w);
   } else if (method == "DELETE" && !t.name.empty() && !status) {
-    int grace = -1;  // DeleteOptions: query parameter or body
-    const json options = json::parse(req.body, nullptr, false);
-    if (options.is_object() && options.contains("gracePeriodSeconds") &&
-        options["gracePeriodSeconds"].is_number_integer()) {
-      grace = options["gracePeriodSeconds"].get<int>();
-    }
-    if (options.is_object() && options.contains("dryRun") && !options["dryRun"].empty()) {
-      if (options["dryRun"] != json::array({"All"})) {
-        return SendStatus(res, 400, "BadRequest",
-                          "dryRun: Unsupported value: supported values: \"All\"");
-      }
-      w->dryRun = true;
-    }
-    if (req.has_param("gracePeriodSeconds") &&
-        (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &grace) || grace < 0)) {
-      return SendStatus(res, 400, "BadRequest", "gracePeriodSeconds: not a non-negative integer");
-    }
-    out = store.Delete(r, t.ns, t.name, grace, *w);
+    StatusOr<DeleteOptions> d = DeleteOptionsOf(req, &*w);
+    if (!d.ok()) return SendError(res, d.status());
+    out = store.Delete(r, t.ns, t.name, *d, *w);
   } else {
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }

@@ -406,6 +406,30 @@ TEST_F(TestApiServerWireTest, JsonPatchAppliesOrAnswersAsKubeDoes) {
             json({{"a", "2"}, {"b", "3"}}));
 }
 
+TEST_F(TestApiServerWireTest, OrphanDeletionKeepsDependentsWithoutTheOwnerReference) {
+  const json job = EasyScaleJob("j", {{"image", "w"}, {"ests", 2}, {"maxWorkers", 2}});
+  for (const char* name : {"kept", "gone"}) {
+    json owner = job;
+    owner["metadata"]["name"] = name;
+    const json made = Call("POST", kJobsPath, owner.dump()).Json();
+    json pod = PlainPod(std::string(name) + "-pod");
+    pod["metadata"]["ownerReferences"] = {{{"apiVersion", "easyscale.io/v1alpha1"},
+                                           {"kind", "EasyScaleJob"},
+                                           {"name", name},
+                                           {"uid", made["metadata"]["uid"]}}};
+    ASSERT_EQ(Call("POST", kPodsPath, pod.dump()).status, 201);
+  }
+  ExpectStatus(Call("DELETE", kJobsPath + "/kept", R"({"propagationPolicy":"Sideways"})"), 400,
+               "BadRequest");
+  EXPECT_EQ(Call("DELETE", kJobsPath + "/kept", R"({"propagationPolicy":"Orphan"})").status, 200);
+  EXPECT_EQ(Call("DELETE", kJobsPath + "/gone?propagationPolicy=Background").status, 200);
+  const json orphan = Call("GET", kPodsPath + "/kept-pod").Json();
+  EXPECT_EQ(orphan["metadata"]["name"], "kept-pod");
+  EXPECT_FALSE(orphan["metadata"].contains("ownerReferences"));
+  ExpectStatus(Call("GET", kPodsPath + "/gone-pod"), 404, "NotFound");
+  ExpectStatus(Call("GET", kJobsPath + "/kept"), 404, "NotFound");
+}
+
 TEST_F(TestApiServerWireTest, UpdateFromAStaleObjectIsConflict) {
   ASSERT_EQ(Call("POST", kPodsPath, PlainPod("p").dump()).status, 201);
   const json first = Call("GET", kPodsPath + "/p").Json();

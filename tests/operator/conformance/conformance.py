@@ -291,6 +291,56 @@ def kubectl_delete(s):
     check(rc != 0 and "NotFound" in err, err)
 
 
+@case("`kubectl delete esj --cascade=orphan` and `--cascade=background` of jobs owning pods",
+      "orphan: the pod stays, without its ownerReference; background: the pod is collected")
+def kubectl_delete_cascade(s):
+    for name in ("kept", "gone"):
+        s.apply(job(name))
+        uid = s.kubectl_json("get", "esj", name)["metadata"]["uid"]
+        s.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-pod", "ownerReferences": [
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "EasyScaleJob", "name": name,
+                 "uid": uid}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    s.kubectl("delete", "esj", "kept", "--cascade=orphan")
+    s.kubectl("delete", "esj", "gone", "--cascade=background")
+    pods = s.kubectl_json("get", "pods")["items"]
+    check([p["metadata"]["name"] for p in pods] == ["kept-pod"], pods)
+    check("ownerReferences" not in pods[0]["metadata"], pods[0]["metadata"])
+
+
+@case("`kubectl diff -f` of a changed job", "exit 1 with the spec change and the generation "
+      "bump in the diff (a server dry run); nothing written")
+def kubectl_diff(s):
+    s.apply(job("d", max_workers=2))
+    before = s.kubectl_json("get", "esj", "d")
+    path = os.path.join(s.dir, "d.json")
+    with open(path, "w") as f:
+        json.dump(job("d", max_workers=3), f)
+    rc, out, err = s.kubectl("diff", "-f", path, ok=False)
+    check(rc == 1, f"kubectl diff: exit {rc}: {err}")
+    check("-  maxWorkers: 2\n+  maxWorkers: 3" in out and "+  generation: 2" in out, out)
+    check(s.kubectl_json("get", "esj", "d") == before, "kubectl diff wrote the job")
+
+
+@case("`kubectl describe esj` of a job with an Event about it",
+      "the job's fields and the Event (found by involvedObject field selectors)")
+def kubectl_describe(s):
+    s.apply(job("e"))
+    uid = s.kubectl_json("get", "esj", "e")["metadata"]["uid"]
+    s.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "e.1"},
+        "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "EasyScaleJob",
+                           "name": "e", "namespace": "default", "uid": uid},
+        "reason": "Scheduled", "message": "2 workers on cpu", "type": "Normal",
+        "count": 1, "source": {"component": "easyscale-operator"}}))
+    out = s.kubectl("describe", "esj", "e")[1]
+    check("Max Workers:  2" in out, out)
+    events = out.split("Events:")[-1]
+    check("Scheduled" in events and "2 workers on cpu" in events, out)
+
+
 def kubectl_wait_until(s, name, condition, change):
     """Starts `kubectl wait` for `condition`, makes `change`, expects the wait to end within 10 s."""
     w = subprocess.Popen(s.kubectl_args("wait", f"esj/{name}", f"--for={condition}",
