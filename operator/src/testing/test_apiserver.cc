@@ -21,6 +21,7 @@
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
 #include "object_store.h"
+#include "openapi.h"
 #include "selectors.h"
 
 namespace easyscale::op::testing {
@@ -52,8 +53,16 @@ StatusOr<std::optional<bool>> BoolParam(const httplib::Request& req, const std::
       absl::StrCat(name, ": invalid value \"", v, "\": want a boolean (true or false)"));
 }
 
-// dryRun: only "All" exists.
+// dryRun: only "All" exists. fieldValidation is checked for its values only:
+// unknown fields are neither pruned nor rejected yet (CONFORMANCE.md's gaps).
 StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req) {
+  const std::string fieldValidation = req.get_param_value("fieldValidation");
+  if (!fieldValidation.empty() && fieldValidation != "Ignore" && fieldValidation != "Warn" &&
+      fieldValidation != "Strict") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("fieldValidation: Unsupported value: \"", fieldValidation,
+                     "\": supported values: \"Ignore\", \"Warn\", \"Strict\""));
+  }
   WriteOptions w;
   for (size_t i = 0; i < req.get_param_value_count("dryRun"); ++i) {
     const std::string v = req.get_param_value("dryRun", i);
@@ -419,6 +428,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
     return httplib::Server::HandlerResponse::Unhandled;
   });
   InstallDiscovery(svr);
+  InstallOpenApi(svr);
   // [/watch][/namespaces/NS]/PLURAL[/NAME[/status]] below /api/v1 and /apis/GROUP/VERSION.
   const char* core =
       R"(/api/(v1)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status))?)";

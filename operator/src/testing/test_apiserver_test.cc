@@ -343,6 +343,37 @@ TEST_F(TestApiServerWireTest, VersionAndDiscoveryWithShortNamesAndCategories) {
   EXPECT_EQ(core["resources"][0]["shortNames"], json::array({"po"}));
 }
 
+TEST_F(TestApiServerWireTest, OpenApiV3ServesTheCrdSchemaAndTheFieldValidationParameter) {
+  const json index = Call("GET", "/openapi/v3").Json();
+  const std::string url = index["paths"]["apis/easyscale.io/v1alpha1"]["serverRelativeURL"];
+  EXPECT_EQ(url.rfind("/openapi/v3/apis/easyscale.io/v1alpha1?hash=", 0), 0u) << url;
+  EXPECT_TRUE(index["paths"].contains("api/v1"));
+  const json doc = Call("GET", url).Json();
+  const json& job = doc["components"]["schemas"]["io.easyscale.v1alpha1.EasyScaleJob"];
+  EXPECT_EQ(
+      job["x-kubernetes-group-version-kind"],
+      json::parse(R"([{"group":"easyscale.io","version":"v1alpha1","kind":"EasyScaleJob"}])"));
+  EXPECT_EQ(job["required"], json::array({"spec"}));
+  EXPECT_NE(job["properties"]["spec"]["properties"]["ests"]["description"].get<std::string>().find(
+                "EasyScaleThreads"),
+            std::string::npos);
+  const json& patch =
+      doc["paths"]["/apis/easyscale.io/v1alpha1/namespaces/{namespace}/easyscalejobs/{name}"]
+         ["patch"];
+  EXPECT_EQ(patch["x-kubernetes-group-version-kind"]["kind"], "EasyScaleJob");
+  bool fieldValidation = false;
+  for (const json& p : patch["parameters"]) fieldValidation |= p["name"] == "fieldValidation";
+  EXPECT_TRUE(fieldValidation);
+  const json core = Call("GET", "/openapi/v3/api/v1").Json();
+  EXPECT_EQ(core["components"]["schemas"]["io.k8s.api.core.v1.Pod"]
+                ["x-kubernetes-preserve-unknown-fields"],
+            true);
+  ExpectStatus(Call("GET", "/openapi/v3/apis/nope/v1"), 404, "NotFound");
+  EXPECT_EQ(Call("POST", kPodsPath + "?fieldValidation=Strict", PlainPod("a").dump()).status, 201);
+  ExpectStatus(Call("POST", kPodsPath + "?fieldValidation=Lenient", PlainPod("b").dump()), 400,
+               "BadRequest");
+}
+
 TEST_F(TestApiServerWireTest, DryRunChecksEverythingAndWritesNothing) {
   const int64_t rv0 = server_->resourceVersion();
   const Answer created = Call("POST", kPodsPath + "?dryRun=All", PlainPod("d").dump());

@@ -2,11 +2,12 @@
 //
 // An in-process stand-in for kube-apiserver, for tests: the REST tree of pods,
 // nodes, events, leases and easyscalejobs with kube-apiserver's wire behaviour
-// (list/watch framing, resourceVersion, bookmarks, 404/409/410/422 Status
-// objects, the status subresource, label and field selectors, finalizers,
-// graceful termination of bound pods, garbage collection of owned objects,
-// legacy discovery for kubectl), over HTTP or HTTPS on 127.0.0.1, plus fault
-// injection.
+// (list/watch framing, resourceVersion, bookmarks, WatchList, 404/409/410/422
+// Status objects, the status subresource, label and field selectors, dry run,
+// merge and JSON patches, finalizers, graceful termination of bound pods,
+// garbage collection of owned objects or their orphaning, /version, legacy
+// discovery and OpenAPI v3 for kubectl), over HTTP or HTTPS on 127.0.0.1, plus
+// fault injection. tests/operator/CONFORMANCE.md says how real clients fare.
 //   auto s = TestApiServer::Start({.tls = true});
 //   KubeConfig c = (*s)->ClientConfig();       // trusts the server's own CA
 //   (*s)->FailNextRequests(3, 500);
