@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes a C++ source holding a CRD's YAML as JSON, for the test API server.
 
-  embed_crd.py crds/easyscale.io_easyscalejobs.yaml build/.../served_crd.cc
+  embed_crd.py crds/easyscale.io_easyscalejobs.yaml build/.../served_crd_json.cc
 """
 import json
 import sys

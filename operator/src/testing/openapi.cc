@@ -29,19 +29,6 @@ std::string SchemaName(const Resource& r) {
   return absl::StrCat(prefix, ".", r.version, ".", r.kind);
 }
 
-// The served CRD's schema of `r`'s version; null when `r` is not its kind.
-json CrdSchema(const Resource& r) {
-  const json crd = json::parse(ServedCrdJson(), nullptr, false);
-  if (!crd.is_object() || crd["spec"].value("group", "") != r.group ||
-      crd["spec"]["names"].value("plural", "") != r.plural) {
-    return nullptr;
-  }
-  for (const json& v : crd["spec"]["versions"]) {
-    if (v.value("name", "") == r.version) return v["schema"]["openAPIV3Schema"];
-  }
-  return nullptr;
-}
-
 json QueryParameter(const std::string& name, const std::string& description) {
   return {{"name", name},
           {"in", "query"},
@@ -54,7 +41,8 @@ void AddResource(const ResourceInfo& info, json& doc) {
   const Resource& r = info.resource;
   const std::string name = SchemaName(r);
   const json gvk = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
-  json schema = CrdSchema(r);
+  const json& crd = ServedCrdVersion(r);
+  json schema = crd.is_null() ? json() : crd["schema"]["openAPIV3Schema"];
   if (schema.is_null()) {
     schema = {{"type", "object"},
               {"description", r.kind + " (the test API server checks only the fields it reads)"},

@@ -23,6 +23,7 @@
 #include "object_store.h"
 #include "openapi.h"
 #include "selectors.h"
+#include "table.h"
 
 namespace easyscale::op::testing {
 namespace {
@@ -114,6 +115,21 @@ std::string EventLine(const std::string& type, const json& object) {
   return WireJson({{"type", type}, {"object", object}}) + "\n";
 }
 
+// The Table the request asks for, if any (kubectl get asks for one).
+StatusOr<std::optional<TableFormat>> TableFormatOf(const ResourceInfo& r,
+                                                   const httplib::Request& req) {
+  return TableFormatFor(r, req.get_header_value("Accept"), req.get_param_value("includeObject"));
+}
+
+// A change as a watch sends it: the object, or a Table of one row.
+std::string ChangeLine(const std::string& type, const json& object,
+                       const std::optional<TableFormat>& table) {
+  if (!table) return EventLine(type, object);
+  return EventLine(
+      type, table->Convert(json::array({object}),
+                           {{"resourceVersion", object["metadata"].value("resourceVersion", "")}}));
+}
+
 }  // namespace
 
 struct TestApiServer::Impl {
@@ -179,9 +195,12 @@ void TestApiServer::Impl::Handle(const std::string& method, const httplib::Reque
   StatusOr<std::optional<bool>> watch = BoolParam(req, "watch");
   if (!watch.ok()) return SendError(res, watch.status());
   if (t.watchPath || watch->value_or(false)) return Watch(*r, t.ns, req, res, *labels, *fields);
+  StatusOr<std::optional<TableFormat>> table = TableFormatOf(*r, req);
+  if (!table.ok()) return SendError(res, table.status());
   ++lists;
   json list =
       store.List(*r, t.ns, [&](const json& o) { return labels->Matches(o) && fields->Matches(o); });
+  if (*table) list = (*table)->Convert(list["items"], list["metadata"]);
   res.set_content(WireJson(list), "application/json");
 }
 
@@ -224,6 +243,11 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }
   if (!out.ok()) return SendError(res, out.status());
+  StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
+  if (method == "GET" && table.ok() && *table) {
+    *out = (*table)->Convert(json::array({*out}),
+                             {{"resourceVersion", (*out)["metadata"]["resourceVersion"]}});
+  }
   res.set_content(WireJson(*out), "application/json");
 }
 
@@ -250,6 +274,8 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
   if (!bookmarks.ok()) return SendError(res, bookmarks.status());
   StatusOr<std::optional<bool>> sendInitial = BoolParam(req, "sendInitialEvents");
   if (!sendInitial.ok()) return SendError(res, sendInitial.status());
+  StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
+  if (!table.ok()) return SendError(res, table.status());
   const std::string rvMatch = req.get_param_value("resourceVersionMatch");
   // kube's rules for a watch list (WatchList, what client-go's informers send).
   if (sendInitial->has_value() && rvMatch != "NotOlderThan") {
@@ -290,7 +316,7 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
   if (sendInitial->value_or(legacyInitial)) {
     json list = store.List(r, ns, match);
     st->lastRv = std::stoll(list["metadata"]["resourceVersion"].get<std::string>());
-    for (const json& item : list["items"]) st->lines.push_back(EventLine("ADDED", item));
+    for (const json& item : list["items"]) st->lines.push_back(ChangeLine("ADDED", item, *table));
     if (sendInitial->value_or(false)) {
       json end = bookmarkTemplate;
       end["metadata"] = {{"resourceVersion", std::to_string(st->lastRv)},
@@ -320,7 +346,7 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
 
   res.set_chunked_content_provider(
       kWatchMediaType, [this, st, slot, match, wantBookmarks = bookmarks->value_or(false), myDrop,
-                        plural, bookmarkTemplate](size_t, httplib::DataSink& sink) {
+                        plural, bookmarkTemplate, table = *table](size_t, httplib::DataSink& sink) {
         if (stopping || dropGeneration.load() != myDrop) return false;  // connection drops
         auto flush = [&] {
           for (const std::string& l : st->lines) {
@@ -354,7 +380,7 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
           } else if (now) {
             type = e.type;
           }
-          if (!type.empty()) st->lines.push_back(EventLine(type, e.object));
+          if (!type.empty()) st->lines.push_back(ChangeLine(type, e.object, table));
           st->lastRv = e.rv;
         }
         st->lastRv = std::max(st->lastRv, seenRv);

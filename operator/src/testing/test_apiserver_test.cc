@@ -374,6 +374,47 @@ TEST_F(TestApiServerWireTest, OpenApiV3ServesTheCrdSchemaAndTheFieldValidationPa
                "BadRequest");
 }
 
+TEST_F(TestApiServerWireTest, TablesCarryTheCrdPrinterColumnsWhenAskedFor) {
+  const json job = EasyScaleJob("t", {{"image", "w"}, {"ests", 4}, {"maxWorkers", 2}});
+  ASSERT_EQ(Call("POST", kJobsPath, job.dump()).status, 201);
+  ASSERT_EQ(Call("PATCH", kJobsPath + "/t/status", R"({"status":{"phase":"Running","step":7}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  const httplib::Headers kubectl = {
+      {"Accept",
+       "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta."
+       "k8s.io,application/json"}};
+  const json table = Call("GET", kJobsPath, "", "", kubectl).Json();
+  EXPECT_EQ(table["kind"], "Table");
+  EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
+  std::vector<std::string> names;
+  for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Phase", "ESTs", "Workers", "GPU types",
+                                             "Step", "Preemptions", "Age"}));
+  ASSERT_EQ(table["rows"].size(), 1u);
+  const json& cells = table["rows"][0]["cells"];
+  EXPECT_EQ(cells[0], "t");
+  EXPECT_EQ(cells[1], "Running");
+  EXPECT_EQ(cells[2], 4);
+  EXPECT_TRUE(cells[3].is_null());  // no workerCount yet
+  EXPECT_EQ(cells[5], 7);
+  EXPECT_EQ(cells[7], "0s");
+  EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(table["rows"][0]["object"]["metadata"]["name"], "t");
+  const json one = Call("GET", kJobsPath + "/t?includeObject=Object", "", "", kubectl).Json();
+  EXPECT_EQ(one["rows"][0]["object"]["spec"]["ests"], 4);
+  ExpectStatus(Call("GET", kJobsPath + "?includeObject=Some", "", "", kubectl), 400, "BadRequest");
+  // Plain JSON when not asked for, and for kinds without printer columns.
+  EXPECT_EQ(Call("GET", kJobsPath).Json()["kind"], "EasyScaleJobList");
+  EXPECT_EQ(Call("GET", kPodsPath, "", "", kubectl).Json()["kind"], "PodList");
+  const std::vector<json> events =
+      Call("GET", kJobsPath + "?watch=1&timeoutSeconds=0", "", "", kubectl).Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["object"]["kind"], "Table");
+  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][0], "t");
+}
+
 TEST_F(TestApiServerWireTest, DryRunChecksEverythingAndWritesNothing) {
   const int64_t rv0 = server_->resourceVersion();
   const Answer created = Call("POST", kPodsPath + "?dryRun=All", PlainPod("d").dump());

@@ -200,6 +200,29 @@ def kubectl_get_short_name(s):
     check(rc != 0 and "NotFound" in err and '"nope" not found' in err, err)
 
 
+@case("`kubectl get esj`, `get esj -w` (Table answers)",
+      "the CRD's printer columns (Phase, ESTs, Workers, GPU types, Step, Preemptions, Age); "
+      "a status change shows as a new row within 5 s")
+def kubectl_get_printer_columns(s):
+    s.apply(job("t"))
+    s.kubectl("patch", "esj", "t", "--subresource=status", "--type=merge", "-p",
+              '{"status":{"phase":"Running","workerCount":2,"gpuTypes":"cpu:2","step":10,'
+              '"preemptions":0}}')
+    lines = s.kubectl("get", "esj")[1].splitlines()
+    check(lines[0].split() == ["NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES", "STEP",
+                               "PREEMPTIONS", "AGE"], lines)
+    check(lines[1].split()[:7] == ["t", "Running", "8", "2", "cpu:2", "10", "0"], lines)
+    w = LineReader(s.kubectl_args("get", "esj", "-w"))
+    try:
+        w.wait_for(2, 5)
+        s.kubectl("patch", "esj", "t", "--subresource=status", "--type=merge", "-p",
+                  '{"status":{"step":20}}')
+        row = w.wait_for(3, 5)[2].split()
+        check(row[:6] == ["t", "Running", "8", "2", "cpu:2", "20"], row)
+    finally:
+        w.stop()
+
+
 @case("`kubectl get esj -w --output-watch-events` while a job is created, labelled, deleted",
       "ADDED, MODIFIED, DELETED lines, each within 5 s of the change")
 def kubectl_get_watch(s):
