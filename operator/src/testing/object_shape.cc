@@ -58,6 +58,15 @@ constexpr FieldShape kSecret[] = {
 constexpr FieldShape kEvent[] = {
     {"involvedObject", Shape::kObject},
 };
+constexpr FieldShape kCrd[] = {
+    {"spec/group", Shape::kString},
+    {"spec/names", Shape::kObject},
+    {"spec/names/plural", Shape::kString},
+    {"spec/versions", Shape::kArray},
+    {"spec/versions/*", Shape::kObject},
+    {"spec/versions/*/name", Shape::kString},
+    {"spec/versions/*/storage", Shape::kBoolean},
+};
 
 const char* ShapeName(Shape s) {
   switch (s) {
@@ -145,6 +154,7 @@ Status CheckObjectShape(const Resource& r, const json& obj) {
   if (s.ok() && r.plural == "pods") s = CheckAll(r, obj, kPod);
   if (s.ok() && r.plural == "secrets") s = CheckAll(r, obj, kSecret);
   if (s.ok() && r.plural == "events") s = CheckAll(r, obj, kEvent);
+  if (s.ok() && r.plural == "customresourcedefinitions") s = CheckAll(r, obj, kCrd);
   return s;
 }
 

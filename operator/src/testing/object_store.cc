@@ -44,7 +44,7 @@ std::string ResourceVersionOf(const json& obj) {
 // `patch` applied to `current`: a JSON patch that is not a list of operations
 // is 400, one that does not apply (a failed test, a missing path) 422.
 StatusOr<json> ApplyPatch(const json& current, PatchType type, const json& patch) {
-  if (type == PatchType::kMerge) {
+  if (type == PatchType::kMerge || type == PatchType::kApply) {
     if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
     json next = current;
     next.merge_patch(patch);
@@ -60,6 +60,23 @@ StatusOr<json> ApplyPatch(const json& current, PatchType type, const json& patch
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("the JSON patch does not apply: ", e.what()));
   }
+}
+
+// An applied object names its kind, API version and (the URL's) name, as
+// kube-apiserver requires of server-side apply.
+Status CheckAppliedObject(const ResourceInfo& r, const std::string& name, const json& applied) {
+  if (!applied.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
+  if (applied.value("kind", json()) != r.resource.kind ||
+      applied.value("apiVersion", json()) != r.resource.apiVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "apply: kind and apiVersion must be ", r.resource.kind, " and ", r.resource.apiVersion()));
+  }
+  const json meta = applied.value("metadata", json::object());
+  if (!meta.is_object() || meta.value("name", json()) != name) {
+    return absl::FailedPreconditionError("apply: metadata.name must be the name in the URL, \"" +
+                                         name + "\"");
+  }
+  return absl::OkStatus();
 }
 
 std::string Qualified(const ResourceInfo& r) {
@@ -104,6 +121,29 @@ Status NormalizeSecret(json& secret) {
   return absl::OkStatus();
 }
 
+// What kube-apiserver writes to a new CRD's status once its names are free
+// (here: at once): accepted names, Established, NamesAccepted.
+json EstablishedCrdStatus(const json& crd) {
+  json stored = json::array();
+  for (const json& v : crd["spec"].value("versions", json::array())) {
+    if (v.value("storage", false)) stored.push_back(v.value("name", ""));
+  }
+  const std::string now = NowTime();
+  auto condition = [&](const char* type, const char* reason, const char* message) {
+    return json{{"type", type},
+                {"status", "True"},
+                {"lastTransitionTime", now},
+                {"reason", reason},
+                {"message", message}};
+  };
+  return {
+      {"acceptedNames", crd["spec"]["names"]},
+      {"storedVersions", stored},
+      {"conditions",
+       {condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+        condition("Established", "InitialNamesAccepted", "the initial names have been accepted")}}};
+}
+
 bool HasFinalizers(const json& obj) {
   const json& m = obj["metadata"];
   return m.contains("finalizers") && m["finalizers"].is_array() && !m["finalizers"].empty();
@@ -112,14 +152,35 @@ bool HasFinalizers(const json& obj) {
 }  // namespace
 
 const std::vector<ResourceInfo>& ServedResources() {
-  // Short names and categories as kube-apiserver and crds/ declare them.
-  static const std::vector<ResourceInfo> r = {{kPods, true, {"po"}, {"all"}},
-                                              {kNodes, true, {"no"}, {}},
-                                              {kEvents, false, {"ev"}, {}},
-                                              {kLeases, false, {}, {}},
-                                              {kEasyScaleJobs, true, {"esj"}, {"easyscale", "all"}},
-                                              {kSecrets, false, {}, {}},
-                                              {kNetworkPolicies, false, {"netpol"}, {}}};
+  // Short names and categories as kube-apiserver and crds/ declare them. The
+  // operator's kinds, then the other kinds the Helm chart installs (stored
+  // and listed; only the fields the server itself reads are checked).
+  static const std::vector<ResourceInfo> r = {
+      {kPods, true, {"po"}, {"all"}},
+      {kNodes, true, {"no"}, {}},
+      {kEvents, false, {"ev"}, {}},
+      {kLeases, false, {}, {}},
+      {kEasyScaleJobs, true, {"esj"}, {"easyscale", "all"}},
+      {kSecrets, false, {}, {}},
+      {kNetworkPolicies, false, {"netpol"}, {}},
+      {{"", "v1", "namespaces", "Namespace", false}, true, {"ns"}, {}},
+      {{"", "v1", "configmaps", "ConfigMap", true}, false, {"cm"}, {}},
+      {{"", "v1", "services", "Service", true}, true, {"svc"}, {"all"}},
+      {{"", "v1", "serviceaccounts", "ServiceAccount", true}, false, {"sa"}, {}},
+      {{"apps", "v1", "deployments", "Deployment", true}, true, {"deploy"}, {"all"}},
+      {{"apps", "v1", "daemonsets", "DaemonSet", true}, true, {"ds"}, {"all"}},
+      {{"rbac.authorization.k8s.io", "v1", "roles", "Role", true}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false},
+       false,
+       {},
+       {}},
+      {{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+        false},
+       true,
+       {"crd", "crds"},
+       {"api-extensions"}}};
   return r;
 }
 
@@ -171,6 +232,14 @@ Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
       if (containers[i].value("image", "").empty()) {
         return invalid(absl::StrCat("spec.containers[", i, "].image: Required value"));
       }
+    }
+  } else if (r.resource.plural == "customresourcedefinitions") {
+    const json& spec = obj.value("spec", json::object());
+    const std::string plural = spec.value("names", json::object()).value("plural", "");
+    if (plural.empty()) return invalid("spec.names.plural: Required value");
+    if (name != plural + "." + spec.value("group", "")) {
+      return invalid("metadata.name: Invalid value: \"" + name +
+                     "\": must be spec.names.plural+\".\"+spec.group");
     }
   } else if (r.resource.plural == "events") {
     if (!obj.contains("involvedObject") || !obj["involvedObject"].is_object()) {
@@ -257,6 +326,7 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
   }
   if (r.hasStatus) obj.erase("status");  // writes to the main resource ignore status
   if (r.resource.plural == "pods") obj["status"] = {{"phase", "Pending"}};
+  if (r.resource.plural == "customresourcedefinitions") obj["status"] = EstablishedCrdStatus(obj);
   m["uid"] = absl::StrFormat("00000000-0000-4000-8000-%012d", ++uidCounter_);
   m["creationTimestamp"] = NowTime();
   m.erase("deletionTimestamp");
@@ -393,8 +463,15 @@ void ObjectStore::Orphan(const std::string& ownerUid) {
 StatusOr<json> ObjectStore::Patch(const ResourceInfo& r, const std::string& ns,
                                   const std::string& name, PatchType type, const json& patch,
                                   bool status, WriteOptions w) {
+  if (type == PatchType::kApply) ES_RETURN_IF_ERROR(CheckAppliedObject(r, name, patch));
   for (int attempt = 0;; ++attempt) {
-    ES_ASSIGN_OR_RETURN(json current, Get(r, ns, name));
+    StatusOr<json> found = Get(r, ns, name);
+    if (type == PatchType::kApply && absl::IsNotFound(found.status())) {
+      StatusOr<json> created = Create(r, ns, patch, w);
+      if (!absl::IsAlreadyExists(created.status()) || attempt > 5) return created;
+      continue;  // created by another writer meanwhile: apply to that
+    }
+    ES_ASSIGN_OR_RETURN(json current, std::move(found));
     ES_ASSIGN_OR_RETURN(json next, ApplyPatch(current, type, patch));
     StatusOr<json> out = Update(r, ns, name, next, status, w);
     // Only a write that lost a race (not one the patch made conditional) is retried.

@@ -56,6 +56,11 @@ struct DeleteOptions {
 enum class PatchType {
   kMerge,  // application/merge-patch+json (RFC 7386)
   kJson,   // application/json-patch+json (RFC 6902)
+  // application/apply-patch+yaml (server-side apply), simplified: the applied
+  // object is created, or merged into the stored one as a merge patch. No
+  // managedFields: fields a manager stops applying stay, and there are no
+  // conflicts between managers.
+  kApply,
 };
 
 // Errors use the client's codes: NotFound, AlreadyExists, Aborted (conflict),
@@ -80,7 +85,7 @@ class ObjectStore {
   // A patch that leaves metadata.resourceVersion alone is applied to the
   // latest object (re-applied when another write wins the race); one that
   // sets it is a conditional write (409 when stale). A JSON patch that does
-  // not apply is 422.
+  // not apply is 422. An apply creates the object when there is none.
   StatusOr<nlohmann::json> Patch(const ResourceInfo& r, const std::string& ns,
                                  const std::string& name, PatchType type,
                                  const nlohmann::json& patch, bool status, WriteOptions w = {});

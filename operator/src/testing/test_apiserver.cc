@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -211,6 +212,15 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
   if (!w.ok()) return SendError(res, w.status());
   const bool status = t.sub == "status";
   json body;
+  if (method == "POST" || method == "PUT") {
+    // Only JSON: Go clients that prefer CBOR or protobuf fall back to it on 415.
+    const std::string type = req.get_header_value("Content-Type");
+    if (!type.empty() && type.rfind("application/json", 0) != 0) {
+      return SendStatus(res, 415, "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media types "
+                        "include: application/json");
+    }
+  }
   if (method == "POST" || method == "PUT" || method == "PATCH") {
     body = json::parse(req.body, nullptr, false);  // invalid UTF-8 is a parse error too
     if (body.is_discarded()) {
@@ -227,14 +237,22 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
     out = store.Update(r, t.ns, t.name, body, status, *w);
   } else if (method == "PATCH" && !t.name.empty()) {
     const std::string type = req.get_header_value("Content-Type");
-    if (type != "application/merge-patch+json" && type != "application/json-patch+json") {
+    const std::map<std::string, PatchType> types = {
+        {"application/merge-patch+json", PatchType::kMerge},
+        {"application/json-patch+json", PatchType::kJson},
+        {"application/apply-patch+yaml", PatchType::kApply}};
+    auto it = types.find(type);
+    if (it == types.end()) {
       return SendStatus(res, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
-                        "include: application/json-patch+json, application/merge-patch+json");
+                        "include: application/json-patch+json, application/merge-patch+json, "
+                        "application/apply-patch+yaml");
     }
-    out = store.Patch(r, t.ns, t.name,
-                      type == "application/merge-patch+json" ? PatchType::kMerge : PatchType::kJson,
-                      body, status, *w);
+    if (it->second == PatchType::kApply && req.get_param_value("fieldManager").empty()) {
+      return SendStatus(res, 400, "BadRequest",
+                        "PATCH requests with apply content type must specify a fieldManager");
+    }
+    out = store.Patch(r, t.ns, t.name, it->second, body, status, *w);
   } else if (method == "DELETE" && !t.name.empty() && !status) {
     StatusOr<DeleteOptions> d = DeleteOptionsOf(req, &*w);
     if (!d.ok()) return SendError(res, d.status());

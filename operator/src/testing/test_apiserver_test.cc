@@ -502,6 +502,57 @@ TEST_F(TestApiServerWireTest, OrphanDeletionKeepsDependentsWithoutTheOwnerRefere
   ExpectStatus(Call("GET", kJobsPath + "/kept"), 404, "NotFound");
 }
 
+TEST_F(TestApiServerWireTest, ServerSideApplyCreatesThenMergesAndNeedsAFieldManager) {
+  const std::string apply = "application/apply-patch+yaml";
+  json job = EasyScaleJob("a", {{"image", "w"}, {"ests", 4}, {"maxWorkers", 2}});
+  ExpectStatus(Call("PATCH", kJobsPath + "/a", job.dump(), apply), 400, "BadRequest");
+  const Answer created = Call("PATCH", kJobsPath + "/a?fieldManager=me", job.dump(), apply);
+  ASSERT_EQ(created.status, 200) << created.body;
+  EXPECT_EQ(Call("GET", kJobsPath + "/a").Json()["spec"]["maxWorkers"], 2);
+  job["spec"]["maxWorkers"] = 3;
+  job["metadata"]["labels"] = {{"team", "a"}};
+  const json applied = Call("PATCH", kJobsPath + "/a?fieldManager=me", job.dump(), apply).Json();
+  EXPECT_EQ(applied["spec"]["maxWorkers"], 3);
+  EXPECT_EQ(applied["metadata"]["labels"]["team"], "a");
+  EXPECT_EQ(applied["metadata"]["generation"], 2);
+  ExpectStatus(Call("PATCH", kJobsPath + "/b?fieldManager=me", job.dump(), apply), 400,
+               "BadRequest");  // the body names another object
+  json pod = PlainPod("a");
+  ExpectStatus(Call("PATCH", kJobsPath + "/a?fieldManager=me", pod.dump(), apply), 400,
+               "BadRequest");  // no kind and apiVersion of the URL's resource
+  EXPECT_EQ(Call("PATCH", kJobsPath + "/c?fieldManager=me&dryRun=All",
+                 EasyScaleJob("c", {{"image", "w"}, {"ests", 1}}).dump(), apply)
+                .status,
+            200);
+  ExpectStatus(Call("GET", kJobsPath + "/c"), 404, "NotFound");
+}
+
+TEST_F(TestApiServerWireTest, CrdsAreStoredEstablishedAndOtherBodiesThanJsonAre415) {
+  const std::string crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
+              {"kind", "CustomResourceDefinition"},
+              {"metadata", {{"name", "things.example.com"}}},
+              {"spec",
+               {{"group", "example.com"},
+                {"names", {{"plural", "things"}, {"kind", "Thing"}}},
+                {"scope", "Namespaced"},
+                {"versions", {{{"name", "v1"}, {"served", true}, {"storage", true}}}}}}};
+  const json made = Call("POST", crds, crd.dump()).Json();
+  EXPECT_EQ(made["status"]["acceptedNames"]["kind"], "Thing");
+  EXPECT_EQ(made["status"]["storedVersions"], json::array({"v1"}));
+  bool established = false;
+  for (const json& c : made["status"]["conditions"]) {
+    established |= c["type"] == "Established" && c["status"] == "True";
+  }
+  EXPECT_TRUE(established);
+  crd["metadata"]["name"] = "wrong.example.com";
+  ExpectStatus(Call("POST", crds, crd.dump()), 422, "Invalid");
+  ExpectStatus(Call("POST", kPodsPath, PlainPod("p").dump(), "application/vnd.kubernetes.protobuf"),
+               415, "UnsupportedMediaType");
+  EXPECT_EQ(Call("POST", kPodsPath, PlainPod("p").dump(), "application/json; charset=utf-8").status,
+            201);
+}
+
 TEST_F(TestApiServerWireTest, UpdateFromAStaleObjectIsConflict) {
   ASSERT_EQ(Call("POST", kPodsPath, PlainPod("p").dump()).status, 201);
   const json first = Call("GET", kPodsPath + "/p").Json();

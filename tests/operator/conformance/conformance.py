@@ -285,6 +285,30 @@ def kubectl_explain(s):
     check("Number of EasyScaleThreads" in out and "FIELD: ests <integer>" in out, out)
 
 
+@case("`kubectl apply --server-side -f` twice, the second with a change",
+      "serverside-applied: created, then the change merged in (simplified: no managedFields)")
+def kubectl_apply_server_side(s):
+    _, out, _ = s.apply(job("ssa", max_workers=2), "--server-side", validate=True)
+    check("serverside-applied" in out, out)
+    _, out, _ = s.apply(job("ssa", max_workers=3), "--server-side", validate=True)
+    check("serverside-applied" in out, out)
+    j = s.kubectl_json("get", "esj", "ssa")
+    check(j["spec"]["maxWorkers"] == 3 and j["metadata"]["generation"] == 2, j)
+
+
+@case("`kubectl apply -f crds/`, `get crd`, `wait --for=condition=established`",
+      "the CRD stored; Established and NamesAccepted at once")
+def kubectl_apply_crds(s):
+    crds = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "crds")
+    _, out, _ = s.kubectl("apply", "-f", crds)
+    check("customresourcedefinition.apiextensions.k8s.io/easyscalejobs.easyscale.io created" in out,
+          out)
+    check(s.kubectl("get", "crd", "-o", "name")[1].split() ==
+          ["customresourcedefinition.apiextensions.k8s.io/easyscalejobs.easyscale.io"], "get crd")
+    s.kubectl("wait", "--for=condition=established", "crd/easyscalejobs.easyscale.io",
+              "--timeout=5s")
+
+
 @case("`kubectl patch esj --type=merge`", "spec changed, generation 1 -> 2")
 def kubectl_patch_merge(s):
     s.apply(job("m"))
