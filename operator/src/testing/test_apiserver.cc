@@ -23,6 +23,7 @@
 #include "easyscale/common/log.h"
 #include "object_store.h"
 #include "openapi.h"
+#include "protobuf_body.h"
 #include "selectors.h"
 #include "table.h"
 
@@ -212,16 +213,20 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
   if (!w.ok()) return SendError(res, w.status());
   const bool status = t.sub == "status";
   json body;
-  if (method == "POST" || method == "PUT") {
-    // Only JSON: Go clients that prefer CBOR or protobuf fall back to it on 415.
-    const std::string type = req.get_header_value("Content-Type");
-    if (!type.empty() && type.rfind("application/json", 0) != 0) {
-      return SendStatus(res, 415, "UnsupportedMediaType",
-                        "the body of the request was in an unknown format - accepted media types "
-                        "include: application/json");
+  const std::string contentType = req.get_header_value("Content-Type");
+  if ((method == "POST" || method == "PUT") &&
+      contentType == "application/vnd.kubernetes.protobuf") {
+    StatusOr<json> read = ReadProtobufBody(req.body);
+    if (!read.ok()) {
+      return SendStatus(res, 415, "UnsupportedMediaType", std::string(read.status().message()));
     }
-  }
-  if (method == "POST" || method == "PUT" || method == "PATCH") {
+    body = std::move(*read);
+  } else if ((method == "POST" || method == "PUT") && !contentType.empty() &&
+             contentType.rfind("application/json", 0) != 0) {
+    return SendStatus(res, 415, "UnsupportedMediaType",
+                      "the body of the request was in an unknown format - accepted media types "
+                      "include: application/json, application/vnd.kubernetes.protobuf (Secrets)");
+  } else if (method == "POST" || method == "PUT" || method == "PATCH") {
     body = json::parse(req.body, nullptr, false);  // invalid UTF-8 is a parse error too
     if (body.is_discarded()) {
       return SendStatus(res, 400, "BadRequest", "the body is not valid JSON (or not UTF-8)");

