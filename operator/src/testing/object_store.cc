@@ -153,8 +153,9 @@ bool HasFinalizers(const json& obj) {
 
 const std::vector<ResourceInfo>& ServedResources() {
   // Short names and categories as kube-apiserver and crds/ declare them. The
-  // operator's kinds, then the other kinds the Helm chart installs (stored
-  // and listed; only the fields the server itself reads are checked).
+  // operator's kinds, then the other kinds the Helm chart and the examples
+  // create (stored and listed; only the fields the server itself reads are
+  // checked).
   static const std::vector<ResourceInfo> r = {
       {kPods, true, {"po"}, {"all"}},
       {kNodes, true, {"no"}, {}},
@@ -167,6 +168,7 @@ const std::vector<ResourceInfo>& ServedResources() {
       {{"", "v1", "configmaps", "ConfigMap", true}, false, {"cm"}, {}},
       {{"", "v1", "services", "Service", true}, true, {"svc"}, {"all"}},
       {{"", "v1", "serviceaccounts", "ServiceAccount", true}, false, {"sa"}, {}},
+      {{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true}, true, {"pvc"}, {}},
       {{"apps", "v1", "deployments", "Deployment", true}, true, {"deploy"}, {"all"}},
       {{"apps", "v1", "daemonsets", "DaemonSet", true}, true, {"ds"}, {"all"}},
       {{"rbac.authorization.k8s.io", "v1", "roles", "Role", true}, false, {}, {}},

@@ -66,6 +66,14 @@ def job(name, max_workers=2, labels=None):
             "spec": {"image": "easyscale/worker:test", "ests": 8, "maxWorkers": max_workers}}
 
 
+def source_path(*parts):
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", *parts)
+
+
+def yaml_files(folder):
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".yaml"))
+
+
 class Server:
     """One easyscale-test-apiserver process and a kubeconfig for it."""
 
@@ -308,14 +316,44 @@ def kubectl_apply_server_side(s):
 @case("`kubectl apply -f crds/`, `get crd`, `wait --for=condition=established`",
       "the CRD stored; Established and NamesAccepted at once")
 def kubectl_apply_crds(s):
-    crds = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "crds")
-    _, out, _ = s.kubectl("apply", "-f", crds)
+    _, out, _ = s.kubectl("apply", "-f", source_path("crds"))
     check("customresourcedefinition.apiextensions.k8s.io/easyscalejobs.easyscale.io created" in out,
           out)
     check(s.kubectl("get", "crd", "-o", "name")[1].split() ==
           ["customresourcedefinition.apiextensions.k8s.io/easyscalejobs.easyscale.io"], "get crd")
     s.kubectl("wait", "--for=condition=established", "crd/easyscalejobs.easyscale.io",
               "--timeout=5s")
+
+
+@case("`kubectl apply -f` of every example in deploy/examples/ (validating)",
+      "every object created")
+def kubectl_apply_examples(s):
+    for path in yaml_files(source_path("deploy", "examples")):
+        _, out, _ = s.kubectl("apply", "-f", path)
+        check(out.strip() and all(line.endswith(" created") for line in out.splitlines()),
+              f"{path}: {out}")
+
+
+@case("`kubectl apply -f` of every manifest in deploy/examples/invalid/",
+      "each rejected by the server (the CRD's schema and rules)", gap=True)
+def kubectl_apply_invalid_examples(s):
+    accepted = []
+    for path in yaml_files(source_path("deploy", "examples", "invalid")):
+        rc, _, _ = s.kubectl("apply", "-f", path, ok=False)
+        if rc == 0:
+            accepted.append(os.path.basename(path))
+    check(not accepted, f"accepted: {', '.join(accepted)}")
+
+
+@case("`kubectl apply --server-side -f deploy/manifests/easyscale.yaml`",
+      "every object serverside-applied, then listed")
+def kubectl_apply_manifests_server_side(s):
+    _, out, _ = s.kubectl("apply", "--server-side", "-f",
+                          source_path("deploy", "manifests", "easyscale.yaml"))
+    lines = out.splitlines()
+    check(len(lines) >= 10 and all(line.endswith(" serverside-applied") for line in lines), out)
+    check("deployment.apps/easyscale-operator" in
+          s.kubectl("get", "deploy", "-n", "easyscale-system", "-o", "name")[1].split(), "listed")
 
 
 @case("`kubectl patch esj --type=merge`", "spec changed, generation 1 -> 2")
@@ -472,10 +510,8 @@ def kubectl_wait_delete(s):
       "every kind the chart renders stored and listed, the release deployed; uninstall "
       "removes them and the release (the CRD stays, as helm keeps crds/)")
 def helm_install_uninstall(s):
-    chart = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "charts",
-                         "easyscale")
-    s.helm("install", "easyscale", chart, "--namespace", "easyscale-system", "--create-namespace",
-           "--timeout", "30s")
+    s.helm("install", "easyscale", source_path("charts", "easyscale"), "--namespace",
+           "easyscale-system", "--create-namespace", "--timeout", "30s")
     import yaml  # Debian's python3-yaml, a dependency of python3-kubernetes
     rendered = [d for d in yaml.safe_load_all(s.helm("get", "manifest", "easyscale",
                                                      "--namespace", "easyscale-system")) if d]
