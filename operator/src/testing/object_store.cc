@@ -144,6 +144,9 @@ json EstablishedCrdStatus(const json& crd) {
         condition("Established", "InitialNamesAccepted", "the initial names have been accepted")}}};
 }
 
+// The finalizer of an owner that waits for its dependents (foreground deletion).
+constexpr const char* kForegroundDeletion = "foregroundDeletion";
+
 bool HasFinalizers(const json& obj) {
   const json& m = obj["metadata"];
   return m.contains("finalizers") && m["finalizers"].is_array() && !m["finalizers"].empty();
@@ -416,6 +419,54 @@ void ObjectStore::Remove(const ResourceInfo& r, const std::string& key) {
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
   Record(r.resource.plural, "DELETED", obj, json());
   CollectGarbage(obj["metadata"].value("uid", ""));
+  ReleaseForegroundOwners(obj);
+}
+
+bool ObjectStore::HasDependentsLocked(const std::string& ownerUid) {
+  const auto& all = ServedResources();
+  return std::any_of(all.begin(), all.end(),
+                     [&](const ResourceInfo& r) { return !DependentsLocked(r, ownerUid).empty(); });
+}
+
+json ObjectStore::DeleteInForeground(const ResourceInfo& r, const std::string& key,
+                                     const std::string& uid) {
+  const json old = objects_[r.resource.plural][key];
+  json next = old;
+  json& m = next["metadata"];
+  const json finalizers = m.value("finalizers", json::array());
+  if (std::find(finalizers.begin(), finalizers.end(), kForegroundDeletion) == finalizers.end()) {
+    m["finalizers"].push_back(kForegroundDeletion);
+  }
+  if (!m.contains("deletionTimestamp")) m["deletionTimestamp"] = NowTime();
+  m["deletionGracePeriodSeconds"] = 0;
+  const json waiting = Commit(r, key, std::move(next), old, {});
+  CollectGarbage(uid);  // the last dependent's removal releases the owner
+  return waiting;
+}
+
+void ObjectStore::ReleaseForegroundOwners(const json& removed) {
+  for (const json& ref : removed["metadata"].value("ownerReferences", json::array())) {
+    const std::string uid = ref.value("uid", "");
+    if (HasDependentsLocked(uid)) continue;
+    for (const ResourceInfo& r : ServedResources()) {
+      for (auto& [key, owner] : objects_[r.resource.plural]) {
+        json finalizers = owner["metadata"].value("finalizers", json::array());
+        if (owner["metadata"].value("uid", "") != uid ||
+            std::find(finalizers.begin(), finalizers.end(), kForegroundDeletion) ==
+                finalizers.end()) {
+          continue;
+        }
+        const std::string ownerKey = key;  // the map entry may go in Commit
+        const json old = owner;
+        json next = owner;
+        finalizers.erase(std::find(finalizers.begin(), finalizers.end(), kForegroundDeletion));
+        next["metadata"]["finalizers"] = finalizers;
+        if (finalizers.empty()) next["metadata"].erase("finalizers");
+        Commit(r, ownerKey, std::move(next), old, {});  // removes it when no finalizer is left
+        return;
+      }
+    }
+  }
 }
 
 // The garbage collector deletes dependents whose owner no longer exists
@@ -486,7 +537,12 @@ StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
                                    const std::string& name, DeleteOptions d, WriteOptions w) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
-  if (d.orphanDependents && !w.dryRun) Orphan(it->second["metadata"].value("uid", ""));
+  const std::string uid = it->second["metadata"].value("uid", "");
+  if (!w.dryRun && d.propagation == DeleteOptions::Propagation::kOrphan) Orphan(uid);
+  if (!w.dryRun && d.propagation == DeleteOptions::Propagation::kForeground &&
+      HasDependentsLocked(uid)) {
+    return DeleteInForeground(r, Key(ns, name), uid);
+  }
   return DeleteLocked(r, Key(ns, name), d, w);
 }
 

@@ -49,8 +49,12 @@ struct WriteOptions {
 
 // What a DELETE asks for besides the object (metav1.DeleteOptions).
 struct DeleteOptions {
-  int gracePeriodSeconds = -1;    // < 0: a pod's own terminationGracePeriodSeconds
-  bool orphanDependents = false;  // propagationPolicy Orphan: dependents stay, unowned
+  int gracePeriodSeconds = -1;  // < 0: a pod's own terminationGracePeriodSeconds
+  enum class Propagation {
+    kBackground,  // the owner goes, then the garbage collector deletes its dependents
+    kOrphan,      // dependents stay, without their references to the owner
+    kForeground,  // the owner waits (foregroundDeletion finalizer) until its dependents are gone
+  } propagation = Propagation::kBackground;
 };
 
 enum class PatchType {
@@ -92,8 +96,7 @@ class ObjectStore {
   // Pods bound to a node that have not ended terminate gracefully, as the
   // kubelet must confirm: DELETE sets deletionTimestamp (+ grace period) and a
   // second DELETE with gracePeriodSeconds 0 removes them (a pod's default
-  // grace period is 30 s). Dependents are deleted after their owner, or, when
-  // orphaned, lose their reference to it first.
+  // grace period is 30 s). Dependents go as DeleteOptions' propagation says.
   StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
                                   const std::string& name, DeleteOptions d = {},
                                   WriteOptions w = {});
@@ -126,8 +129,14 @@ class ObjectStore {
                               WriteOptions w);
   // Keys of the objects of `r` that `ownerUid` owns.
   std::vector<std::string> DependentsLocked(const ResourceInfo& r, const std::string& ownerUid);
+  bool HasDependentsLocked(const std::string& ownerUid);
   void CollectGarbage(const std::string& ownerUid);
   void Orphan(const std::string& ownerUid);
+  nlohmann::json DeleteInForeground(const ResourceInfo& r, const std::string& key,
+                                    const std::string& uid);
+  // Lets the owners of `removed` that wait in foreground deletion go once
+  // their last dependent is gone.
+  void ReleaseForegroundOwners(const nlohmann::json& removed);
   void Trim();
 
   std::mutex mu_;

@@ -105,7 +105,11 @@ StatusOr<DeleteOptions> DeleteOptionsOf(const httplib::Request& req, WriteOption
         "propagationPolicy: Unsupported value: supported values: \"Orphan\", \"Background\", "
         "\"Foreground\"");
   }
-  d.orphanDependents = policy == "Orphan" || body.value("orphanDependents", json()) == true;
+  if (policy == "Orphan" || body.value("orphanDependents", json()) == true) {
+    d.propagation = DeleteOptions::Propagation::kOrphan;
+  } else if (policy == "Foreground") {
+    d.propagation = DeleteOptions::Propagation::kForeground;
+  }
   return d;
 }
 

@@ -596,6 +596,35 @@ TEST_F(TestApiServerWireTest, SecretsArriveAsProtobufAsHelmSendsThem) {
   ExpectAlive();
 }
 
+TEST_F(TestApiServerWireTest, ForegroundDeletionWaitsForTheDependents) {
+  const json made =
+      Call("POST", kJobsPath, EasyScaleJob("j", {{"image", "w"}, {"ests", 2}}).dump()).Json();
+  json pod = PlainPod("dep");
+  pod["metadata"]["ownerReferences"] = {{{"apiVersion", "easyscale.io/v1alpha1"},
+                                         {"kind", "EasyScaleJob"},
+                                         {"name", "j"},
+                                         {"uid", made["metadata"]["uid"]}}};
+  pod["metadata"]["finalizers"] = {"example.com/hold"};  // the dependent waits too
+  ASSERT_EQ(Call("POST", kPodsPath, pod.dump()).status, 201);
+  const json waiting =
+      Call("DELETE", kJobsPath + "/j", R"({"propagationPolicy":"Foreground"})").Json();
+  EXPECT_EQ(waiting["metadata"]["finalizers"], json::array({"foregroundDeletion"}));
+  EXPECT_TRUE(waiting["metadata"].contains("deletionTimestamp"));
+  EXPECT_TRUE(Call("GET", kPodsPath + "/dep").Json()["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(Call("GET", kJobsPath + "/j").status, 200);  // still there: its pod is
+  ASSERT_EQ(Call("PATCH", kPodsPath + "/dep", R"({"metadata":{"finalizers":null}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  ExpectStatus(Call("GET", kPodsPath + "/dep"), 404, "NotFound");
+  ExpectStatus(Call("GET", kJobsPath + "/j"), 404, "NotFound");
+  // Without dependents it goes at once.
+  ASSERT_EQ(Call("POST", kJobsPath, EasyScaleJob("k", {{"image", "w"}, {"ests", 2}}).dump()).status,
+            201);
+  EXPECT_EQ(Call("DELETE", kJobsPath + "/k?propagationPolicy=Foreground").status, 200);
+  ExpectStatus(Call("GET", kJobsPath + "/k"), 404, "NotFound");
+}
+
 TEST_F(TestApiServerWireTest, UpdateFromAStaleObjectIsConflict) {
   ASSERT_EQ(Call("POST", kPodsPath, PlainPod("p").dump()).status, 201);
   const json first = Call("GET", kPodsPath + "/p").Json();

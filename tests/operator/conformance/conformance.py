@@ -406,10 +406,11 @@ def kubectl_delete(s):
     check(rc != 0 and "NotFound" in err, err)
 
 
-@case("`kubectl delete esj --cascade=orphan` and `--cascade=background` of jobs owning pods",
-      "orphan: the pod stays, without its ownerReference; background: the pod is collected")
+@case("`kubectl delete esj --cascade=orphan`, `=background`, `=foreground` of jobs owning pods",
+      "orphan: the pod stays, without its ownerReference; background and foreground: the pod "
+      "is collected (foreground: before the job goes)")
 def kubectl_delete_cascade(s):
-    for name in ("kept", "gone"):
+    for name in ("kept", "gone", "first"):
         s.apply(job(name))
         uid = s.kubectl_json("get", "esj", name)["metadata"]["uid"]
         s.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps({
@@ -420,6 +421,7 @@ def kubectl_delete_cascade(s):
             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
     s.kubectl("delete", "esj", "kept", "--cascade=orphan")
     s.kubectl("delete", "esj", "gone", "--cascade=background")
+    s.kubectl("delete", "esj", "first", "--cascade=foreground")
     pods = s.kubectl_json("get", "pods")["items"]
     check([p["metadata"]["name"] for p in pods] == ["kept-pod"], pods)
     check("ownerReferences" not in pods[0]["metadata"], pods[0]["metadata"])
