@@ -167,7 +167,13 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
   }
   StatusOr<json> out = absl::InternalError("unhandled");
   if (method == "GET" && !t.name.empty()) {
+    StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
+    if (!table.ok()) return SendError(res, table.status());
     out = store.Get(r, t.ns, t.name);
+    if (out.ok() && *table) {
+      out = (*table)->Convert(json::array({*out}),
+                              {{"resourceVersion", (*out)["metadata"]["resourceVersion"]}});
+    }
   } else if (method == "POST" && t.name.empty()) {
     out = store.Create(r, t.ns, body, *w);
     if (out.ok()) res.status = 201;
@@ -199,11 +205,6 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }
   if (!out.ok()) return SendError(res, out.status());
-  StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
-  if (method == "GET" && table.ok() && *table) {
-    *out = (*table)->Convert(json::array({*out}),
-                             {{"resourceVersion", (*out)["metadata"]["resourceVersion"]}});
-  }
   res.set_content(WireJson(*out), "application/json");
 }
 

@@ -90,6 +90,8 @@ TEST_F(TestApiServerWireTest, TablesCarryTheCrdPrinterColumnsWhenAskedFor) {
   const json one = Call("GET", kJobsPath + "/t?includeObject=Object", "", "", kubectl).Json();
   EXPECT_EQ(one["rows"][0]["object"]["spec"]["ests"], 4);
   ExpectStatus(Call("GET", kJobsPath + "?includeObject=Some", "", "", kubectl), 400, "BadRequest");
+  ExpectStatus(Call("GET", kJobsPath + "/t?includeObject=Some", "", "", kubectl), 400,
+               "BadRequest");
   // Plain JSON when not asked for, and for kinds without printer columns.
   EXPECT_EQ(Call("GET", kJobsPath).Json()["kind"], "EasyScaleJobList");
   EXPECT_EQ(Call("GET", kPodsPath, "", "", kubectl).Json()["kind"], "PodList");
