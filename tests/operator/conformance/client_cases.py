@@ -69,6 +69,13 @@ def stream(jobs, seconds, **kwargs):
         timeout_seconds=seconds, _request_timeout=seconds + 5, **kwargs)))
 
 
+def create_job_then_list_rv(jobs, name):
+    """Creates the job `name`; the resourceVersion of a list made just after."""
+    jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, job(name))
+    listed = jobs.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL)
+    return listed["metadata"]["resourceVersion"]
+
+
 def later(seconds, fn):
     t = threading.Timer(seconds, fn)
     t.start()
@@ -92,9 +99,7 @@ def python_watch_without_rv(s):
       "only the changes after it (MODIFIED, DELETED), no ADDED of existing jobs")
 def python_watch_with_rv(s):
     jobs, _ = s.python_client()
-    jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, job("r"))
-    rv = jobs.list_namespaced_custom_object(GROUP, VERSION, "default",
-                                            PLURAL)["metadata"]["resourceVersion"]
+    rv = create_job_then_list_rv(jobs, "r")
     jobs.patch_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "r",
                                         {"metadata": {"labels": {"a": "b"}}})
     jobs.delete_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "r")
@@ -107,9 +112,7 @@ def python_watch_with_rv(s):
       "BOOKMARK events carrying the current resourceVersion")
 def python_watch_bookmarks(s):
     jobs, _ = s.python_client()
-    jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, job("b"))
-    rv = jobs.list_namespaced_custom_object(GROUP, VERSION, "default",
-                                            PLURAL)["metadata"]["resourceVersion"]
+    rv = create_job_then_list_rv(jobs, "b")
     events = stream(jobs, 3, resource_version=rv, allow_watch_bookmarks=True)
     marks = [e for e in events if e["type"] == "BOOKMARK"]
     check(marks and all(m["object"]["metadata"]["resourceVersion"] == rv for m in marks),
