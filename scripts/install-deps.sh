@@ -17,6 +17,8 @@ apt_packages=(
   libjpeg62-turbo-dev libpng-dev  # decoding users' image folders
   python3-onnx python3-torch python3-torchvision  # exporting models to ONNX
   iproute2  # `ip`: the pod network of isolated test clusters
+  python3-kubernetes  # the official Python client, for the test API server's conformance suite
+  python3-yaml  # the test API server compiles crds/ in as JSON
   nodejs npm
 )
 

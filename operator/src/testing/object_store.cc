@@ -9,6 +9,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/job_spec.h"
 #include "easyscale/operator/kube_time.h"
+#include "object_shape.h"
 
 namespace easyscale::op::testing {
 namespace {
@@ -19,17 +20,63 @@ std::string Key(const std::string& ns, const std::string& name) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-// DNS-1123 subdomain: what most object names must be.
-bool ValidName(const std::string& n) {
-  if (n.empty() || n.size() > 253) return false;
+// A DNS-1123 subdomain (what most object names must be) or, without dots and
+// at most 63 characters, a DNS-1123 label (what namespaces must be).
+bool ValidDnsName(const std::string& n, bool subdomain) {
+  if (n.empty() || n.size() > (subdomain ? 253 : 63)) return false;
   for (char c : n) {
-    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
-          c == '-' || c == '.')) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' ||
+          (subdomain && c == '.'))) {
       return false;
     }
   }
-  return isalnum(static_cast<unsigned char>(n.front())) &&
-         isalnum(static_cast<unsigned char>(n.back()));
+  return absl::ascii_isalnum(n.front()) && absl::ascii_isalnum(n.back());
+}
+
+std::string ResourceVersionOf(const json& obj) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& m = obj["metadata"];
+  return m.contains("resourceVersion") && m["resourceVersion"].is_string()
+             ? m["resourceVersion"].get<std::string>()
+             : "";
+}
+
+// `patch` applied to `current`: a JSON patch that is not a list of operations
+// is 400, one that does not apply (a failed test, a missing path) 422.
+StatusOr<json> ApplyPatch(const json& current, PatchType type, const json& patch) {
+  if (type == PatchType::kMerge || type == PatchType::kApply) {
+    if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
+    json next = current;
+    next.merge_patch(patch);
+    return next;
+  }
+  if (!patch.is_array()) {
+    return absl::FailedPreconditionError("a JSON patch must be a list of operations");
+  }
+  try {
+    return current.patch(patch);
+  } catch (const json::parse_error& e) {
+    return absl::FailedPreconditionError(absl::StrCat("the JSON patch is malformed: ", e.what()));
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the JSON patch does not apply: ", e.what()));
+  }
+}
+
+// An applied object names its kind, API version and (the URL's) name, as
+// kube-apiserver requires of server-side apply.
+Status CheckAppliedObject(const ResourceInfo& r, const std::string& name, const json& applied) {
+  if (!applied.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
+  if (applied.value("kind", json()) != r.resource.kind ||
+      applied.value("apiVersion", json()) != r.resource.apiVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "apply: kind and apiVersion must be ", r.resource.kind, " and ", r.resource.apiVersion()));
+  }
+  const json meta = applied.value("metadata", json::object());
+  if (!meta.is_object() || meta.value("name", json()) != name) {
+    return absl::FailedPreconditionError("apply: metadata.name must be the name in the URL, \"" +
+                                         name + "\"");
+  }
+  return absl::OkStatus();
 }
 
 std::string Qualified(const ResourceInfo& r) {
@@ -74,6 +121,29 @@ Status NormalizeSecret(json& secret) {
   return absl::OkStatus();
 }
 
+// What kube-apiserver writes to a new CRD's status once its names are free
+// (here: at once): accepted names, Established, NamesAccepted.
+json EstablishedCrdStatus(const json& crd) {
+  json stored = json::array();
+  for (const json& v : crd["spec"].value("versions", json::array())) {
+    if (v.value("storage", false)) stored.push_back(v.value("name", ""));
+  }
+  const std::string now = NowTime();
+  auto condition = [&](const char* type, const char* reason, const char* message) {
+    return json{{"type", type},
+                {"status", "True"},
+                {"lastTransitionTime", now},
+                {"reason", reason},
+                {"message", message}};
+  };
+  return {
+      {"acceptedNames", crd["spec"]["names"]},
+      {"storedVersions", stored},
+      {"conditions",
+       {condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+        condition("Established", "InitialNamesAccepted", "the initial names have been accepted")}}};
+}
+
 bool HasFinalizers(const json& obj) {
   const json& m = obj["metadata"];
   return m.contains("finalizers") && m["finalizers"].is_array() && !m["finalizers"].empty();
@@ -82,9 +152,37 @@ bool HasFinalizers(const json& obj) {
 }  // namespace
 
 const std::vector<ResourceInfo>& ServedResources() {
+  // Short names and categories as kube-apiserver and crds/ declare them. The
+  // operator's kinds, then the other kinds the Helm chart and the examples
+  // create (stored and listed; only the fields the server itself reads are
+  // checked).
   static const std::vector<ResourceInfo> r = {
-      {kPods, true},          {kNodes, true},    {kEvents, false},         {kLeases, false},
-      {kEasyScaleJobs, true}, {kSecrets, false}, {kNetworkPolicies, false}};
+      {kPods, true, {"po"}, {"all"}},
+      {kNodes, true, {"no"}, {}},
+      {kEvents, false, {"ev"}, {}},
+      {kLeases, false, {}, {}},
+      {kEasyScaleJobs, true, {"esj"}, {"easyscale", "all"}},
+      {kSecrets, false, {}, {}},
+      {kNetworkPolicies, false, {"netpol"}, {}},
+      {{"", "v1", "namespaces", "Namespace", false}, true, {"ns"}, {}},
+      {{"", "v1", "configmaps", "ConfigMap", true}, false, {"cm"}, {}},
+      {{"", "v1", "services", "Service", true}, true, {"svc"}, {"all"}},
+      {{"", "v1", "serviceaccounts", "ServiceAccount", true}, false, {"sa"}, {}},
+      {{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true}, true, {"pvc"}, {}},
+      {{"apps", "v1", "deployments", "Deployment", true}, true, {"deploy"}, {"all"}},
+      {{"apps", "v1", "daemonsets", "DaemonSet", true}, true, {"ds"}, {"all"}},
+      {{"rbac.authorization.k8s.io", "v1", "roles", "Role", true}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false}, false, {}, {}},
+      {{"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false},
+       false,
+       {},
+       {}},
+      {{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+        false},
+       true,
+       {"crd", "crds"},
+       {"api-extensions"}}};
   return r;
 }
 
@@ -107,10 +205,16 @@ Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
         absl::StrCat(r.resource.kind, ".", r.resource.group.empty() ? "" : r.resource.group,
                      r.resource.group.empty() ? "" : " ", "\"", name, "\" is invalid: ", why));
   };
-  if (!ValidName(name)) {
+  if (!ValidDnsName(name, true)) {
     return invalid("metadata.name: Invalid value: \"" + name +
                    "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                   "characters, '-' or '.'");
+                   "characters, '-' or '.', and must start and end with an alphanumeric character");
+  }
+  const std::string ns = obj["metadata"].value("namespace", "");
+  if (r.resource.namespaced && !ValidDnsName(ns, false)) {
+    return invalid("metadata.namespace: Invalid value: \"" + ns +
+                   "\": a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                   "characters or '-', and must start and end with an alphanumeric character");
   }
   if (r.resource.plural == "easyscalejobs") {
     if (!obj.contains("spec")) return invalid("spec: Required value");
@@ -124,12 +228,20 @@ Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
       return invalid("spec.containers: Required value");
     }
     for (size_t i = 0; i < containers.size(); ++i) {
-      if (!containers[i].is_object() || containers[i].value("name", "").empty()) {
+      if (containers[i].value("name", "").empty()) {
         return invalid(absl::StrCat("spec.containers[", i, "].name: Required value"));
       }
       if (containers[i].value("image", "").empty()) {
         return invalid(absl::StrCat("spec.containers[", i, "].image: Required value"));
       }
+    }
+  } else if (r.resource.plural == "customresourcedefinitions") {
+    const json& spec = obj.value("spec", json::object());
+    const std::string plural = spec.value("names", json::object()).value("plural", "");
+    if (plural.empty()) return invalid("spec.names.plural: Required value");
+    if (name != plural + "." + spec.value("group", "")) {
+      return invalid("metadata.name: Invalid value: \"" + name +
+                     "\": must be spec.names.plural+\".\"+spec.group");
     }
   } else if (r.resource.plural == "events") {
     if (!obj.contains("involvedObject") || !obj["involvedObject"].is_object()) {
@@ -185,8 +297,9 @@ json ObjectStore::List(const ResourceInfo& r, const std::string& ns,
           {"items", items}};
 }
 
-StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns, json obj) {
-  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns, json obj,
+                                   WriteOptions w) {
+  ES_RETURN_IF_ERROR(CheckObjectShape(r.resource, obj));
   std::lock_guard<std::mutex> lock(mu_);
   json& m = Meta(obj);
   if (r.resource.namespaced) {
@@ -215,10 +328,12 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
   }
   if (r.hasStatus) obj.erase("status");  // writes to the main resource ignore status
   if (r.resource.plural == "pods") obj["status"] = {{"phase", "Pending"}};
+  if (r.resource.plural == "customresourcedefinitions") obj["status"] = EstablishedCrdStatus(obj);
   m["uid"] = absl::StrFormat("00000000-0000-4000-8000-%012d", ++uidCounter_);
   m["creationTimestamp"] = NowTime();
   m.erase("deletionTimestamp");
   if (obj.contains("spec")) m["generation"] = 1;
+  if (w.dryRun) return obj;
   m["resourceVersion"] = std::to_string(++rv_);
   objs[key] = obj;
   Record(r.resource.plural, "ADDED", obj, json());
@@ -226,8 +341,8 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
 }
 
 StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name, json obj, bool status) {
-  if (!obj.is_object()) return absl::FailedPreconditionError("the body must be a JSON object");
+                                   const std::string& name, json obj, bool status, WriteOptions w) {
+  ES_RETURN_IF_ERROR(CheckObjectShape(r.resource, obj));
   std::lock_guard<std::mutex> lock(mu_);
   const std::string key = Key(ns, name);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
@@ -274,10 +389,12 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
   }
   next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];
   if (next == old) return old;  // a no-op write keeps the resourceVersion
-  return Commit(r, key, std::move(next), old);
+  return Commit(r, key, std::move(next), old, w);
 }
 
-json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old) {
+json ObjectStore::Commit(const ResourceInfo& r, const std::string& key, json obj, const json& old,
+                         WriteOptions w) {
+  if (w.dryRun) return obj;
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
   if (obj["metadata"].contains("deletionTimestamp") && !HasFinalizers(obj) &&
       obj["metadata"].value("deletionGracePeriodSeconds", 0) == 0) {
@@ -299,68 +416,58 @@ void ObjectStore::Remove(const ResourceInfo& r, const std::string& key) {
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
   Record(r.resource.plural, "DELETED", obj, json());
   CollectGarbage(obj["metadata"].value("uid", ""));
+  ReleaseForegroundOwners(obj);
 }
 
-// The garbage collector deletes dependents whose owner no longer exists
-// (background propagation); dependents with finalizers start terminating.
-void ObjectStore::CollectGarbage(const std::string& ownerUid) {
-  if (ownerUid.empty()) return;
-  for (const ResourceInfo& r : ServedResources()) {
-    std::vector<std::string> dependents;
-    for (const auto& [key, obj] : objects_[r.resource.plural]) {
-      const json refs = obj["metadata"].value("ownerReferences", json::array());
-      for (const json& ref : refs) {
-        if (ref.is_object() && ref.value("uid", "") == ownerUid) dependents.push_back(key);
-      }
-    }
-    for (const std::string& key : dependents) {
-      if (objects_[r.resource.plural].count(key) == 0) continue;  // collected on the way
-      if (objects_[r.resource.plural][key]["metadata"].contains("deletionTimestamp")) continue;
-      DeleteLocked(r, key, -1);
-    }
-  }
-}
-
-StatusOr<json> ObjectStore::MergePatch(const ResourceInfo& r, const std::string& ns,
-                                       const std::string& name, const json& patch, bool status) {
-  if (!patch.is_object()) return absl::FailedPreconditionError("the patch must be a JSON object");
-  StatusOr<json> current = Get(r, ns, name);
-  if (!current.ok()) return current.status();
-  json next = *current;
-  next.merge_patch(patch);
-  // Without a resourceVersion in the patch the write is unconditional; a race
-  // with another writer between Get and Update retries here, as the server does.
-  const bool conditional = patch.contains("metadata") && patch["metadata"].is_object() &&
-                           patch["metadata"].contains("resourceVersion");
+StatusOr<json> ObjectStore::Patch(const ResourceInfo& r, const std::string& ns,
+                                  const std::string& name, PatchType type, const json& patch,
+                                  bool status, WriteOptions w) {
+  if (type == PatchType::kApply) ES_RETURN_IF_ERROR(CheckAppliedObject(r, name, patch));
   for (int attempt = 0;; ++attempt) {
-    StatusOr<json> out = Update(r, ns, name, next, status);
+    StatusOr<json> found = Get(r, ns, name);
+    if (type == PatchType::kApply && absl::IsNotFound(found.status())) {
+      StatusOr<json> created = Create(r, ns, patch, w);
+      if (!absl::IsAlreadyExists(created.status()) || attempt > 5) return created;
+      continue;  // created by another writer meanwhile: apply to that
+    }
+    ES_ASSIGN_OR_RETURN(json current, std::move(found));
+    ES_ASSIGN_OR_RETURN(json next, ApplyPatch(current, type, patch));
+    StatusOr<json> out = Update(r, ns, name, next, status, w);
+    // Only a write that lost a race (not one the patch made conditional) is retried.
+    const bool conditional = ResourceVersionOf(next) != ResourceVersionOf(current);
     if (out.ok() || conditional || !absl::IsAborted(out.status()) || attempt > 5) return out;
-    current = Get(r, ns, name);
-    if (!current.ok()) return current.status();
-    next = *current;
-    next.merge_patch(patch);
   }
 }
 
 StatusOr<json> ObjectStore::Delete(const ResourceInfo& r, const std::string& ns,
-                                   const std::string& name, int gracePeriodSeconds) {
+                                   const std::string& name, DeleteOptions d, WriteOptions w) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSIGN_OR_RETURN(auto it, FindLocked(r, ns, name));
-  (void)it;
-  return DeleteLocked(r, Key(ns, name), gracePeriodSeconds);
+  const std::string uid = it->second["metadata"].value("uid", "");
+  if (!w.dryRun && d.propagation == DeleteOptions::Propagation::kOrphan) Orphan(uid);
+  if (!w.dryRun && d.propagation == DeleteOptions::Propagation::kForeground &&
+      HasDependentsLocked(uid)) {
+    return DeleteInForeground(r, Key(ns, name), uid);
+  }
+  return DeleteLocked(r, Key(ns, name), d, w);
 }
 
-json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
-                               int gracePeriodSeconds) {
+json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key, DeleteOptions d,
+                               WriteOptions w) {
   json& current = objects_[r.resource.plural][key];
-  const json spec = current.value("spec", json::object());
-  const std::string phase = current.value("status", json::object()).value("phase", "");
-  const bool graceful = r.resource.plural == "pods" && !spec.value("nodeName", "").empty() &&
-                        phase != "Succeeded" && phase != "Failed";
-  const int grace = gracePeriodSeconds >= 0 ? gracePeriodSeconds
-                                            : spec.value("terminationGracePeriodSeconds", 30);
-  const bool waitForKubelet = graceful && grace > 0;
+  // Only pods read spec and status here (and only theirs are type-checked for it).
+  int grace = 0;
+  bool waitForKubelet = false;
+  if (r.resource.plural == "pods") {
+    const json spec = current.value("spec", json::object());
+    const std::string phase = current.value("status", json::object()).value("phase", "");
+    grace = d.gracePeriodSeconds >= 0 ? d.gracePeriodSeconds
+                                      : spec.value("terminationGracePeriodSeconds", 30);
+    waitForKubelet = !spec.value("nodeName", "").empty() && phase != "Succeeded" &&
+                     phase != "Failed" && grace > 0;
+  }
   if (!HasFinalizers(current) && !waitForKubelet) {
+    if (w.dryRun) return current;
     json obj = current;
     Remove(r, key);
     obj["metadata"]["resourceVersion"] = std::to_string(rv_);
@@ -374,7 +481,7 @@ json ObjectStore::DeleteLocked(const ResourceInfo& r, const std::string& key,
   }
   next["metadata"]["deletionGracePeriodSeconds"] = waitForKubelet ? grace : 0;
   if (next == old) return old;
-  return Commit(r, key, std::move(next), old);
+  return Commit(r, key, std::move(next), old, w);
 }
 
 StatusOr<std::vector<StoredEvent>> ObjectStore::EventsSince(const std::string& plural, int64_t rv) {

@@ -25,7 +25,9 @@ namespace easyscale::op::testing {
 
 struct ResourceInfo {
   Resource resource;
-  bool hasStatus = false;  // a /status subresource splits spec and status writes
+  bool hasStatus = false;               // a /status subresource splits spec and status writes
+  std::vector<std::string> shortNames;  // discovery: `kubectl get esj`
+  std::vector<std::string> categories;  // discovery: `kubectl get all`
 };
 
 // The resources the test API server serves.
@@ -37,6 +39,32 @@ struct StoredEvent {
   std::string type;  // ADDED | MODIFIED | DELETED
   nlohmann::json object;
   nlohmann::json previous;  // the object before a MODIFIED, for selector moves
+};
+
+// A write with dryRun (the request's dryRun=All) runs every check and
+// answers what would be stored, storing nothing.
+struct WriteOptions {
+  bool dryRun = false;
+};
+
+// What a DELETE asks for besides the object (metav1.DeleteOptions).
+struct DeleteOptions {
+  int gracePeriodSeconds = -1;  // < 0: a pod's own terminationGracePeriodSeconds
+  enum class Propagation {
+    kBackground,  // the owner goes, then the garbage collector deletes its dependents
+    kOrphan,      // dependents stay, without their references to the owner
+    kForeground,  // the owner waits (foregroundDeletion finalizer) until its dependents are gone
+  } propagation = Propagation::kBackground;
+};
+
+enum class PatchType {
+  kMerge,  // application/merge-patch+json (RFC 7386)
+  kJson,   // application/json-patch+json (RFC 6902)
+  // application/apply-patch+yaml (server-side apply), simplified: the applied
+  // object is created, or merged into the stored one as a merge patch. No
+  // managedFields: fields a manager stops applying stay, and there are no
+  // conflicts between managers.
+  kApply,
 };
 
 // Errors use the client's codes: NotFound, AlreadyExists, Aborted (conflict),
@@ -53,18 +81,25 @@ class ObjectStore {
   // Every object of `r` in `ns` (all when empty) that `match` accepts.
   nlohmann::json List(const ResourceInfo& r, const std::string& ns,
                       const std::function<bool(const nlohmann::json&)>& match);
-  StatusOr<nlohmann::json> Create(const ResourceInfo& r, const std::string& ns, nlohmann::json obj);
+  StatusOr<nlohmann::json> Create(const ResourceInfo& r, const std::string& ns, nlohmann::json obj,
+                                  WriteOptions w = {});
   StatusOr<nlohmann::json> Update(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name, nlohmann::json obj, bool status);
-  StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, const std::string& ns,
-                                      const std::string& name, const nlohmann::json& patch,
-                                      bool status);
+                                  const std::string& name, nlohmann::json obj, bool status,
+                                  WriteOptions w = {});
+  // A patch that leaves metadata.resourceVersion alone is applied to the
+  // latest object (re-applied when another write wins the race); one that
+  // sets it is a conditional write (409 when stale). A JSON patch that does
+  // not apply is 422. An apply creates the object when there is none.
+  StatusOr<nlohmann::json> Patch(const ResourceInfo& r, const std::string& ns,
+                                 const std::string& name, PatchType type,
+                                 const nlohmann::json& patch, bool status, WriteOptions w = {});
   // Pods bound to a node that have not ended terminate gracefully, as the
   // kubelet must confirm: DELETE sets deletionTimestamp (+ grace period) and a
-  // second DELETE with gracePeriodSeconds 0 removes them. `gracePeriodSeconds`
-  // < 0 takes the pod's terminationGracePeriodSeconds (default 30).
+  // second DELETE with gracePeriodSeconds 0 removes them (a pod's default
+  // grace period is 30 s). Dependents go as DeleteOptions' propagation says.
   StatusOr<nlohmann::json> Delete(const ResourceInfo& r, const std::string& ns,
-                                  const std::string& name, int gracePeriodSeconds = -1);
+                                  const std::string& name, DeleteOptions d = {},
+                                  WriteOptions w = {});
 
   // Events of `plural` after `rv`; OutOfRange when history before it is compacted.
   StatusOr<std::vector<StoredEvent>> EventsSince(const std::string& plural, int64_t rv);
@@ -88,11 +123,20 @@ class ObjectStore {
               const nlohmann::json& previous);
   // Commits `obj` replacing `old` (or removes it when its last finalizer went).
   nlohmann::json Commit(const ResourceInfo& r, const std::string& key, nlohmann::json obj,
-                        const nlohmann::json& old);
+                        const nlohmann::json& old, WriteOptions w);
   void Remove(const ResourceInfo& r, const std::string& key);
-  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key,
-                              int gracePeriodSeconds);
+  nlohmann::json DeleteLocked(const ResourceInfo& r, const std::string& key, DeleteOptions d,
+                              WriteOptions w);
+  // Keys of the objects of `r` that `ownerUid` owns.
+  std::vector<std::string> DependentsLocked(const ResourceInfo& r, const std::string& ownerUid);
+  bool HasDependentsLocked(const std::string& ownerUid);
   void CollectGarbage(const std::string& ownerUid);
+  void Orphan(const std::string& ownerUid);
+  nlohmann::json DeleteInForeground(const ResourceInfo& r, const std::string& key,
+                                    const std::string& uid);
+  // Lets the owners of `removed` that wait in foreground deletion go once
+  // their last dependent is gone.
+  void ReleaseForegroundOwners(const nlohmann::json& removed);
   void Trim();
 
   std::mutex mu_;

@@ -1,127 +1,68 @@
-// The HTTP face of the test API server: routing, Status objects, watch
+// The HTTP face of the test API server: routing, request parameters, watch
 // streams, authentication and fault injection.
 #include "easyscale/operator/test_apiserver.h"
 
 #include <httplib.h>
 #include <openssl/pem.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "api_answers.h"
+#include "discovery.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
 #include "object_store.h"
+#include "openapi.h"
+#include "protobuf_body.h"
+#include "request_options.h"
 #include "selectors.h"
+#include "table.h"
 
 namespace easyscale::op::testing {
 namespace {
 
 using nlohmann::json;
 
-// Answers an error the way kube-apiserver does: a metav1.Status object.
-void SendStatus(httplib::Response& res, int code, const std::string& reason,
-                const std::string& message) {
-  const json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
-                  {"status", "Failure"}, {"message", message}, {"reason", reason},
-                  {"code", code}};
-  res.status = code;
-  res.set_content(s.dump(), "application/json");
+// Threads for requests other than watches: with at most maxWatches open
+// watches, these always remain for everything else.
+constexpr int kRequestThreads = 32;
+
+// A watch answer's media type: kube's "application/json" with a parameter,
+// which httplib does not compress (kube-apiserver never compresses a watch:
+// a compressed stream would reach the client only when it ends).
+constexpr const char* kWatchMediaType = "application/json;stream=watch";
+
+json ErrorEvent(const Status& s) {
+  return {{"type", "ERROR"}, {"object", StatusObject(410, "Expired", std::string(s.message()))}};
 }
 
-void SendError(httplib::Response& res, const Status& s) {
-  const std::string msg(s.message());
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      return SendStatus(res, 404, "NotFound", msg);
-    case absl::StatusCode::kAlreadyExists:
-      return SendStatus(res, 409, "AlreadyExists", msg);
-    case absl::StatusCode::kAborted:
-      return SendStatus(res, 409, "Conflict", msg);
-    case absl::StatusCode::kInvalidArgument:
-      return SendStatus(res, 422, "Invalid", msg);
-    case absl::StatusCode::kFailedPrecondition:
-      return SendStatus(res, 400, "BadRequest", msg);
-    case absl::StatusCode::kOutOfRange:
-      return SendStatus(res, 410, "Expired", msg);
-    default:
-      return SendStatus(res, 500, "InternalError", msg);
-  }
+std::string EventLine(const std::string& type, const json& object) {
+  return WireJson({{"type", type}, {"object", object}}) + "\n";
 }
 
-json ErrorEvent(const std::string& message) {
-  return {{"type", "ERROR"},
-          {"object",
-           {{"kind", "Status"},
-            {"apiVersion", "v1"},
-            {"metadata", json::object()},
-            {"status", "Failure"},
-            {"message", message},
-            {"reason", "Expired"},
-            {"code", 410}}}};
+// The Table the request asks for, if any (kubectl get asks for one).
+StatusOr<std::optional<TableFormat>> TableFormatOf(const ResourceInfo& r,
+                                                   const httplib::Request& req) {
+  return TableFormatFor(r, req.get_header_value("Accept"), req.get_param_value("includeObject"));
 }
 
-// Legacy discovery (/api, /apis and each group version), so kubectl and other
-// discovery-driven clients can talk to the test server.
-void InstallDiscovery(httplib::Server& svr) {
-  auto send = [](httplib::Response& res, const json& j) {
-    res.set_content(j.dump(), "application/json");
-  };
-  svr.Get("/api", [send](const httplib::Request&, httplib::Response& res) {
-    send(res, {{"kind", "APIVersions"},
-               {"versions", {"v1"}},
-               {"serverAddressByClientCIDRs",
-                {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}});
-  });
-  svr.Get("/apis", [send](const httplib::Request&, httplib::Response& res) {
-    json groups = json::array();
-    std::set<std::string> seen;
-    for (const ResourceInfo& r : ServedResources()) {
-      const std::string gv = r.resource.apiVersion();
-      if (r.resource.group.empty() || !seen.insert(gv).second) continue;
-      const json version = {{"groupVersion", gv}, {"version", r.resource.version}};
-      groups.push_back(
-          {{"name", r.resource.group}, {"versions", {version}}, {"preferredVersion", version}});
-    }
-    send(res, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
-  });
-  auto resources = [send](const std::string& gv, httplib::Response& res) {
-    json list = json::array();
-    for (const ResourceInfo& r : ServedResources()) {
-      if (r.resource.apiVersion() != gv) continue;
-      std::string singular = r.resource.kind;
-      std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
-      list.push_back({{"name", r.resource.plural},
-                      {"singularName", singular},
-                      {"namespaced", r.resource.namespaced},
-                      {"kind", r.resource.kind},
-                      {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
-      if (r.hasStatus) {
-        list.push_back({{"name", r.resource.plural + "/status"},
-                        {"singularName", ""},
-                        {"namespaced", r.resource.namespaced},
-                        {"kind", r.resource.kind},
-                        {"verbs", {"get", "patch", "update"}}});
-      }
-    }
-    if (list.empty())
-      return SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
-    send(res, {{"kind", "APIResourceList"},
-               {"apiVersion", "v1"},
-               {"groupVersion", gv},
-               {"resources", list}});
-  };
-  svr.Get("/api/v1",
-          [resources](const httplib::Request&, httplib::Response& res) { resources("v1", res); });
-  svr.Get(R"(/apis/([^/]+)/([^/]+))",
-          [resources](const httplib::Request& req, httplib::Response& res) {
-            resources(std::string(req.matches[1]) + "/" + std::string(req.matches[2]), res);
-          });
+// A change as a watch sends it: the object, or a Table of one row.
+std::string ChangeLine(const std::string& type, const json& object,
+                       const std::optional<TableFormat>& table) {
+  if (!table) return EventLine(type, object);
+  return EventLine(
+      type, table->Convert(json::array({object}),
+                           {{"resourceVersion", object["metadata"].value("resourceVersion", "")}}));
 }
 
 }  // namespace
@@ -139,8 +80,16 @@ struct TestApiServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> watches{0};
   std::atomic<int64_t> lists{0};
+  std::atomic<int> openWatches{0};
+  int listenSocket = -1;
   mutable std::mutex heldMu;
   std::set<std::string> heldPlurals;
+
+  // A request's place in the REST tree.
+  struct Target {
+    std::string group, version, ns, plural, name, sub;
+    bool watchPath = false;  // the legacy /watch/ prefix
+  };
 
   bool Held(const std::string& plural) const {
     std::lock_guard<std::mutex> lock(heldMu);
@@ -148,86 +97,160 @@ struct TestApiServer::Impl {
   }
 
   void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res,
-              const std::string& group, const std::string& version, const std::string& ns,
-              const std::string& plural, const std::string& name, const std::string& sub);
+              const Target& t);
+  void Write(const std::string& method, const httplib::Request& req, httplib::Response& res,
+             const ResourceInfo& r, const Target& t);
   void Watch(const ResourceInfo& r, const std::string& ns, const httplib::Request& req,
              httplib::Response& res, Selector labels, Selector fields);
 };
 
 void TestApiServer::Impl::Handle(const std::string& method, const httplib::Request& req,
-                                 httplib::Response& res, const std::string& group,
-                                 const std::string& version, const std::string& ns,
-                                 const std::string& plural, const std::string& name,
-                                 const std::string& sub) {
-  const ResourceInfo* r = store.FindResource(group, version, plural);
-  if (r == nullptr || (!sub.empty() && (sub != "status" || !r->hasStatus))) {
+                                 httplib::Response& res, const Target& t) {
+  const ResourceInfo* r = store.FindResource(t.group, t.version, t.plural);
+  const bool collection = t.name.empty();
+  if (r == nullptr || (!t.sub.empty() && (t.sub != "status" || !r->hasStatus)) ||
+      (r->resource.namespaced != !t.ns.empty() &&
+       !(t.ns.empty() && collection && method == "GET")) ||
+      (t.watchPath && method != "GET")) {
     return SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
   }
-  if (r->resource.namespaced != !ns.empty() && !(ns.empty() && name.empty() && method == "GET")) {
-    return SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
+  if (method != "GET" || (!collection && !t.watchPath)) return Write(method, req, res, *r, t);
+  StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
+  if (!labels.ok())
+    return SendStatus(res, 400, "BadRequest", std::string(labels.status().message()));
+  // A legacy watch of one object is a watch of its collection by name.
+  std::string fieldSelector = req.get_param_value("fieldSelector");
+  if (!collection) {
+    fieldSelector =
+        absl::StrCat(fieldSelector.empty() ? "" : fieldSelector + ",", "metadata.name=", t.name);
   }
-  if (method == "GET" && name.empty()) {
-    StatusOr<Selector> labels = Selector::ParseLabels(req.get_param_value("labelSelector"));
-    if (!labels.ok())
-      return SendStatus(res, 400, "BadRequest", std::string(labels.status().message()));
-    StatusOr<Selector> fields =
-        Selector::ParseFields(req.get_param_value("fieldSelector"), SupportedFields(plural));
-    if (!fields.ok())
-      return SendStatus(res, 400, "BadRequest", std::string(fields.status().message()));
-    const std::string w = req.get_param_value("watch");
-    if (w == "true" || w == "1") return Watch(*r, ns, req, res, *labels, *fields);
-    ++lists;
-    json list =
-        store.List(*r, ns, [&](const json& o) { return labels->Matches(o) && fields->Matches(o); });
-    res.set_content(list.dump(), "application/json");
-    return;
+  StatusOr<Selector> fields = Selector::ParseFields(fieldSelector, SupportedFields(t.plural));
+  if (!fields.ok())
+    return SendStatus(res, 400, "BadRequest", std::string(fields.status().message()));
+  StatusOr<std::optional<bool>> watch = BoolParam(req, "watch");
+  if (!watch.ok()) return SendError(res, watch.status());
+  if (t.watchPath || watch->value_or(false)) return Watch(*r, t.ns, req, res, *labels, *fields);
+  StatusOr<std::optional<TableFormat>> table = TableFormatOf(*r, req);
+  if (!table.ok()) return SendError(res, table.status());
+  ++lists;
+  json list =
+      store.List(*r, t.ns, [&](const json& o) { return labels->Matches(o) && fields->Matches(o); });
+  if (*table) list = (*table)->Convert(list["items"], list["metadata"]);
+  res.set_content(WireJson(list), "application/json");
+}
+
+// get, create, update, patch and delete of one object.
+void TestApiServer::Impl::Write(const std::string& method, const httplib::Request& req,
+                                httplib::Response& res, const ResourceInfo& r, const Target& t) {
+  StatusOr<WriteOptions> w = WriteOptionsOf(req);
+  if (!w.ok()) return SendError(res, w.status());
+  const bool status = t.sub == "status";
+  json body;
+  const std::string contentType = req.get_header_value("Content-Type");
+  if ((method == "POST" || method == "PUT") &&
+      contentType == "application/vnd.kubernetes.protobuf") {
+    StatusOr<json> read = ReadProtobufBody(req.body);
+    if (!read.ok()) {
+      return SendStatus(res, 415, "UnsupportedMediaType", std::string(read.status().message()));
+    }
+    body = std::move(*read);
+  } else if ((method == "POST" || method == "PUT") && !contentType.empty() &&
+             contentType.rfind("application/json", 0) != 0) {
+    return SendStatus(res, 415, "UnsupportedMediaType",
+                      "the body of the request was in an unknown format - accepted media types "
+                      "include: application/json, application/vnd.kubernetes.protobuf (Secrets)");
+  } else if (method == "POST" || method == "PUT" || method == "PATCH") {
+    body = json::parse(req.body, nullptr, false);  // invalid UTF-8 is a parse error too
+    if (body.is_discarded()) {
+      return SendStatus(res, 400, "BadRequest", "the body is not valid JSON (or not UTF-8)");
+    }
   }
   StatusOr<json> out = absl::InternalError("unhandled");
-  json body;
-  if (method == "POST" || method == "PUT" || method == "PATCH") {
-    body = json::parse(req.body, nullptr, false);
-    if (!body.is_object())
-      return SendStatus(res, 400, "BadRequest", "the body is not a JSON object");
-  }
-  if (method == "GET") {
-    out = store.Get(*r, ns, name);
-  } else if (method == "POST" && name.empty()) {
-    out = store.Create(*r, ns, body);
+  if (method == "GET" && !t.name.empty()) {
+    StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
+    if (!table.ok()) return SendError(res, table.status());
+    out = store.Get(r, t.ns, t.name);
+    if (out.ok() && *table) {
+      out = (*table)->Convert(json::array({*out}),
+                              {{"resourceVersion", (*out)["metadata"]["resourceVersion"]}});
+    }
+  } else if (method == "POST" && t.name.empty()) {
+    out = store.Create(r, t.ns, body, *w);
     if (out.ok()) res.status = 201;
-  } else if (method == "PUT" && !name.empty()) {
-    out = store.Update(*r, ns, name, body, sub == "status");
-  } else if (method == "PATCH" && !name.empty()) {
-    if (req.get_header_value("Content-Type") != "application/merge-patch+json") {
+  } else if (method == "PUT" && !t.name.empty()) {
+    out = store.Update(r, t.ns, t.name, body, status, *w);
+  } else if (method == "PATCH" && !t.name.empty()) {
+    const std::string type = req.get_header_value("Content-Type");
+    const std::map<std::string, PatchType> types = {
+        {"application/merge-patch+json", PatchType::kMerge},
+        {"application/json-patch+json", PatchType::kJson},
+        {"application/apply-patch+yaml", PatchType::kApply}};
+    auto it = types.find(type);
+    if (it == types.end()) {
       return SendStatus(res, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
-                        "include: application/merge-patch+json");
+                        "include: application/json-patch+json, application/merge-patch+json, "
+                        "application/apply-patch+yaml");
     }
-    out = store.MergePatch(*r, ns, name, body, sub == "status");
-  } else if (method == "DELETE" && !name.empty() && sub.empty()) {
-    int grace = -1;  // DeleteOptions: query parameter or body
-    const json options = json::parse(req.body, nullptr, false);
-    if (options.is_object() && options.contains("gracePeriodSeconds") &&
-        options["gracePeriodSeconds"].is_number_integer()) {
-      grace = options["gracePeriodSeconds"].get<int>();
+    if (it->second == PatchType::kApply && req.get_param_value("fieldManager").empty()) {
+      return SendStatus(res, 400, "BadRequest",
+                        "PATCH requests with apply content type must specify a fieldManager");
     }
-    if (req.has_param("gracePeriodSeconds") &&
-        (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &grace) || grace < 0)) {
-      return SendStatus(res, 400, "BadRequest", "gracePeriodSeconds: not a non-negative integer");
-    }
-    out = store.Delete(*r, ns, name, grace);
+    out = store.Patch(r, t.ns, t.name, it->second, body, status, *w);
+  } else if (method == "DELETE" && !t.name.empty() && !status) {
+    StatusOr<DeleteOptions> d = DeleteOptionsOf(req, &*w);
+    if (!d.ok()) return SendError(res, d.status());
+    out = store.Delete(r, t.ns, t.name, *d, *w);
   } else {
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }
   if (!out.ok()) return SendError(res, out.status());
-  res.set_content(out->dump(), "application/json");
+  res.set_content(WireJson(*out), "application/json");
 }
 
-// A watch stream: initial state (when no resourceVersion is given), then the
-// changes after it, as newline-delimited JSON in a chunked 200 response.
+// A watch stream: initial state (when asked for, or by default without a
+// resourceVersion), then the changes after it, as newline-delimited JSON in a
+// chunked 200 response. Each open watch holds a server thread; at most
+// options.maxWatches are open, so that other requests always find one.
 void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
                                 const httplib::Request& req, httplib::Response& res,
                                 Selector labels, Selector fields) {
   ++watches;
+  // Frees the watch's place when the stream (or an early answer) ends.
+  struct Slot {
+    explicit Slot(std::atomic<int>& n) : open(n) { ++open; }
+    ~Slot() { --open; }
+    std::atomic<int>& open;
+  };
+  auto slot = std::make_shared<Slot>(openWatches);
+  if (openWatches > options.maxWatches) {
+    return SendStatus(res, 429, "TooManyRequests",
+                      absl::StrCat("too many open watches (at most ", options.maxWatches, ")"));
+  }
+  StatusOr<std::optional<bool>> bookmarks = BoolParam(req, "allowWatchBookmarks");
+  if (!bookmarks.ok()) return SendError(res, bookmarks.status());
+  StatusOr<std::optional<bool>> sendInitial = BoolParam(req, "sendInitialEvents");
+  if (!sendInitial.ok()) return SendError(res, sendInitial.status());
+  StatusOr<std::optional<TableFormat>> table = TableFormatOf(r, req);
+  if (!table.ok()) return SendError(res, table.status());
+  const std::string rvMatch = req.get_param_value("resourceVersionMatch");
+  // kube's rules for a watch list (WatchList, what client-go's informers send).
+  if (sendInitial->has_value() && rvMatch != "NotOlderThan") {
+    return SendStatus(res, 422, "Invalid",
+                      "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+                      "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+  }
+  if (sendInitial->value_or(false) && !bookmarks->value_or(false)) {
+    return SendStatus(res, 422, "Invalid",
+                      "ListOptions.meta.k8s.io \"\" is invalid: allowWatchBookmarks: Forbidden: "
+                      "sendInitialEvents requires allowWatchBookmarks=true");
+  }
+  if (!sendInitial->has_value() && !rvMatch.empty()) {
+    return SendStatus(res, 422, "Invalid",
+                      "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+                      "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                      "provided");
+  }
   struct State {
     int64_t lastRv = 0;
     std::vector<std::string> lines;
@@ -240,21 +263,30 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
     if (!ns.empty() && o["metadata"].value("namespace", "") != ns) return false;
     return labels.Matches(o) && fields.Matches(o);
   };
+  const json bookmarkTemplate = {{"kind", r.resource.kind},
+                                 {"apiVersion", r.resource.apiVersion()}};
   const std::string rvParam = req.get_param_value("resourceVersion");
-  if (rvParam.empty() || rvParam == "0") {
+  if (!rvParam.empty() && !absl::SimpleAtoi(rvParam, &st->lastRv)) {
+    return SendStatus(res, 400, "BadRequest", "resourceVersion: not an integer: " + rvParam);
+  }
+  const bool legacyInitial = rvParam.empty() || rvParam == "0";
+  if (sendInitial->value_or(legacyInitial)) {
     json list = store.List(r, ns, match);
     st->lastRv = std::stoll(list["metadata"]["resourceVersion"].get<std::string>());
-    for (json& item : list["items"]) {
-      st->lines.push_back(json{{"type", "ADDED"}, {"object", std::move(item)}}.dump() + "\n");
+    for (const json& item : list["items"]) st->lines.push_back(ChangeLine("ADDED", item, *table));
+    if (sendInitial->value_or(false)) {
+      json end = bookmarkTemplate;
+      end["metadata"] = {{"resourceVersion", std::to_string(st->lastRv)},
+                         {"annotations", {{"k8s.io/initial-events-end", "true"}}}};
+      st->lines.push_back(EventLine("BOOKMARK", end));
     }
-  } else if (!absl::SimpleAtoi(rvParam, &st->lastRv)) {
-    return SendStatus(res, 400, "BadRequest", "resourceVersion: not an integer: " + rvParam);
+  } else if (legacyInitial) {
+    st->lastRv = store.CurrentRv();  // from now on, without the initial state
   }
   StatusOr<std::vector<StoredEvent>> probe = store.EventsSince(r.resource.plural, st->lastRv);
   if (!probe.ok()) {
-    if (options.goneAsHttpStatus)
-      return SendStatus(res, 410, "Expired", std::string(probe.status().message()));
-    st->lines.push_back(ErrorEvent(std::string(probe.status().message())).dump() + "\n");
+    if (options.goneAsHttpStatus) return SendError(res, probe.status());
+    st->lines.push_back(WireJson(ErrorEvent(probe.status())) + "\n");
     st->finished = true;
   }
   int timeout = 1800;
@@ -266,15 +298,12 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
   const auto now = std::chrono::steady_clock::now();
   st->deadline = now + std::chrono::seconds(timeout);
   st->nextBookmark = now + std::chrono::milliseconds(options.bookmarkIntervalMs);
-  const bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   const int myDrop = dropGeneration.load();
   const std::string plural = r.resource.plural;
-  const json bookmarkTemplate = {{"kind", r.resource.kind},
-                                 {"apiVersion", r.resource.apiVersion()}};
 
   res.set_chunked_content_provider(
-      "application/json", [this, st, match, bookmarks, myDrop, plural, bookmarkTemplate](
-                              size_t, httplib::DataSink& sink) {
+      kWatchMediaType, [this, st, slot, match, wantBookmarks = bookmarks->value_or(false), myDrop,
+                        plural, bookmarkTemplate, table = *table](size_t, httplib::DataSink& sink) {
         if (stopping || dropGeneration.load() != myDrop) return false;  // connection drops
         auto flush = [&] {
           for (const std::string& l : st->lines) {
@@ -295,7 +324,7 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
         const int64_t seenRv = store.CurrentRv();
         StatusOr<std::vector<StoredEvent>> events = store.EventsSince(plural, st->lastRv);
         if (!events.ok()) {
-          st->lines.push_back(ErrorEvent(std::string(events.status().message())).dump() + "\n");
+          st->lines.push_back(WireJson(ErrorEvent(events.status())) + "\n");
           st->finished = true;
           return flush();
         }
@@ -308,16 +337,15 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
           } else if (now) {
             type = e.type;
           }
-          if (!type.empty())
-            st->lines.push_back(json{{"type", type}, {"object", e.object}}.dump() + "\n");
+          if (!type.empty()) st->lines.push_back(ChangeLine(type, e.object, table));
           st->lastRv = e.rv;
         }
         st->lastRv = std::max(st->lastRv, seenRv);
         const auto t = std::chrono::steady_clock::now();
-        if (bookmarks && t >= st->nextBookmark) {
+        if (wantBookmarks && t >= st->nextBookmark) {
           json b = bookmarkTemplate;
           b["metadata"] = {{"resourceVersion", std::to_string(st->lastRv)}};
-          st->lines.push_back(json{{"type", "BOOKMARK"}, {"object", b}}.dump() + "\n");
+          st->lines.push_back(EventLine("BOOKMARK", b));
           st->nextBookmark = t + std::chrono::milliseconds(options.bookmarkIntervalMs);
         }
         if (!flush() || !sink.is_writable()) return false;
@@ -352,9 +380,20 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   }
   httplib::Server& svr = *impl->server;
   if (!svr.is_valid()) return absl::InternalError("test apiserver: TLS setup failed");
-  svr.new_task_queue = [] { return new httplib::ThreadPool(64); };  // one thread per watch
+  svr.new_task_queue = [n = o.maxWatches + kRequestThreads] { return new httplib::ThreadPool(n); };
   svr.set_tcp_nodelay(true);
+  svr.set_payload_max_length(kMaxBodyBytes);
+  svr.set_error_handler(
+      [](const httplib::Request&, httplib::Response& res) { FillEmptyErrorAnswer(res); });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        SendStatus(res, 500, "InternalError", "the request could not be served");
+      });
   Impl* p = impl.get();
+  svr.set_socket_options([p](socket_t sock) {
+    httplib::default_socket_options(sock);
+    p->listenSocket = sock;
+  });
   svr.set_pre_routing_handler([p](const httplib::Request& req, httplib::Response& res) {
     if (!p->options.token.empty() &&
         req.get_header_value("Authorization") != "Bearer " + p->options.token) {
@@ -366,24 +405,28 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
     }
     if (n > 0) {
       const int code = p->failCode.load();
-      if (code == 429) res.set_header("Retry-After", "1");
       SendStatus(res, code, code == 429 ? "TooManyRequests" : "InternalError", "injected failure");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   InstallDiscovery(svr);
-  const char* core = R"(/api/(v1)(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?(?:/(status))?)";
+  InstallOpenApi(svr);
+  // [/watch][/namespaces/NS]/PLURAL[/NAME[/status]] below /api/v1 and /apis/GROUP/VERSION.
+  const char* core =
+      R"(/api/(v1)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status))?)";
   const char* groups =
-      R"(/apis/([^/]+)/([^/]+)(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?(?:/(status))?)";
+      R"(/apis/([^/]+)/([^/]+)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status))?)";
   for (const std::string method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     auto coreHandler = [p, method](const httplib::Request& req, httplib::Response& res) {
-      p->Handle(method, req, res, "", req.matches[1], req.matches[2], req.matches[3],
-                req.matches[4], req.matches[5]);
+      p->Handle(method, req, res,
+                {"", req.matches[1], req.matches[3], req.matches[4], req.matches[5], req.matches[6],
+                 req.matches[2].matched});
     };
     auto groupHandler = [p, method](const httplib::Request& req, httplib::Response& res) {
-      p->Handle(method, req, res, req.matches[1], req.matches[2], req.matches[3], req.matches[4],
-                req.matches[5], req.matches[6]);
+      p->Handle(method, req, res,
+                {req.matches[1], req.matches[2], req.matches[4], req.matches[5], req.matches[6],
+                 req.matches[7], req.matches[3].matched});
     };
     for (auto [pattern, handler] :
          {std::pair<const char*, httplib::Server::Handler>{core, coreHandler},
@@ -398,6 +441,12 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   impl->port = o.port == 0 ? svr.bind_to_any_port("127.0.0.1")
                            : (svr.bind_to_port("127.0.0.1", o.port) ? o.port : -1);
   if (impl->port <= 0) return absl::UnavailableError("test apiserver: cannot bind 127.0.0.1");
+  // httplib listens with a backlog of 5: clients that connect at once (a
+  // hundred watches, kubectl's parallel discovery) would wait a second for a
+  // SYN retry each time it overflows. Go's servers listen with the system's.
+  if (listen(impl->listenSocket, SOMAXCONN) != 0) {
+    return absl::UnavailableError("test apiserver: cannot listen on 127.0.0.1");
+  }
   impl->thread = std::thread([p] { p->server->listen_after_bind(); });
   while (!svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   return std::unique_ptr<TestApiServer>(new TestApiServer(std::move(impl)));

@@ -1,6 +1,7 @@
 // easyscale-test-apiserver: the test API server as a process, for trying the
 // operator and kubectl-like clients by hand.
 //   easyscale-test-apiserver --port 6443 --tls --kubeconfig /tmp/kc
+// It prints its URL on the first line of stdout once it answers.
 #include <signal.h>
 
 #include <cstdio>
@@ -28,13 +29,22 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "easyscale-test-apiserver: --port: want 0..65535\n");
         return 2;
       }
+    } else if (a == "--compaction-window") {
+      if (!absl::SimpleAtoi(value("--compaction-window"), &o.compactionWindow) ||
+          o.compactionWindow == 0) {
+        std::fprintf(stderr, "easyscale-test-apiserver: --compaction-window: want a count > 0\n");
+        return 2;
+      }
     } else if (a == "--token") {
       o.token = value("--token");
     } else if (a == "--kubeconfig") {
       kubeconfig = value("--kubeconfig");
     } else if (a == "--help") {
       std::printf(
-          "usage: easyscale-test-apiserver [--port N] [--tls] [--token T] [--kubeconfig OUT]\n");
+          "usage: easyscale-test-apiserver [--port N] [--tls] [--token T] [--kubeconfig OUT]\n"
+          "                                [--compaction-window EVENTS]\n"
+          "  --compaction-window: changes kept for watches to resume from; a watch\n"
+          "                       from an older resourceVersion gets 410 Expired\n");
       return 0;
     } else {
       std::fprintf(stderr, "easyscale-test-apiserver: unknown flag \"%s\"\n", a.c_str());

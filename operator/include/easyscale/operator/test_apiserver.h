@@ -2,11 +2,12 @@
 //
 // An in-process stand-in for kube-apiserver, for tests: the REST tree of pods,
 // nodes, events, leases and easyscalejobs with kube-apiserver's wire behaviour
-// (list/watch framing, resourceVersion, bookmarks, 404/409/410/422 Status
-// objects, the status subresource, label and field selectors, finalizers,
-// graceful termination of bound pods, garbage collection of owned objects,
-// legacy discovery for kubectl), over HTTP or HTTPS on 127.0.0.1, plus fault
-// injection.
+// (list/watch framing, resourceVersion, bookmarks, WatchList, 404/409/410/422
+// Status objects, the status subresource, label and field selectors, dry run,
+// merge and JSON patches, finalizers, graceful termination of bound pods,
+// garbage collection of owned objects or their orphaning, /version, legacy
+// discovery and OpenAPI v3 for kubectl), over HTTP or HTTPS on 127.0.0.1, plus
+// fault injection. tests/operator/CONFORMANCE.md says how real clients fare.
 //   auto s = TestApiServer::Start({.tls = true});
 //   KubeConfig c = (*s)->ClientConfig();       // trusts the server's own CA
 //   (*s)->FailNextRequests(3, 500);
@@ -28,6 +29,9 @@ struct TestApiServerOptions {
   std::string token;  // when set, every request needs "Authorization: Bearer <token>"
   int port = 0;       // 0 picks a free port
   int bookmarkIntervalMs = 1000;
+  // Open watches allowed at once; one more is answered 429. Each holds a
+  // thread, and other requests have threads of their own besides.
+  int maxWatches = 256;
   size_t compactionWindow = 100000;  // change events kept for watches to resume from
   // kube-apiserver answers a watch from an expired resourceVersion with an
   // ERROR event (code 410) on a 200 stream; true answers HTTP 410 instead.
