@@ -424,6 +424,8 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
               true)
           .ok());
   ASSERT_TRUE(Eventually([&] { return EventCount("j", "StateLost") == 1; }));
+  // The event is recorded before the status write that goes with it lands.
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("restarts", 0) == 1; }));
   const json st = StatusOf("j");
   EXPECT_EQ(st["restore"]["from"], "Fresh");
   EXPECT_EQ(st["step"], 0);
