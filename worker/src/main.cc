@@ -91,11 +91,8 @@ std::string TrainingFlag(std::string_view field) {
   return "--" + std::string(it == kFlags.end() ? field : it->second);
 }
 
-void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
-  f.String("model", &t.model, "mlp | cnn | file (set by --model-file)");
-  f.String("model-file", &t.modelFile,
-           "an ONNX model exported from PyTorch in training mode, to train instead of a built-in "
-           "one");
+// What the data is: the commands that train and `predict` take the same.
+void AddDataFlags(FlagSet& f, TrainingArgs& t) {
   f.String("dataset", &t.dataset,
            "mnist | synthetic | tokens (sequences of 32 ids below 128, 10 classes, for encoders)");
   f.String("data", &t.data,
@@ -107,6 +104,14 @@ void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
                "(one value, or one per channel; with --normalize-std)");
   f.DoubleList("normalize-std", &t.normalizeStd,
                "per-channel standard deviation the pixels are divided by after the mean");
+}
+
+void AddTrainingFlags(FlagSet& f, TrainingArgs& t) {
+  f.String("model", &t.model, "mlp | cnn | file (set by --model-file)");
+  f.String("model-file", &t.modelFile,
+           "an ONNX model exported from PyTorch in training mode, to train instead of a built-in "
+           "one");
+  AddDataFlags(f, t);
   f.Int("steps", &t.steps, "global mini-batches to train");
   f.Int("batch-per-est", &t.batchPerEst, "micro-batch size of one EST");
   f.String("optimizer", &t.optimizer, "sgd | adam");
@@ -378,11 +383,7 @@ int PredictCommand(int argc, char** argv) {
       "the data set, as a job's final evaluation does; prints `test accuracy: A`, and writes\n"
       "the logits as float32 [samples, classes] to OUT.npy (--inputs: what the model was fed).");
   f.String("model-file", &args.modelFile, "the ONNX model");
-  f.String("dataset", &args.dataset, "mnist | synthetic | tokens");
-  f.String("data", &args.data,
-           "users' data: an image folder, a .safetensors file or a folder of .npy files");
-  f.DoubleList("normalize-mean", &args.normalizeMean, "per-channel mean, as the job had it");
-  f.DoubleList("normalize-std", &args.normalizeStd, "per-channel std, as the job had it");
+  AddDataFlags(f, args);  // as the job had them
   f.String("digits-file", &digits_file,
            "the embedded digits' file (default $EASYSCALE_DATA or <prefix>/data/mnist-digits.esd)");
   f.Int("batch", &batch, "samples one pass takes (the job's --batch-per-est gives its bits)", 1,
