@@ -84,18 +84,27 @@ StatusOr<bool> MountPathsNeitherEqualNorNested(const nlohmann::json& self, const
   return true;
 }
 
+// `has(self.worker.volumes) && self.worker.volumes.exists(v, (path +
+//  '/').startsWith(v.mountPath + '/'))`, with `!v.readOnly &&` when `writable`.
+StatusOr<bool> InAVolume(const nlohmann::json& self, const std::string& path, bool writable) {
+  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
+  if (!worker.contains("volumes")) return false;
+  for (const nlohmann::json& v : worker["volumes"]) {
+    if (writable && v.value("readOnly", false)) continue;
+    ES_ASSIGN_OR_RETURN(std::string mount, SelectString(v, "mountPath"));
+    if (Within(path, mount)) return true;
+  }
+  return false;
+}
+
 // `self.training.model != 'file' || (has(self.worker.volumes) &&
 //  self.worker.volumes.exists(v, (self.training.modelFile + '/').startsWith(v.mountPath + '/')))`
 StatusOr<bool> ModelFileInAVolume(const nlohmann::json& self, const nlohmann::json*) {
   ES_ASSIGN_OR_RETURN(nlohmann::json training, Select(self, "training"));
   ES_ASSIGN_OR_RETURN(std::string model, SelectString(training, "model"));
   if (model != "file") return true;
-  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
-  if (!worker.contains("volumes")) return false;
   ES_ASSIGN_OR_RETURN(std::string file, SelectString(training, "modelFile"));
-  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(worker["volumes"]));
-  return std::any_of(paths.begin(), paths.end(),
-                     [&](const std::string& p) { return Within(file, p); });
+  return InAVolume(self, file, /*writable=*/false);
 }
 
 // `!has(self.training.data) || self.training.data == '' || (has(self.worker.volumes) &&
@@ -105,11 +114,7 @@ StatusOr<bool> DataInAVolume(const nlohmann::json& self, const nlohmann::json*) 
   if (!training.contains("data")) return true;
   ES_ASSIGN_OR_RETURN(std::string data, SelectString(training, "data"));
   if (data.empty()) return true;
-  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
-  if (!worker.contains("volumes")) return false;
-  ES_ASSIGN_OR_RETURN(std::vector<std::string> paths, MountPaths(worker["volumes"]));
-  return std::any_of(paths.begin(), paths.end(),
-                     [&](const std::string& p) { return Within(data, p); });
+  return InAVolume(self, data, /*writable=*/false);
 }
 
 // `!has(self.output) || !has(self.output.path) || self.output.path == '' ||
@@ -119,14 +124,7 @@ StatusOr<bool> OutputInAWritableVolume(const nlohmann::json& self, const nlohman
   if (!self.contains("output") || !self["output"].contains("path")) return true;
   ES_ASSIGN_OR_RETURN(std::string path, SelectString(self["output"], "path"));
   if (path.empty()) return true;
-  ES_ASSIGN_OR_RETURN(nlohmann::json worker, Select(self, "worker"));
-  if (!worker.contains("volumes")) return false;
-  for (const nlohmann::json& v : worker["volumes"]) {
-    if (v.value("readOnly", false)) continue;
-    ES_ASSIGN_OR_RETURN(std::string mount, SelectString(v, "mountPath"));
-    if (Within(path, mount)) return true;
-  }
-  return false;
+  return InAVolume(self, path, /*writable=*/true);
 }
 
 // `!has(self.checkpoint.claimName) || self.checkpoint.claimName == '' ||
