@@ -316,7 +316,12 @@ TEST_F(IsolatedEndToEnd, AWorkerThatCannotReachItsPeersFailsTheJobWithTheReason)
   json spec = Spec(100000, 2, {});
   spec["runPolicy"] = {{"backoffLimit", 2}};
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
-  ASSERT_TRUE(Eventually([&] { return Step(c) >= 5; }, 60s)) << c.dir();
+  // The scheduler may start the job on the first node it sees and scale out
+  // once it sees the second: wait for the two-worker generation to train.
+  ASSERT_TRUE(Eventually(
+      [&] { return c.JobStatus("j").value("workers", json::array()).size() == 2 && Step(c) >= 5; },
+      60s))
+      << c.JobStatus("j") << " in " << c.dir();
   const json pods = c.JobStatus("j")["workers"];
   ASSERT_EQ(pods.size(), 2u);
   // Cut pod 0 off from pod 1 (both ways: its answers cannot get back either).
