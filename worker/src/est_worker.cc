@@ -75,11 +75,13 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   ES_ASSIGN_OR_RETURN(auto model,
                       LoadModel(config.args, data.shape, data.classes, config.args.batchPerEst));
   ES_RETURN_IF_ERROR(model->AcceptsData(data));
-  if (config.args.model == "file" && config.backend != "cpu") {
-    return absl::FailedPreconditionError("backend \"" + config.backend +
-                                         "\": the graph runtime runs on the CPU only so far");
-  }
   ES_ASSIGN_OR_RETURN(auto kernels, MakeKernelBackend(config.backend, config.device));
+  if (kernels != nullptr && kernels->OnDevice()) {
+    if (Status s = model->CheckRunsOnDevice(); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend \"", config.backend, "\": ", s.message()));
+    }
+  }
   auto w = std::unique_ptr<EstWorker>(
       new EstWorker(config, data, comm, std::move(model), std::move(kernels)));
   int lanes = w->kernels().Lanes();
@@ -296,7 +298,7 @@ void EstWorker::ComputeHostedEsts() {
   const bool staged = kernels_ != nullptr && buffer_floats > 0;
   if (staged) {
     buffer_staging_.Resize({static_cast<int>(buffer_floats * contexts_.size())});
-    (void)k.At(buffer_staging_);  // allocated before any graph records a copy into it
+    (void)k.At(buffer_staging_);  // allocated before the lanes fork
   }
   std::vector<const float*> segments;
   std::vector<size_t> sizes;
@@ -323,7 +325,6 @@ void EstWorker::ComputeHostedEsts() {
     k.Upload(lane.labels);
     LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
                     &k};
-    k.BeginRepeatable(static_cast<uint64_t>(id));  // the same calls every step: one graph
     if (lane.replica) {
       for (size_t i = 0; i < params.size(); ++i) {
         k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));
@@ -346,7 +347,6 @@ void EstWorker::ComputeHostedEsts() {
         slot += b.size();
       }
     }
-    k.EndRepeatable();
     ++hosted;
   }
   k.JoinLanes();

@@ -159,6 +159,12 @@ Status CheckLocalData(const LocalJobOptions& o) {
         LoadModel(o.args, data.shape, data.classes, o.args.batchPerEst);
     if (!model.ok()) return model.status();
     ES_RETURN_IF_ERROR((*model)->AcceptsData(data));
+    if (o.backend != "cpu") {
+      if (Status s = (*model)->CheckRunsOnDevice(); !s.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("--backend ", o.backend, ": ", s.message()));
+      }
+    }
   }
   const DataSplit split = SplitTrainTest(data.count());
   const uint64_t shard = EstShardSize(split, o.ests);
@@ -220,10 +226,6 @@ int LocalCommand(int argc, char** argv) {
     if (auto k = MakeKernelBackend("cuda"); !k.ok()) return Fail(k.status());
   }
   if (!o.args.modelFile.empty()) o.args.model = "file";
-  if (o.args.model == "file" && o.backend != "cpu") {
-    return Fail(absl::FailedPreconditionError(
-        "--model-file: the graph runtime runs on the CPU only so far; use --backend cpu"));
-  }
   if (Status s = ValidateTrainingArgs(o.args, TrainingFlag); !s.ok()) return Fail(s);
   if (auto drop = ParseEstField(o.drop_field); !drop.ok()) return Fail(drop.status());
   auto entries = ParseSchedule(schedule, o.ests, o.args.steps);

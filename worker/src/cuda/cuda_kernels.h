@@ -91,6 +91,9 @@ cudaError_t DropoutCounterAt(size_t n, float p, uint32_t key0, uint32_t key1,
                              cudaStream_t stream = nullptr);
 cudaError_t Mul(size_t n, const float* a, const float* b, float* out,
                 cudaStream_t stream = nullptr);
+// out = a + b element-wise (the graph runtime's gradient sums).
+cudaError_t Add(size_t n, const float* a, const float* b, float* out,
+                cudaStream_t stream = nullptr);
 
 // Writes the mean loss to *loss (device memory, one float) instead of
 // returning it, so a step needs no synchronisation. rows <= kMaxSoftmaxRows.

@@ -173,4 +173,8 @@ cudaError_t Mul(size_t n, const float* a, const float* b, float* out, cudaStream
   return LaunchForEach(n, stream, [=] __device__(size_t i) { out[i] = a[i] * b[i]; });
 }
 
+cudaError_t Add(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {
+  return LaunchForEach(n, stream, [=] __device__(size_t i) { out[i] = a[i] + b[i]; });
+}
+
 }  // namespace easyscale::cuda

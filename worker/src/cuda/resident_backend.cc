@@ -19,93 +19,6 @@ namespace {
 
 void Check(cudaError_t err, const char* what) { ThrowIfError(err, what); }
 
-// The calls of one repeatable segment (KernelBackend::BeginRepeatable): this
-// step's calls are recorded, and when they equal the previous step's call for
-// call (names and every argument: shapes, scalars, device addresses) the
-// segment's CUDA graph is replayed; otherwise the calls are captured into a new
-// graph. Values that change every step (dropout counters) are read by the graph
-// from pinned host slots, written while recording.
-class RepeatableSegment {
- public:
-  RepeatableSegment() = default;
-  RepeatableSegment(const RepeatableSegment&) = delete;
-  RepeatableSegment& operator=(const RepeatableSegment&) = delete;
-  ~RepeatableSegment() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    for (uint64_t* p : counters_) cudaFreeHost(p);
-    for (uint64_t* p : device_counters_) cudaFree(p);
-  }
-
-  void BeginStep() {
-    words_.clear();
-    launches_.clear();
-    next_counter_ = 0;
-  }
-  void Record(const char* what, std::vector<uint64_t> words,
-              std::function<cudaError_t(cudaStream_t)> launch) {
-    words_.push_back(reinterpret_cast<uintptr_t>(what));
-    words_.push_back(words.size());
-    words_.insert(words_.end(), words.begin(), words.end());
-    launches_.push_back({what, std::move(launch)});
-  }
-  // A pinned slot holding `value` for this step's next dropout call.
-  const uint64_t* Counter(uint64_t value) {
-    if (next_counter_ == counters_.size()) {
-      void* p = nullptr;
-      Check(cudaMallocHost(&p, sizeof(uint64_t)), "cudaMallocHost");
-      counters_.push_back(static_cast<uint64_t*>(p));
-      void* d = nullptr;
-      Check(cudaMalloc(&d, sizeof(uint64_t)), "cudaMalloc");
-      device_counters_.push_back(static_cast<uint64_t*>(d));
-    }
-    *counters_[next_counter_] = value;
-    return counters_[next_counter_++];
-  }
-  const uint64_t* DeviceCounter(const uint64_t* host) const {
-    for (size_t i = 0; i < counters_.size(); ++i) {
-      if (counters_[i] == host) return device_counters_[i];
-    }
-    throw std::logic_error("unknown counter slot");
-  }
-
-  void Launch(cudaStream_t stream) {
-    if (exec_ == nullptr || words_ != graph_words_) Capture(stream);
-    Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
-  }
-
- private:
-  void Capture(cudaStream_t stream) {
-    Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
-    cudaError_t err = cudaSuccess;
-    const char* failed = "";
-    for (auto& [what, launch] : launches_) {
-      if ((err = launch(stream)) != cudaSuccess) {
-        failed = what;
-        break;
-      }
-    }
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-    if (err != cudaSuccess) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      Check(err, failed);
-    }
-    Check(end, "end capture");
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    exec_ = nullptr;
-    err = cudaGraphInstantiate(&exec_, graph, 0);
-    cudaGraphDestroy(graph);
-    Check(err, "cudaGraphInstantiate");
-    graph_words_ = words_;
-  }
-
-  std::vector<uint64_t> words_, graph_words_;
-  std::vector<std::pair<const char*, std::function<cudaError_t(cudaStream_t)>>> launches_;
-  std::vector<uint64_t*> counters_, device_counters_;
-  size_t next_counter_ = 0;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
 // Lane 0 is the backend's stream; the others are streams of their own, made
 // on first use, ordered after lane 0 by one event at ForkLanes and before it by
 // one event each at JoinLanes.
@@ -131,8 +44,9 @@ class ResidentBackend : public KernelBackend {
   ResidentBackend& operator=(const ResidentBackend&) = delete;
 
   std::string Name() const override { return "cuda"; }
+  bool OnDevice() const override { return true; }
+  void* Stream() override { return stream_; }
   void Wait() override {
-    if (recording_) throw std::logic_error("Wait inside a repeatable segment");
     if (forked_) throw std::logic_error("Wait between ForkLanes and JoinLanes");
     Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
@@ -140,16 +54,15 @@ class ResidentBackend : public KernelBackend {
 
   int Lanes() const override { return kLanes; }
   void ForkLanes() override {
-    // A fork or segment still open here was cut short by a failed step: start over on lane 0.
-    recording_ = false;
+    // A fork still open here was cut short by a failed step: start over on lane 0.
     stream_ = lanes_[0].stream;
     Check(cudaEventRecord(lanes_[0].done, lanes_[0].stream), "cudaEventRecord");
     for (Lane& lane : lanes_) lane.in_fork = false;
     forked_ = true;
   }
   void UseLane(int lane) override {
-    if (!forked_ || recording_ || lane < 0 || lane >= kLanes)
-      throw std::logic_error("UseLane outside a fork, inside a segment or out of range");
+    if (!forked_ || lane < 0 || lane >= kLanes)
+      throw std::logic_error("UseLane outside a fork or out of range");
     Lane& l = lanes_[lane];
     if (l.stream == nullptr)
       Check(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), "stream");
@@ -160,7 +73,7 @@ class ResidentBackend : public KernelBackend {
     stream_ = l.stream;
   }
   void JoinLanes() override {
-    if (!forked_ || recording_) throw std::logic_error("JoinLanes without ForkLanes");
+    if (!forked_) throw std::logic_error("JoinLanes without ForkLanes");
     for (int i = 1; i < kLanes; ++i) {
       if (!lanes_[i].in_fork) continue;
       Check(cudaEventRecord(lanes_[i].done, lanes_[i].stream), "cudaEventRecord");
@@ -179,18 +92,6 @@ class ResidentBackend : public KernelBackend {
     if (bytes == 0) return;
     Run("Zero", {Word(bytes), Word(dst)},
         [=](cudaStream_t st) { return cudaMemsetAsync(dst, 0, bytes, st); });
-  }
-
-  void BeginRepeatable(uint64_t key) override {
-    // A segment still open here was cut short by a failed step: its calls are dropped.
-    recording_ = true;
-    key_ = key;
-    Segment().BeginStep();
-  }
-  void EndRepeatable() override {
-    if (!recording_) throw std::logic_error("EndRepeatable without BeginRepeatable");
-    recording_ = false;
-    Segment().Launch(stream_);
   }
 
   void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
@@ -295,22 +196,7 @@ class ResidentBackend : public KernelBackend {
   }
   void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
                const float* x, float* y, float* mask) override {
-    if (!recording_) {
-      Check(cuda::Dropout(n, p, key0, key1, counter_base, x, y, mask, stream_), "Dropout");
-      return;
-    }
-    // The counter moves every step: a replayed graph copies it from pinned
-    // host memory (written now) to the device before the kernel reads it.
-    const uint64_t* host = Segment().Counter(counter_base);
-    const uint64_t* dev = Segment().DeviceCounter(host);
-    Run("Dropout",
-        {Word(n), Word(p), Word(key0), Word(key1), Word(host), Word(x), Word(y), Word(mask)},
-        [=](cudaStream_t st) {
-          cudaError_t err = cudaMemcpyAsync(const_cast<uint64_t*>(dev), host, sizeof *host,
-                                            cudaMemcpyHostToDevice, st);
-          if (err != cudaSuccess) return err;
-          return cuda::DropoutCounterAt(n, p, key0, key1, dev, x, y, mask, st);
-        });
+    Check(cuda::Dropout(n, p, key0, key1, counter_base, x, y, mask, stream_), "Dropout");
   }
   void Mul(size_t n, const float* a, const float* b, float* out) override {
     Run("Mul", {Word(n), Word(a), Word(b), Word(out)},
@@ -362,7 +248,6 @@ class ResidentBackend : public KernelBackend {
     return mirror.get();
   }
   void CopyToDevice(const void* host, size_t bytes, DeviceMirror& mirror) override {
-    if (recording_) throw std::logic_error("upload inside a repeatable segment");
     void* dev = AddressOf(const_cast<void*>(host), bytes, mirror);
     if (bytes > 0)
       Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
@@ -387,17 +272,11 @@ class ResidentBackend : public KernelBackend {
       return static_cast<uint64_t>(v);
     }
   }
-  // Outside a repeatable segment: launches now. Inside: records the call (its
-  // name and every argument) for the segment's graph.
-  void Run(const char* what, std::vector<uint64_t> words,
+  // Queues a kernel on the current lane.
+  void Run(const char* what, std::vector<uint64_t>,
            std::function<cudaError_t(cudaStream_t)> launch) {
-    if (!recording_) {
-      Check(launch(stream_), what);
-      return;
-    }
-    Segment().Record(what, std::move(words), std::move(launch));
+    Check(launch(stream_), what);
   }
-  RepeatableSegment& Segment() { return segments_[key_]; }
 
   struct Lane {
     cudaStream_t stream = nullptr;
@@ -407,9 +286,6 @@ class ResidentBackend : public KernelBackend {
   Lane lanes_[kLanes];
   cudaStream_t stream_ = nullptr;  // the current lane's
   bool forked_ = false;
-  bool recording_ = false;
-  uint64_t key_ = 0;
-  std::map<uint64_t, RepeatableSegment> segments_;
 };
 
 }  // namespace

@@ -38,42 +38,59 @@ class GraphModel : public Model {
   }
 
   const Tensor& Forward(const Tensor& x, LayerContext& ctx) override {
+    RunContext rc = PassContext(ctx);
     Value& input = program_->Input(0);
     ES_CHECK(x.size() == input.size())
         << "batch of " << x.size() << " values, the graph takes " << input.size();
-    if (input.dtype == DType::kFloat32) {
+    if (rc.device != nullptr) {  // float inputs only (CheckRunsOnDevice)
+      rc.device->Copy(x.bytes(), rc.device->At(x), DeviceData(rc, input));
+    } else if (input.dtype == DType::kFloat32) {
       std::memcpy(input.floats.data(), x.ptr(), x.bytes());
     } else {  // token ids arrive as floats (exact below 2^24)
       for (size_t i = 0; i < x.size(); ++i) input.ints[i] = static_cast<int64_t>(x.data[i]);
     }
-    // The parameters' and the EST's buffers' elements move into the graph for
-    // the pass and back after it: no copies.
+    // The parameters' and the EST's buffers' elements (and device mirrors)
+    // move into the graph for the pass and back after it: no copies.
     SwapParameters();
-    const std::vector<std::string>& state = program_->state();
-    for (size_t k = 0; k < state.size(); ++k) {
-      std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
-    }
-    RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter};
+    SwapState(ctx);
     program_->Forward(rc);
-    for (size_t k = 0; k < state.size(); ++k) {
-      std::swap((*ctx.buffers)[k].data, program_->Initializer(state[k]).floats);
-    }
+    SwapState(ctx);
     SwapParameters();
     const Value& out = program_->Output(0);
-    logits_.shape = IntShape(out.shape);
-    logits_.data = out.floats;
+    logits_.Resize(IntShape(out.shape));
+    if (rc.device != nullptr) {
+      rc.device->Copy(out.bytes(), DeviceData(rc, out), rc.device->At(logits_));
+    } else {
+      logits_.data = out.floats;
+    }
     return logits_;
   }
 
   void Backward(const Tensor& dlogits, LayerContext& ctx) override {
-    Value seed;
-    seed.Reset(DType::kFloat32, program_->Output(0).shape);
-    seed.floats = dlogits.data;
+    RunContext rc = PassContext(ctx);
+    Value seed = program_->TakeGradient(rc, program_->Output(0).shape);
+    if (rc.device != nullptr) {
+      rc.device->Copy(dlogits.bytes(), rc.device->At(dlogits), DeviceData(rc, seed));
+    } else {
+      seed.floats = dlogits.data;
+    }
     SwapParameters();
-    RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter};
-    program_->Backward(rc, 0, seed);
+    program_->Backward(rc, 0, std::move(seed));
     SwapParameters();
-    for (Param* p : params_) p->grad.data = program_->Gradient(p->name).floats;
+    for (Param* p : params_) {
+      const Value& g = program_->Gradient(p->name);
+      if (rc.device != nullptr) {
+        rc.device->Copy(g.bytes(), DeviceData(rc, g), rc.device->At(p->grad));
+      } else {
+        p->grad.data = g.floats;
+      }
+    }
+  }
+
+  Status CheckRunsOnDevice() const override {
+    Status s = program_->CheckRunsOnDevice();
+    if (s.ok()) return s;
+    return absl::FailedPreconditionError(absl::StrCat(path_, ": ", s.message()));
   }
 
   std::vector<Tensor> InitialBuffers() const override {
@@ -123,7 +140,23 @@ class GraphModel : public Model {
  private:
   // Exchanges the parameters' elements with the graph's initializers (twice: back).
   void SwapParameters() {
-    for (Param* p : params_) std::swap(p->value.data, program_->Initializer(p->name).floats);
+    for (Param* p : params_) Swap(p->value, program_->Initializer(p->name));
+  }
+  void SwapState(LayerContext& ctx) {
+    const std::vector<std::string>& state = program_->state();
+    for (size_t k = 0; k < state.size(); ++k) {
+      Swap((*ctx.buffers)[k], program_->Initializer(state[k]));
+    }
+  }
+  static void Swap(Tensor& t, Value& v) {
+    std::swap(t.data, v.floats);
+    std::swap(t.mirror, v.mirror);
+  }
+  // The pass on ctx's backend: the CPU's kernels unless it is a device.
+  static RunContext PassContext(const LayerContext& ctx) {
+    KernelBackend* device =
+        ctx.kernels != nullptr && ctx.kernels->OnDevice() ? ctx.kernels : nullptr;
+    return RunContext{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};
   }
 
   std::unique_ptr<Program> program_;

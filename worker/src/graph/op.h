@@ -15,6 +15,12 @@
 // whose order depends on threads or data; fma only where the formula spells it
 // out; transcendentals from detmath.h (the project's own exp, log, erf, tanh,
 // pow from basic IEEE operations), never <cmath>'s, so a CUDA twin can match.
+//
+// Device halves: an op with CUDA kernels (in ops/<op>.cu, beside its file)
+// says so with RunsOnDevice and hands a pass that runs on a device
+// (RunContext::device) to its device half with ES_RUN_ON_DEVICE; the device
+// half runs the same operation order per output on the values' device
+// elements (DeviceData).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@
 
 #include "easyscale/common/status.h"
 #include "easyscale/worker/graph.h"
+#include "easyscale/worker/layers.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale::graph {
@@ -35,10 +42,16 @@ struct Value {
   Shape shape;
   std::vector<float> floats;
   std::vector<int64_t> ints;
+  // The elements in a device's memory while a device runs the graph; the host
+  // vectors are then not read.
+  mutable DeviceMirror mirror;
 
   // Sets dtype and shape and sizes the elements (zeroed).
   void Reset(DType t, Shape s);
   size_t size() const { return static_cast<size_t>(NumElements(shape)); }
+  size_t bytes() const {
+    return size() * (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int64_t));
+  }
 };
 
 // What one pass sees of the EST that runs it.
@@ -46,7 +59,26 @@ struct RunContext {
   bool training = true;
   PhiloxKey dropout_key;                // the EST's dropout stream
   uint64_t* dropout_counter = nullptr;  // advanced by every Dropout node, in node order
+  // Null: the pass runs on the CPU, on the values' host vectors. Else a device
+  // backend (OnDevice): every value's elements are in its memory and work is
+  // queued on its Stream().
+  KernelBackend* device = nullptr;
 };
+
+// A value's elements in ctx.device's memory (float or int64 by its dtype),
+// allocated there on first use.
+template <typename T = float>
+T* DeviceData(RunContext& ctx, const Value& v) {
+  return static_cast<T*>(ctx.device->Address(nullptr, v.bytes(), v.mirror));
+}
+
+#ifdef EASYSCALE_WITH_CUDA
+// Hands the pass to the op's device half when a device runs it.
+#define ES_RUN_ON_DEVICE(ctx, call) \
+  if ((ctx).device != nullptr) return call
+#else
+#define ES_RUN_ON_DEVICE(ctx, call) static_cast<void>(0)
+#endif
 
 // What an op's factory sees of one input: its dtype and shape, and its
 // elements when the loader knows them at load time (an initializer, a Constant
@@ -91,6 +123,9 @@ class Op {
   // running mean and variance): pairs {output index, input index}. The runtime
   // writes them back into the EST's buffers after the pass.
   virtual std::vector<std::pair<size_t, size_t>> StateUpdates() const { return {}; }
+
+  // Whether the op has a device half for its configuration (see the top).
+  virtual bool RunsOnDevice() const { return false; }
 };
 
 // The op of `node` with its attributes and inputs validated; InvalidArgument

@@ -5,6 +5,10 @@
 #include <tuple>
 
 #include "easyscale/common/checks.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "cuda_kernels.h"
+#include "device_buffer.h"
+#endif
 
 namespace easyscale::graph {
 
@@ -135,7 +139,40 @@ Status Program::Compile() {
   return absl::OkStatus();
 }
 
+Status Program::CheckRunsOnDevice() const {
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    if (steps_[n].op->RunsOnDevice()) continue;
+    const Node& node = graph_.nodes[n];
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", node.name, " (", node.op, ", opset ", graph_.opset,
+        ") has no CUDA kernels in this configuration yet: train this model with --backend cpu"));
+  }
+  for (size_t id : inputs_) {
+    if (values_[id].dtype != DType::kFloat32) {
+      return absl::FailedPreconditionError(
+          "the graph's int64 input runs on the CPU only so far: train this model with --backend "
+          "cpu");
+    }
+  }
+  return absl::OkStatus();
+}
+
 void Program::Forward(RunContext& ctx) {
+  if (ctx.device != nullptr && uploaded_to_ != ctx.device) {
+    // The constants; parameters and state are the caller's (in their mirrors now).
+    const auto callers = [&](const std::string& name) {
+      return std::find(parameters_.begin(), parameters_.end(), name) != parameters_.end() ||
+             std::find(state_.begin(), state_.end(), name) != state_.end();
+    };
+    for (const auto& [name, c] : graph_.initializers) {
+      if (callers(name)) continue;
+      const Value& v = values_[ids_.at(name)];
+      ctx.device->UploadBytes(v.dtype == DType::kFloat32 ? static_cast<const void*>(v.floats.data())
+                                                         : static_cast<const void*>(v.ints.data()),
+                              v.bytes(), v.mirror);
+    }
+    uploaded_to_ = ctx.device;
+  }
   std::vector<const Value*> in;
   std::vector<Value*> out;
   for (Step& s : steps_) {
@@ -148,12 +185,19 @@ void Program::Forward(RunContext& ctx) {
   if (!ctx.training) return;
   for (const Step& s : steps_) {
     for (const auto& [o, i] : s.op->StateUpdates()) {
-      if (s.out[o] != kNone) values_[s.in[i]].floats = values_[s.out[o]].floats;
+      if (s.out[o] == kNone) continue;
+      const Value& updated = values_[s.out[o]];
+      if (ctx.device == nullptr) {
+        values_[s.in[i]].floats = updated.floats;
+        continue;
+      }
+      ctx.device->Copy(updated.bytes(), DeviceData(ctx, updated),
+                       DeviceData(ctx, values_[s.in[i]]));
     }
   }
 }
 
-void Program::Finish(size_t id) {
+void Program::Finish(RunContext& ctx, size_t id) {
   std::vector<Contribution>& parts = contributions_[id];
   has_grad_[id] = !parts.empty();
   if (parts.empty()) return;
@@ -163,38 +207,60 @@ void Program::Finish(size_t id) {
   Value& g = grads_[id];
   g = std::move(parts[0].gradient);
   for (size_t k = 1; k < parts.size(); ++k) {
-    const std::vector<float>& add = parts[k].gradient.floats;
-    for (size_t e = 0; e < g.floats.size(); ++e) g.floats[e] += add[e];
-    spare_.push_back(std::move(parts[k].gradient.floats));
+    Value& add = parts[k].gradient;
+    if (ctx.device == nullptr) {
+      for (size_t e = 0; e < g.floats.size(); ++e) g.floats[e] += add.floats[e];
+    } else {
+#ifdef EASYSCALE_WITH_CUDA
+      float* sum = DeviceData(ctx, g);
+      cuda::ThrowIfError(cuda::Add(g.size(), sum, DeviceData(ctx, add), sum,
+                                   static_cast<cudaStream_t>(ctx.device->Stream())),
+                         "gradient sum");
+#endif
+    }
+    spare_.push_back(std::move(add));
   }
   parts.clear();
 }
 
-std::vector<float> Program::TakeSpare(size_t n) {
-  // The smallest that fits, so that each pass's same requests find theirs.
+Value Program::TakeGradient(RunContext& ctx, const Shape& shape) {
+  // The smallest that fits (on a device: of the same size, as device buffers
+  // are not resized), so that each pass's same requests find theirs.
+  const size_t n = static_cast<size_t>(NumElements(shape));
+  const auto room = [&](const Value& v) {
+    return ctx.device == nullptr ? v.floats.capacity() : v.mirror.bytes() / sizeof(float);
+  };
   size_t best = spare_.size();
   for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_[i].capacity() >= n &&
-        (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity())) {
-      best = i;
-    }
+    const size_t r = room(spare_[i]);
+    const bool fits = ctx.device == nullptr ? r >= n : r == n;
+    if (fits && (best == spare_.size() || r < room(spare_[best]))) best = i;
   }
-  if (best == spare_.size()) return {};
-  std::vector<float> v = std::move(spare_[best]);
-  spare_[best] = std::move(spare_.back());
-  spare_.pop_back();
+  Value v;
+  if (best != spare_.size()) {
+    v = std::move(spare_[best]);
+    spare_[best] = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  if (ctx.device == nullptr) {
+    v.Reset(DType::kFloat32, shape);
+  } else {
+    v.dtype = DType::kFloat32;
+    v.shape = shape;
+    ctx.device->Zero(v.bytes(), DeviceData(ctx, v));
+  }
   return v;
 }
 
-void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
+void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   std::fill(has_grad_.begin(), has_grad_.end(), false);
   for (auto& parts : contributions_) parts.clear();
   for (Value& g : grads_) {
-    if (g.floats.capacity() != 0) spare_.push_back(std::move(g.floats));
-    g.floats.clear();
+    if (g.floats.capacity() != 0 || g.mirror.bytes() != 0) spare_.push_back(std::move(g));
+    g = Value();
   }
   // The seed counts as a contribution after every node's.
-  contributions_[outputs_[output]].push_back({steps_.size(), 0, doutput});
+  contributions_[outputs_[output]].push_back({steps_.size(), 0, std::move(doutput)});
   std::vector<const Value*> in, out, dout;
   std::vector<Value*> din;
   std::vector<Value> owned;
@@ -203,7 +269,7 @@ void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
     dout.clear();
     bool any = false;
     for (size_t id : s.out) {
-      if (id != kNone) Finish(id);  // every consumer of it comes later: all are in
+      if (id != kNone) Finish(ctx, id);  // every consumer of it comes later: all are in
       const bool has = id != kNone && has_grad_[id];
       dout.push_back(has ? &grads_[id] : nullptr);
       any = any || has;
@@ -212,14 +278,14 @@ void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
     in.clear();
     out.clear();
     din.assign(s.in.size(), nullptr);
-    owned.assign(s.in.size(), Value());
+    owned.clear();
+    owned.resize(s.in.size());
     bool wanted = false;
     for (size_t i = 0; i < s.in.size(); ++i) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (id == kNone || !needs_grad_[id] || !s.op->HasGradient(i)) continue;
-      owned[i].floats = TakeSpare(values_[id].size());
-      owned[i].Reset(DType::kFloat32, values_[id].shape);
+      owned[i] = TakeGradient(ctx, values_[id].shape);
       din[i] = &owned[i];
       wanted = true;
     }
@@ -230,7 +296,7 @@ void Program::Backward(RunContext& ctx, size_t output, const Value& doutput) {
       if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
     }
   }
-  for (const std::string& name : parameters_) Finish(ids_.at(name));
+  for (const std::string& name : parameters_) Finish(ctx, ids_.at(name));
 }
 
 const Value& Program::Gradient(const std::string& parameter) const {

@@ -41,13 +41,22 @@ class Program {
   // An initializer's value (a parameter's or state's current elements).
   Value& Initializer(const std::string& name) { return values_[ids_.at(name)]; }
 
+  // OK when every node has a device half (RunContext::device can run the
+  // program); else FailedPrecondition naming the first node without one.
+  Status CheckRunsOnDevice() const;
+
   // Runs every node. In training, state outputs are written back into their
-  // initializers after the pass.
+  // initializers after the pass. On a device (ctx.device), the first pass
+  // there uploads the other initializers; parameters and state are the
+  // caller's to place in Initializer(name).mirror before each pass.
   void Forward(RunContext& ctx);
-  // After Forward: the gradient of every parameter for `doutput` as the
-  // gradient of output `output`.
-  void Backward(RunContext& ctx, size_t output, const Value& doutput);
+  // After Forward: the gradient of every parameter for `doutput` (on the
+  // device that ran Forward: in its mirror) as the gradient of output `output`.
+  void Backward(RunContext& ctx, size_t output, Value doutput);
   const Value& Gradient(const std::string& parameter) const;
+  // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
+  // buffers the last pass let go where one fits, on ctx's device.
+  Value TakeGradient(RunContext& ctx, const Shape& shape);
 
  private:
   explicit Program(Graph graph) : graph_(std::move(graph)) {}
@@ -55,9 +64,7 @@ class Program {
   // A float initializer of the file's own (not one the loader made) may train.
   bool IsParameterCandidate(const std::string& name) const;
   // Sums the contributions to value `id` in the documented order into grads_[id].
-  void Finish(size_t id);
-  // A spare buffer with room for n floats, or an empty one.
-  std::vector<float> TakeSpare(size_t n);
+  void Finish(RunContext& ctx, size_t id);
 
   struct Step {
     std::unique_ptr<Op> op;
@@ -80,8 +87,10 @@ class Program {
   std::vector<Value> grads_;                              // by value id
   std::vector<bool> has_grad_;
   // Gradient buffers no longer read, kept for the next ones: a pass reuses
-  // the last pass's memory instead of faulting in fresh pages.
-  std::vector<std::vector<float>> spare_;
+  // the last pass's memory instead of faulting in fresh pages (or allocating
+  // device memory).
+  std::vector<Value> spare_;
+  const KernelBackend* uploaded_to_ = nullptr;  // the device holding the initializers
 };
 
 }  // namespace easyscale::graph

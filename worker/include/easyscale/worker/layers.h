@@ -64,11 +64,18 @@ class KernelBackend {
   // kernel writes to an illegal address; the CPU's throws at once).
   virtual void InjectFault() = 0;
 
-  // The calls between these repeat every step for `key` with the same shapes
-  // and addresses (only Dropout's counter changes): a device backend may replay
-  // them as one recorded graph. No upload, download or wait in between.
-  virtual void BeginRepeatable(uint64_t key) { (void)key; }
-  virtual void EndRepeatable() {}
+  // Whether tensors live in device memory (At is then a device address) and
+  // work is queued on Stream(), the current lane's queue (a cudaStream_t).
+  virtual bool OnDevice() const { return false; }
+  virtual void* Stream() { return nullptr; }
+  // Where the kernels find `bytes` of elements whose host copy is `host` (the
+  // mirror (re)allocated to that size on a device): At for untyped storage.
+  void* Address(void* host, size_t bytes, DeviceMirror& mirror) {
+    return AddressOf(host, bytes, mirror);
+  }
+  void UploadBytes(const void* host, size_t bytes, DeviceMirror& mirror) {
+    CopyToDevice(host, bytes, mirror);
+  }
 
   // Lanes: queues of work that may run at the same time (a device's streams).
   // After ForkLanes, calls go to the lane UseLane named last (lane 0 is where

@@ -38,6 +38,9 @@ class Model {
   // graph's token ids must index its embeddings): checked once, before
   // training, so a bad pairing is one clear error rather than a stop mid-run.
   virtual Status AcceptsData(const Dataset&) const { return absl::OkStatus(); }
+  // Whether every op of the model has device kernels (a backend with OnDevice
+  // can run it): FailedPrecondition naming the first node that has none.
+  virtual Status CheckRunsOnDevice() const { return absl::OkStatus(); }
   // Samples one pass takes: 0 for any; a loaded graph fixes it.
   virtual int FixedBatch() const { return 0; }
   // What identifies the model beyond TrainingArgs (a loaded file's SHA-256), for

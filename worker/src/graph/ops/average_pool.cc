@@ -13,6 +13,9 @@
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -44,8 +47,13 @@ class AveragePool final : public Op {
     return {{DType::kFloat32, w_.OutputShape(w_.channels)}};
   }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::AveragePoolForward(Planes(), w_.Geometry(w_.channels),
+                                                      DeviceDivisor(ctx), DeviceData(ctx, *in[0]),
+                                                      DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                         "AveragePool"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
     const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
@@ -70,9 +78,14 @@ class AveragePool final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (dout[0] == nullptr || din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::AveragePoolBackward(
+                             Planes(), w_.Geometry(w_.channels), DeviceDivisor(ctx),
+                             DeviceData(ctx, *dout[0]), DeviceData(ctx, *din[0]), StreamOf(ctx)),
+                         "AveragePool gradient"));
     const float* dy = dout[0]->floats.data();
     float* dx = din[0]->floats.data();
     const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
@@ -95,9 +108,23 @@ class AveragePool final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+  int Planes() const { return static_cast<int>(w_.batch * w_.channels); }
+#ifdef EASYSCALE_WITH_CUDA
+  // The divisors in the pass's device memory, uploaded on first use.
+  const float* DeviceDivisor(RunContext& ctx) {
+    const size_t bytes = divisor_.size() * sizeof(float);
+    if (divisor_dev_.bytes() != bytes)
+      ctx.device->UploadBytes(divisor_.data(), bytes, divisor_dev_);
+    return static_cast<const float*>(divisor_dev_.get());
+  }
+#endif
+
   Window w_;
   std::vector<float> divisor_;  // by output position (oy, ox)
+  DeviceMirror divisor_dev_;
 };
 
 }  // namespace

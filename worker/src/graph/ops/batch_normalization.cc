@@ -28,16 +28,21 @@
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
 
 class BatchNormalization final : public Op {
  public:
-  BatchNormalization(Shape x, size_t num_outputs, bool trains, float epsilon, float momentum)
+  BatchNormalization(Shape x, size_t num_outputs, bool trains, bool saved_outputs, float epsilon,
+                     float momentum)
       : x_(std::move(x)),
         num_outputs_(num_outputs),
         trains_(trains),
+        saved_outputs_(saved_outputs),
         epsilon_(epsilon),
         momentum_(momentum) {
     batch_ = static_cast<int>(x_[0]);
@@ -60,6 +65,7 @@ class BatchNormalization final : public Op {
     const std::vector<float>& var_in = in[4]->floats;
     float* y = out[0]->floats.data();
     batch_stats_ = ctx.training && trains_;
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, in, out));
     if (!batch_stats_) {
       cpu::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_, mean_in.data(),
                          var_in.data(), y);
@@ -84,9 +90,11 @@ class BatchNormalization final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 2; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *dout[0], din));
     const float* x = in[0]->floats.data();
     const float* dy = dout[0]->floats.data();
     const float* scale = in[1]->floats.data();
@@ -115,7 +123,63 @@ class BatchNormalization final : public Op {
     return {{1, 3}, {2, 4}};
   }
 
+  // On a device: a training node without the saved statistics' outputs
+  // (inference nodes' gradient and saved_var are host-only so far).
+  bool RunsOnDevice() const override { return trains_ && !saved_outputs_; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in,
+                       const std::vector<Value*>& out) {
+    KernelBackend& d = *ctx.device;
+    const cudaStream_t st = StreamOf(ctx);
+    const float* x = DeviceData(ctx, *in[0]);
+    const float* scale = DeviceData(ctx, *in[1]);
+    const float* bias = DeviceData(ctx, *in[2]);
+    const float* mean_in = DeviceData(ctx, *in[3]);
+    const float* var_in = DeviceData(ctx, *in[4]);
+    float* y = DeviceData(ctx, *out[0]);
+    const size_t stats = static_cast<size_t>(channels_) * sizeof(float);
+    if (!batch_stats_) {
+      CheckLaunch(cuda::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_,
+                                      mean_in, var_in, y, st),
+                  "BatchNormalization");
+      for (size_t o = 1; o < 3 && o < out.size(); ++o) {
+        if (out[o] != nullptr) d.Copy(stats, o == 1 ? mean_in : var_in, DeviceData(ctx, *out[o]));
+      }
+      return;
+    }
+    // The running statistics update in place: in the outputs, or in scratch.
+    float* mean =
+        Present(out, 1) ? DeviceData(ctx, *out[1]) : DeviceScratch(ctx, mean_dev_, channels_);
+    float* var =
+        Present(out, 2) ? DeviceData(ctx, *out[2]) : DeviceScratch(ctx, var_dev_, channels_);
+    d.Copy(stats, mean_in, mean);
+    d.Copy(stats, var_in, var);
+    CheckLaunch(cuda::BatchNormTrain(batch_, channels_, positions_, x, scale, bias, epsilon_,
+                                     1.0f - momentum_, mean, var, y,
+                                     DeviceScratch(ctx, save_mean_dev_, channels_),
+                                     DeviceScratch(ctx, save_invstd_dev_, channels_), st),
+                "BatchNormalization");
+  }
+
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& dy,
+                        const std::vector<Value*>& din) {
+    ES_CHECK(batch_stats_) << "BatchNormalization: the running statistics' gradient is host-only";
+    // BatchNormBackward writes all three; unwanted ones go to scratch.
+    const auto target = [&](size_t i, DeviceMirror& scratch, size_t n) {
+      return din[i] != nullptr ? DeviceData(ctx, *din[i]) : DeviceScratch(ctx, scratch, n);
+    };
+    CheckLaunch(
+        cuda::BatchNormBackward(
+            batch_, channels_, positions_, DeviceData(ctx, *in[0]), DeviceData(ctx, dy),
+            DeviceData(ctx, *in[1]), DeviceScratch(ctx, save_mean_dev_, channels_),
+            DeviceScratch(ctx, save_invstd_dev_, channels_), target(0, dx_dev_, in[0]->size()),
+            target(1, mean_dev_, channels_), target(2, var_dev_, channels_), StreamOf(ctx)),
+        "BatchNormalization gradient");
+  }
+#endif
+
   static bool Present(const std::vector<Value*>& out, size_t o) {
     return o < out.size() && out[o] != nullptr;
   }
@@ -139,10 +203,13 @@ class BatchNormalization final : public Op {
   Shape x_;
   size_t num_outputs_;
   bool trains_;
+  bool saved_outputs_;  // outputs 3 and 4 (saved_mean, saved_var) are read
   float epsilon_, momentum_;
   int batch_ = 0, channels_ = 0, positions_ = 0;
   bool batch_stats_ = false;  // the last Forward's choice, for Backward
   std::vector<float> running_mean_, running_var_, save_mean_, save_invstd_;
+  // On a device: running statistics not in outputs, the saved ones, scratch gradients.
+  DeviceMirror mean_dev_, var_dev_, save_mean_dev_, save_invstd_dev_, dx_dev_;
 };
 
 }  // namespace
@@ -186,8 +253,11 @@ StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t o
   } else if (node.attributes.count("training_mode") != 0) {
     return NodeError(node, absl::StrCat("attribute training_mode needs opset 14, not ", opset));
   }
-  return std::unique_ptr<Op>(
-      new BatchNormalization(x, trains ? max_outputs : 1, trains, epsilon, momentum));
+  bool saved_outputs = false;
+  for (size_t o = 3; o < node.outputs.size(); ++o)
+    saved_outputs = saved_outputs || !node.outputs[o].empty();
+  return std::unique_ptr<Op>(new BatchNormalization(x, trains ? max_outputs : 1, trains,
+                                                    saved_outputs, epsilon, momentum));
 }
 
 }  // namespace easyscale::graph

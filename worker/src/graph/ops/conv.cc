@@ -25,6 +25,9 @@
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -37,19 +40,7 @@ class Conv final : public Op {
         group_(static_cast<int>(group)),
         mg_(static_cast<int>(out_channels / group)),
         out_shape_(w.OutputShape(out_channels)) {
-    geo_ = {static_cast<int>(w.channels / group),
-            static_cast<int>(w.h),
-            static_cast<int>(w.w),
-            static_cast<int>(w.kh),
-            static_cast<int>(w.kw),
-            static_cast<int>(w.sh),
-            static_cast<int>(w.sw),
-            static_cast<int>(w.pad_top),
-            static_cast<int>(w.pad_left),
-            static_cast<int>(w.dh),
-            static_cast<int>(w.dw),
-            static_cast<int>(w.oh),
-            static_cast<int>(w.ow)};
+    geo_ = w.Geometry(w.channels / group);
     kc_ = geo_.C * geo_.KH * geo_.KW;
     p_ = geo_.OH * geo_.OW;
     // A 1x1, stride-1, unpadded kernel's columns are the input itself.
@@ -62,8 +53,9 @@ class Conv final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, in, out));
     const float* x = in[0]->floats.data();
     const float* w = in[1]->floats.data();
     const float* bias = has_bias_ ? in[2]->floats.data() : nullptr;
@@ -104,9 +96,11 @@ class Conv final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 2; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;  // din already zero
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, dout, din));
     const float* x = in[0]->floats.data();
     const float* w = in[1]->floats.data();
     const float* dy = dout[0]->floats.data();
@@ -203,7 +197,82 @@ class Conv final : public Op {
     }
   }
 
+  // Every convolution on the device takes the GEMM route over the whole
+  // batch's columns (the depthwise and 1x1 shortcuts above give the same bits).
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in,
+                       const std::vector<Value*>& out) {
+    const cudaStream_t st = StreamOf(ctx);
+    const float* x = DeviceData(ctx, *in[0]);
+    const float* w = DeviceData(ctx, *in[1]);
+    const float* bias = has_bias_ ? DeviceData(ctx, *in[2]) : nullptr;
+    float* y = DeviceData(ctx, *out[0]);
+    const size_t width = static_cast<size_t>(batch_) * p_;
+    float* cols = DeviceScratch(ctx, cols_dev_, kc_ * width);
+    float* ycm = DeviceScratch(ctx, cm_dev_, mg_ * width);
+    for (int g = 0; g < group_; ++g) {
+      CheckLaunch(cuda_ops::ConvColumns(batch_, group_, g, geo_, x, cols, st), "Conv columns");
+      CheckLaunch(
+          cuda_ops::FillRows(mg_, width, bias != nullptr ? bias + g * mg_ : nullptr, ycm, st),
+          "Conv bias");
+      CheckLaunch(
+          cuda::Gemm(mg_, static_cast<int>(width), kc_, w + static_cast<size_t>(g) * mg_ * kc_, kc_,
+                     cols, static_cast<int>(width), ycm, static_cast<int>(width),
+                     /*accumulate=*/true, st),
+          "Conv GEMM");
+      CheckLaunch(cuda_ops::GroupLayout(batch_, mg_ * group_, g, mg_, p_, true, ycm, y, st),
+                  "Conv layout");
+    }
+  }
+
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in,
+                        const std::vector<const Value*>& dout, const std::vector<Value*>& din) {
+    const cudaStream_t st = StreamOf(ctx);
+    const float* x = DeviceData(ctx, *in[0]);
+    const float* w = DeviceData(ctx, *in[1]);
+    const float* dy = DeviceData(ctx, *dout[0]);
+    if (has_bias_ && din.size() > 2 && din[2] != nullptr) {
+      CheckLaunch(cuda::ChannelSum(batch_, mg_ * group_, p_, dy, DeviceData(ctx, *din[2]), st),
+                  "Conv bias gradient");
+    }
+    const bool want_dx = din[0] != nullptr, want_dw = din[1] != nullptr;
+    if (!want_dx && !want_dw) return;
+    const int width = batch_ * p_;
+    float* cols = DeviceScratch(ctx, cols_dev_, static_cast<size_t>(kc_) * width);
+    float* dycm = DeviceScratch(ctx, cm_dev_, static_cast<size_t>(mg_) * width);
+    float* t = DeviceScratch(ctx, t_dev_, static_cast<size_t>(std::max(kc_, width)) * mg_);
+    float* kcm = DeviceScratch(ctx, kcm_dev_, static_cast<size_t>(kc_) * mg_);
+    for (int g = 0; g < group_; ++g) {
+      const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
+      CheckLaunch(cuda_ops::GroupLayout(batch_, mg_ * group_, g, mg_, p_, false, dy, dycm, st),
+                  "Conv layout");
+      if (want_dw) {
+        // dW^T [kc, mg] = cols [kc, (b, p)] x dY^T [(b, p), mg], k over the batch.
+        CheckLaunch(cuda_ops::ConvColumns(batch_, group_, g, geo_, x, cols, st), "Conv columns");
+        CheckLaunch(cuda::Transpose(mg_, width, dycm, t, st), "Conv transpose");
+        CheckLaunch(cuda::Gemm(kc_, mg_, width, cols, width, t, mg_, kcm, mg_, false, st),
+                    "Conv weight GEMM");
+        CheckLaunch(
+            cuda::Transpose(kc_, mg_, kcm,
+                            DeviceData(ctx, *din[1]) + static_cast<size_t>(g) * mg_ * kc_, st),
+            "Conv transpose");
+      }
+      if (want_dx) {
+        // dcols [kc, (b, p)] = W^T [kc, mg] x dY [mg, (b, p)], folded back.
+        CheckLaunch(cuda::Transpose(mg_, kc_, wg, kcm, st), "Conv transpose");
+        CheckLaunch(cuda::Gemm(kc_, width, mg_, kcm, mg_, dycm, width, cols, width, false, st),
+                    "Conv input GEMM");
+        CheckLaunch(
+            cuda_ops::ConvFoldColumns(batch_, group_, g, geo_, cols, DeviceData(ctx, *din[0]), st),
+            "Conv fold");
+      }
+    }
+  }
+#endif
+
   // Sample b's group g of an NCHW tensor with `channels` per group of `size`.
   template <typename T>
   T* Slice(T* base, int b, int g, int channels, int size) const {
@@ -376,6 +445,9 @@ class Conv final : public Op {
   int hp_ = 0, wp_ = 0;               // the padded image the depthwise taps read
   std::vector<float> cols_, out_cm_;  // scratch: a chunk's columns, its channel-major Y
   std::vector<float> pad_, wide_;     // scratch: a padded image, a stride-1 depthwise Y
+  // Device scratch: the batch's columns, a channel-major Y or dY, a transposed
+  // dY, and a [kc, mg] weight-shaped matrix.
+  DeviceMirror cols_dev_, cm_dev_, t_dev_, kcm_dev_;
 };
 
 }  // namespace

@@ -15,6 +15,9 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -32,6 +35,7 @@ class DropoutOp : public Op {
     const Value& x = *in[0];
     const size_t n = x.size();
     dropped_ = ctx.training && training_mode_;
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, out));
     if (!dropped_) {
       mask_.clear();
       if (out[0] != nullptr) out[0]->floats = x.floats;
@@ -50,9 +54,10 @@ class DropoutOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0; }
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr || dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *dout[0], *din[0]));
     if (!dropped_) {
       din[0]->floats = dout[0]->floats;
       return;
@@ -60,12 +65,48 @@ class DropoutOp : public Op {
     cpu::Mul(mask_.size(), dout[0]->floats.data(), mask_.data(), din[0]->floats.data());
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const Value& x, const std::vector<Value*>& out) {
+    const size_t n = x.size();
+    Value* y = out[0];
+    Value* mask = out.size() > 1 ? out[1] : nullptr;
+    if (!dropped_) {
+      if (y != nullptr) ctx.device->Copy(x.bytes(), DeviceData(ctx, x), DeviceData(ctx, *y));
+    } else {
+      ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
+      CheckLaunch(cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1,
+                                *ctx.dropout_counter, DeviceData(ctx, x),
+                                y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
+                                DeviceScratch(ctx, mask_dev_, n), StreamOf(ctx)),
+                  "Dropout");
+      *ctx.dropout_counter += (n + 3) / 4;
+    }
+    if (mask == nullptr) return;
+    CheckLaunch(
+        cuda_ops::DropoutMaskOutput(n, dropped_ ? DeviceScratch(ctx, mask_dev_, n) : nullptr,
+                                    DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
+        "Dropout mask");
+  }
+  void BackwardOnDevice(RunContext& ctx, const Value& dy, Value& dx) {
+    if (!dropped_) {
+      ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, dx));
+      return;
+    }
+    CheckLaunch(cuda::Mul(dy.size(), DeviceData(ctx, dy), DeviceScratch(ctx, mask_dev_, dy.size()),
+                          DeviceData(ctx, dx), StreamOf(ctx)),
+                "Dropout gradient");
+  }
+#endif
+
   Shape shape_;
   float ratio_;
   bool training_mode_;
-  bool dropped_ = false;     // whether the last forward dropped (trained)
-  std::vector<float> mask_;  // its scales, 0 or 1/(1-ratio)
+  DeviceMirror mask_dev_, y_dev_;  // on a device: the last forward's scales, an unread output
+  bool dropped_ = false;           // whether the last forward dropped (trained)
+  std::vector<float> mask_;        // its scales, 0 or 1/(1-ratio)
 };
 
 }  // namespace

@@ -16,6 +16,9 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -41,8 +44,9 @@ class Gemm final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, {m_, n_}}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, in, *out[0]));
     const float* a = Operand(in[0]->floats, trans_a_, k_, m_, &a_t_);
     const float* b = Operand(in[1]->floats, trans_b_, n_, k_, &b_t_);
     float* y = out[0]->floats.data();
@@ -58,9 +62,11 @@ class Gemm final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 2; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *dout[0], din));
     const std::vector<float>& dy = dout[0]->floats;
     std::vector<float> g(dy.size()), t;
     for (size_t e = 0; e < dy.size(); ++e) g[e] = alpha_ * dy[e];
@@ -97,7 +103,61 @@ class Gemm final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, Value& out) {
+    const cudaStream_t st = StreamOf(ctx);
+    const float* a = DeviceData(ctx, *in[0]);
+    const float* b = DeviceData(ctx, *in[1]);
+    if (trans_a_) a = DeviceTransposed(ctx, a, k_, m_, a_dev_);
+    if (trans_b_) b = DeviceTransposed(ctx, b, n_, k_, b_dev_);
+    float* y = DeviceData(ctx, out);
+    CheckLaunch(cuda::Gemm(m_, n_, k_, a, k_, b, n_, y, n_, false, st), "Gemm");
+    CheckLaunch(
+        cuda_ops::GemmEpilogue(m_, n_, alpha_, beta_, has_c_ ? DeviceData(ctx, *in[2]) : nullptr,
+                               c_row_step_, c_col_step_, y, st),
+        "Gemm epilogue");
+  }
+
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& dy,
+                        const std::vector<Value*>& din) {
+    const cudaStream_t st = StreamOf(ctx);
+    float* g = DeviceScratch(ctx, g_dev_, dy.size());
+    CheckLaunch(cuda_ops::Scale(dy.size(), alpha_, DeviceData(ctx, dy), g, st), "Gemm gradient");
+    if (din[0] != nullptr) {
+      const float* b = DeviceData(ctx, *in[1]);
+      const float* bt = trans_b_ ? b : DeviceTransposed(ctx, b, k_, n_, b_dev_);
+      float* da = DeviceData(ctx, *din[0]);
+      float* d = trans_a_ ? DeviceScratch(ctx, d_dev_, static_cast<size_t>(m_) * k_) : da;
+      CheckLaunch(cuda::Gemm(m_, k_, n_, g, n_, bt, k_, d, k_, false, st), "Gemm gradient");
+      if (trans_a_) CheckLaunch(cuda::Transpose(m_, k_, d, da, st), "Gemm gradient");
+    }
+    if (din[1] != nullptr) {
+      const float* a = DeviceData(ctx, *in[0]);
+      const float* at = trans_a_ ? a : DeviceTransposed(ctx, a, m_, k_, a_dev_);
+      float* db = DeviceData(ctx, *din[1]);
+      float* d = trans_b_ ? DeviceScratch(ctx, d_dev_, static_cast<size_t>(k_) * n_) : db;
+      CheckLaunch(cuda::Gemm(k_, n_, m_, at, m_, g, n_, d, n_, false, st), "Gemm gradient");
+      if (trans_b_) CheckLaunch(cuda::Transpose(k_, n_, d, db, st), "Gemm gradient");
+    }
+    if (has_c_ && din[2] != nullptr) {
+      CheckLaunch(cuda_ops::GemmBiasGrad(m_, n_, din[2]->size(), beta_, DeviceData(ctx, dy),
+                                         c_row_step_, c_col_step_, DeviceData(ctx, *din[2]), st),
+                  "Gemm gradient");
+    }
+  }
+
+  // The transpose of a rows x cols device matrix, in `scratch`.
+  static const float* DeviceTransposed(RunContext& ctx, const float* v, int rows, int cols,
+                                       DeviceMirror& scratch) {
+    float* t = DeviceScratch(ctx, scratch, static_cast<size_t>(rows) * cols);
+    CheckLaunch(cuda::Transpose(rows, cols, v, t, StreamOf(ctx)), "Gemm transpose");
+    return t;
+  }
+#endif
+
   size_t CIndex(int i, int j) const {
     return static_cast<size_t>(i) * c_row_step_ + static_cast<size_t>(j) * c_col_step_;
   }
@@ -121,6 +181,8 @@ class Gemm final : public Op {
   Shape c_shape_;
   size_t c_row_step_ = 0, c_col_step_ = 0;
   std::vector<float> a_t_, b_t_;
+  DeviceMirror a_dev_, b_dev_, g_dev_,
+      d_dev_;  // device scratch: transposes, alpha * dY, dA' or dB'
 };
 
 }  // namespace

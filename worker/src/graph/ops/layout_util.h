@@ -111,17 +111,26 @@ class SameOrderOp : public Op {
   SameOrderOp(DType dtype, Shape out_shape) : dtype_(dtype), out_shape_(std::move(out_shape)) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, out_shape_}}; }
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
-    if (out[0] != nullptr) CopyRange(*in[0], 0, out[0], 0, in[0]->size());
+    if (out[0] == nullptr) return;
+    if (ctx.device != nullptr) return Copy(ctx, *in[0], out[0]);
+    CopyRange(*in[0], 0, out[0], 0, in[0]->size());
   }
   bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
-    if (din[0] != nullptr && dout[0] != nullptr) din[0]->floats = dout[0]->floats;
+    if (din[0] == nullptr || dout[0] == nullptr) return;
+    if (ctx.device != nullptr) return Copy(ctx, *dout[0], din[0]);
+    din[0]->floats = dout[0]->floats;
   }
+  bool RunsOnDevice() const override { return true; }
 
  private:
+  static void Copy(RunContext& ctx, const Value& from, Value* to) {
+    ctx.device->Copy(from.bytes(), DeviceData<void>(ctx, from), DeviceData<void>(ctx, *to));
+  }
+
   DType dtype_;
   Shape out_shape_;
 };

@@ -14,6 +14,9 @@
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/window.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -26,8 +29,13 @@ class MaxPool final : public Op {
     return {{DType::kFloat32, w_.OutputShape(w_.channels)}};
   }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::MaxPoolForward(Planes(), w_.Geometry(w_.channels),
+                                                  DeviceData(ctx, *in[0]), DeviceData(ctx, *out[0]),
+                                                  DeviceArgmax(ctx, out[0]->size()), StreamOf(ctx)),
+                         "MaxPool"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
     const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
@@ -57,9 +65,15 @@ class MaxPool final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (dout[0] == nullptr || din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx,
+                     CheckLaunch(cuda_ops::MaxPoolBackward(Planes(), w_.Geometry(w_.channels),
+                                                           DeviceData(ctx, *dout[0]),
+                                                           DeviceArgmax(ctx, dout[0]->size()),
+                                                           DeviceData(ctx, *din[0]), StreamOf(ctx)),
+                                 "MaxPool gradient"));
     const float* dy = dout[0]->floats.data();
     float* dx = din[0]->floats.data();
     const int64_t image = w_.h * w_.w, per_plane = w_.oh * w_.ow;
@@ -69,9 +83,19 @@ class MaxPool final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+  int Planes() const { return static_cast<int>(w_.batch * w_.channels); }
+#ifdef EASYSCALE_WITH_CUDA
+  int32_t* DeviceArgmax(RunContext& ctx, size_t n) {
+    return static_cast<int32_t*>(ctx.device->Address(nullptr, n * sizeof(int32_t), argmax_dev_));
+  }
+#endif
+
   Window w_;
   std::vector<int64_t> argmax_;  // by output: the winning tap's index in its image, or -1
+  DeviceMirror argmax_dev_;      // the same on a device, as int32
 };
 
 }  // namespace

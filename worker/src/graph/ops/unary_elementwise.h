@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "graph/ops/node_checks.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 
@@ -28,8 +31,9 @@ class UnaryElementwiseOp final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], *out[0]));
     const std::vector<float>& x = in[0]->floats;
     std::vector<float>& y = out[0]->floats;
     for (size_t i = 0; i < x.size(); ++i) y[i] = F::Apply(x[i]);
@@ -37,10 +41,11 @@ class UnaryElementwiseOp final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in,
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                 const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {
     if (din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *in[0], *out[0], dout[0], *din[0]));
     std::vector<float>& dx = din[0]->floats;
     if (dout[0] == nullptr) {
       std::fill(dx.begin(), dx.end(), 0.0f);
@@ -52,7 +57,25 @@ class UnaryElementwiseOp final : public Op {
     for (size_t i = 0; i < x.size(); ++i) dx[i] = F::Grad(x[i], y[i], dy[i]);
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const Value& x, Value& y) {
+    CheckLaunch(
+        cuda_ops::UnaryForward<F>(x.size(), DeviceData(ctx, x), DeviceData(ctx, y), StreamOf(ctx)),
+        "element-wise op");
+  }
+  void BackwardOnDevice(RunContext& ctx, const Value& x, const Value& y, const Value* dy,
+                        Value& dx) {
+    if (dy == nullptr) return;  // dx is zeroed
+    CheckLaunch(
+        cuda_ops::UnaryBackward<F>(x.size(), DeviceData(ctx, x), DeviceData(ctx, y),
+                                   DeviceData(ctx, *dy), DeviceData(ctx, dx), StreamOf(ctx)),
+        "element-wise op gradient");
+  }
+#endif
+
   Shape shape_;
 };
 

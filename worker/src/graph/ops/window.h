@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "easyscale/common/checks.h"
+#include "easyscale/worker/cpu_kernels.h"
 #include "graph/op.h"
 #include "graph/ops/node_checks.h"
 
@@ -33,6 +34,12 @@ struct Window {
     if (spatial_rank == 2) s.push_back(oh);
     s.push_back(ow);
     return s;
+  }
+  // The window over `image_channels` channels as the kernels take it.
+  cpu::ConvGeometry Geometry(int64_t image_channels) const {
+    const auto i = [](int64_t v) { return static_cast<int>(v); };
+    return {i(image_channels), i(h),        i(w),  i(kh), i(kw), i(sh), i(sw),
+            i(pad_top),        i(pad_left), i(dh), i(dw), i(oh), i(ow)};
   }
 };
 

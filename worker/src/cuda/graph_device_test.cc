@@ -1,0 +1,249 @@
+// The graph ops' device halves against their CPU kernels: each op runs on the
+// CPU and on the CUDA backend from the same inputs and output gradients, and
+// every output and input gradient must be the same bits. Shapes: the built-in
+// models', and odd ones (strides, pads, dilations, groups, a weight gradient
+// over more than one GEMM k block).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_buffer.h"
+#include "easyscale/worker/est_worker.h"
+#include "graph/testing/op_check.h"
+
+namespace easyscale::graph {
+namespace {
+
+using testing::MakeNode;
+using testing::RandomValue;
+using testing::RunOp;
+using testing::ToConstant;
+
+class GraphDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
+    auto k = MakeKernelBackend("cuda");
+    ASSERT_TRUE(k.ok()) << k.status();
+    device_ = std::move(*k);
+  }
+
+  template <typename T = float>
+  std::vector<T> Download(RunContext& ctx, const Value& v) {
+    TensorOf<T> t({static_cast<int>(v.size())});
+    device_->Copy(v.bytes(), DeviceData<T>(ctx, v), device_->At(t));
+    device_->Download(t);
+    return t.data;
+  }
+
+  // Runs `node` forward and backward on both, the output gradients from
+  // fixed pseudo-random weights, and compares the bits.
+  void ExpectSameBits(const Node& node, std::vector<Value> inputs,
+                      const std::vector<size_t>& constant_inputs = {}, bool training = true,
+                      int64_t opset = 17) {
+    SCOPED_TRACE(node.op);
+    std::vector<ValueInfo> infos(inputs.size());
+    std::vector<ConstantTensor> constants(inputs.size());
+    std::vector<OpInput> op_inputs(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      infos[i] = {inputs[i].dtype, inputs[i].shape};
+      op_inputs[i].info = &infos[i];
+      for (size_t c : constant_inputs) {
+        if (c == i) {
+          constants[i] = ToConstant(inputs[i]);
+          op_inputs[i].constant = &constants[i];
+        }
+      }
+    }
+    auto cpu_op = MakeOp(node, opset, op_inputs);
+    auto dev_op = MakeOp(node, opset, op_inputs);
+    ASSERT_TRUE(cpu_op.ok()) << cpu_op.status();
+    ASSERT_TRUE((*dev_op)->RunsOnDevice()) << node.op << " has no device half";
+    const std::vector<ValueInfo> out_infos = (*cpu_op)->OutputInfos();
+
+    RunContext cpu_ctx, dev_ctx;
+    uint64_t cpu_counter = 7, dev_counter = 7;
+    cpu_ctx.training = dev_ctx.training = training;
+    cpu_ctx.dropout_key = dev_ctx.dropout_key = PhiloxKey{0x1234, 0x5678};
+    cpu_ctx.dropout_counter = &cpu_counter;
+    dev_ctx.dropout_counter = &dev_counter;
+    dev_ctx.device = device_.get();
+
+    std::vector<Value> dev_inputs = inputs;
+    for (Value& v : dev_inputs) {
+      const void* host = v.dtype == DType::kFloat32 ? static_cast<const void*>(v.floats.data())
+                                                    : static_cast<const void*>(v.ints.data());
+      device_->UploadBytes(host, v.bytes(), v.mirror);
+    }
+    std::vector<Value> cpu_out(out_infos.size()), dev_out(out_infos.size()), weights;
+    std::vector<const Value*> cpu_in, dev_in, cpu_o, dev_o, dout;
+    std::vector<Value*> cpu_outp, dev_outp;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      cpu_in.push_back(&inputs[i]);
+      dev_in.push_back(&dev_inputs[i]);
+    }
+    for (size_t o = 0; o < out_infos.size(); ++o) {
+      const bool present = o < node.outputs.size() && !node.outputs[o].empty();
+      cpu_out[o].Reset(out_infos[o].dtype, out_infos[o].shape);
+      dev_out[o].Reset(out_infos[o].dtype, out_infos[o].shape);
+      cpu_outp.push_back(present ? &cpu_out[o] : nullptr);
+      dev_outp.push_back(present ? &dev_out[o] : nullptr);
+    }
+    (*cpu_op)->Forward(cpu_ctx, cpu_in, cpu_outp);
+    (*dev_op)->Forward(dev_ctx, dev_in, dev_outp);
+    for (size_t o = 0; o < out_infos.size(); ++o) {
+      if (cpu_outp[o] == nullptr) continue;
+      if (out_infos[o].dtype != DType::kFloat32) {
+        EXPECT_EQ(cpu_out[o].ints, Download<int64_t>(dev_ctx, dev_out[o])) << "output " << o;
+        continue;
+      }
+      ExpectBitsEqual(cpu_out[o].floats, Download(dev_ctx, dev_out[o]),
+                      "output " + std::to_string(o));
+    }
+    EXPECT_EQ(cpu_counter, dev_counter);
+    if (!training) return;  // evaluation has no backward pass
+
+    // Backward from weights on output 0 only (the others are statistics).
+    Value w = RandomValue(out_infos[0].shape, 99);
+    Value dev_w = w;
+    device_->UploadBytes(w.floats.data(), w.bytes(), dev_w.mirror);
+    std::vector<const Value*> cpu_dout(out_infos.size(), nullptr),
+        dev_dout(out_infos.size(), nullptr);
+    cpu_dout[0] = &w;
+    dev_dout[0] = &dev_w;
+    std::vector<Value> cpu_grads(inputs.size()), dev_grads(inputs.size());
+    std::vector<Value*> cpu_din(inputs.size(), nullptr), dev_din(inputs.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].dtype != DType::kFloat32 || !(*cpu_op)->HasGradient(i)) continue;
+      cpu_grads[i].Reset(DType::kFloat32, inputs[i].shape);
+      dev_grads[i].Reset(DType::kFloat32, inputs[i].shape);
+      device_->Zero(dev_grads[i].bytes(), DeviceData(dev_ctx, dev_grads[i]));
+      cpu_din[i] = &cpu_grads[i];
+      dev_din[i] = &dev_grads[i];
+    }
+    std::vector<const Value*> cpu_outc(cpu_outp.begin(), cpu_outp.end());
+    std::vector<const Value*> dev_outc(dev_outp.begin(), dev_outp.end());
+    (*cpu_op)->Backward(cpu_ctx, cpu_in, cpu_outc, cpu_dout, cpu_din);
+    (*dev_op)->Backward(dev_ctx, dev_in, dev_outc, dev_dout, dev_din);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (cpu_din[i] == nullptr) continue;
+      ExpectBitsEqual(cpu_grads[i].floats, Download(dev_ctx, dev_grads[i]),
+                      "gradient of input " + std::to_string(i));
+    }
+  }
+
+  static void ExpectBitsEqual(const std::vector<float>& cpu, const std::vector<float>& dev,
+                              const std::string& what) {
+    ASSERT_EQ(cpu.size(), dev.size()) << what;
+    size_t differ = 0, first = cpu.size();
+    for (size_t e = 0; e < cpu.size(); ++e) {
+      if (std::memcmp(&cpu[e], &dev[e], sizeof(float)) != 0) {
+        if (differ++ == 0) first = e;
+      }
+    }
+    EXPECT_EQ(differ, 0u) << what << ": " << differ << " of " << cpu.size()
+                          << " elements differ, first at " << first << " (cpu "
+                          << (first < cpu.size() ? cpu[first] : 0) << ", cuda "
+                          << (first < cpu.size() ? dev[first] : 0) << ")";
+  }
+
+  std::unique_ptr<KernelBackend> device_;
+};
+
+using Ints = std::vector<int64_t>;
+
+TEST_F(GraphDeviceTest, Conv) {
+  // The built-in cnn's first layer, strided and padded, dilated, 1x1, grouped,
+  // depthwise, and a weight gradient over 8 * 28 * 28 > 4096 k (two blocks).
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}),
+      {RandomValue({4, 1, 28, 28}, 1), RandomValue({8, 1, 5, 5}, 2), RandomValue({8}, 3)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w", "b"}, {"y"},
+                          {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({2, 3, 9, 9}, 4), RandomValue({4, 3, 3, 3}, 5), RandomValue({4}, 6)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"dilations", Ints{2, 2}}}),
+                 {RandomValue({2, 2, 9, 8}, 7), RandomValue({3, 2, 3, 3}, 8)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}),
+      {RandomValue({3, 4, 5, 5}, 9), RandomValue({6, 4, 1, 1}, 10), RandomValue({6}, 11)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{2}}}),
+                 {RandomValue({2, 4, 6, 6}, 12), RandomValue({6, 2, 3, 3}, 13)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({2, 3, 8, 8}, 14), RandomValue({3, 1, 3, 3}, 15)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}),
+      {RandomValue({8, 2, 30, 30}, 16), RandomValue({3, 2, 3, 3}, 17), RandomValue({3}, 18)});
+}
+
+TEST_F(GraphDeviceTest, BatchNormalization) {
+  const Node train = MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+                              {{"training_mode", int64_t{1}}, {"momentum", 0.9f}});
+  Value var = RandomValue({3}, 5);
+  for (float& f : var.floats) f = f + 1.5f;
+  const std::vector<Value> in = {RandomValue({4, 3, 5, 5}, 1), RandomValue({3}, 2),
+                                 RandomValue({3}, 3), RandomValue({3}, 4), var};
+  ExpectSameBits(train, in);
+  ExpectSameBits(train, in, {}, /*training=*/false);  // evaluation uses the running statistics
+}
+
+TEST_F(GraphDeviceTest, Pools) {
+  ExpectSameBits(
+      MakeNode("MaxPool", {"x"}, {"y"}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}),
+      {RandomValue({2, 8, 24, 24}, 1)});
+  ExpectSameBits(MakeNode("MaxPool", {"x"}, {"y"},
+                          {{"kernel_shape", Ints{3, 3}},
+                           {"strides", Ints{2, 2}},
+                           {"pads", Ints{1, 1, 1, 1}},
+                           {"ceil_mode", int64_t{1}}}),
+                 {RandomValue({2, 3, 9, 10}, 2)});
+  ExpectSameBits(MakeNode("AveragePool", {"x"}, {"y"},
+                          {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}),
+                 {RandomValue({2, 1, 28, 28}, 3)});
+  ExpectSameBits(MakeNode("AveragePool", {"x"}, {"y"},
+                          {{"kernel_shape", Ints{3, 3}},
+                           {"pads", Ints{1, 1, 1, 1}},
+                           {"count_include_pad", int64_t{1}}}),
+                 {RandomValue({2, 3, 7, 6}, 4)});
+}
+
+TEST_F(GraphDeviceTest, Gemm) {
+  ExpectSameBits(MakeNode("Gemm", {"a", "b", "c"}, {"y"}, {{"transB", int64_t{1}}}),
+                 {RandomValue({32, 196}, 1), RandomValue({128, 196}, 2), RandomValue({128}, 3)});
+  ExpectSameBits(MakeNode("Gemm", {"a", "b", "c"}, {"y"},
+                          {{"transA", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}}),
+                 {RandomValue({7, 5}, 4), RandomValue({7, 3}, 5), RandomValue({5, 1}, 6)});
+  ExpectSameBits(MakeNode("Gemm", {"a", "b"}, {"y"}),
+                 {RandomValue({6, 9}, 7), RandomValue({9, 4}, 8)});
+}
+
+TEST_F(GraphDeviceTest, ElementWiseAndLayout) {
+  for (const char* op : {"Relu", "Erf", "Tanh", "Sigmoid"}) {
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}), {RandomValue({3, 5, 7}, 1)});
+  }
+  Value positive = RandomValue({4, 9}, 2);
+  for (float& f : positive.floats) f = f + 1.25f;
+  ExpectSameBits(MakeNode("Sqrt", {"x"}, {"y"}), {positive});
+  ExpectSameBits(MakeNode("Flatten", {"x"}, {"y"}), {RandomValue({4, 16, 4, 4}, 3)});
+}
+
+TEST_F(GraphDeviceTest, Dropout) {
+  Value ratio;
+  ratio.Reset(DType::kFloat32, {});
+  ratio.floats = {0.25f};
+  Value mode;
+  mode.Reset(DType::kBool, {});
+  mode.ints = {1};
+  for (const Node& n : {MakeNode("Dropout", {"x", "r", "t"}, {"y"}),
+                        MakeNode("Dropout", {"x", "r", "t"}, {"y", "mask"})}) {
+    ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2});
+    ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2}, /*training=*/false);
+  }
+}
+
+}  // namespace
+}  // namespace easyscale::graph

@@ -1,0 +1,75 @@
+// File: worker/src/graph/ops/cuda_ops.h
+//
+// The CUDA kernels of the graph ops' device halves that cuda_kernels.h does
+// not already have, each defined in its op's .cu file beside the op's .cc
+// and computing, per output, the operation order the op's file documents for
+// its CPU kernel (so the bits are equal). Windows are cpu::ConvGeometry
+// (channels C per group, input H x W, kernel, strides, top/left pads,
+// dilations, output OH x OW). Each function enqueues work on `stream` and
+// returns the launch's error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "easyscale/worker/cpu_kernels.h"
+
+namespace easyscale::graph::cuda_ops {
+
+// unary_elementwise.cu: y = F::Apply(x), dx = F::Grad(x, y, dy) for the
+// formulas of elementwise_formulas.h (instantiated for the unary ops' ones).
+template <typename F>
+cudaError_t UnaryForward(size_t n, const float* x, float* y, cudaStream_t stream);
+template <typename F>
+cudaError_t UnaryBackward(size_t n, const float* x, const float* y, const float* dy, float* dx,
+                          cudaStream_t stream);
+
+// dropout.cu: the mask output, 1 where the scale is not 0 (all 1 for null scales).
+cudaError_t DropoutMaskOutput(size_t n, const float* scales, int64_t* mask, cudaStream_t stream);
+
+// max_pool.cu, over `planes` images: y and the winning tap's index in its
+// image (-1: none) per output; dx (every element written) gathers dy of the
+// outputs whose argmax it is, in ascending output order.
+cudaError_t MaxPoolForward(int planes, const cpu::ConvGeometry& g, const float* x, float* y,
+                           int32_t* argmax, cudaStream_t stream);
+cudaError_t MaxPoolBackward(int planes, const cpu::ConvGeometry& g, const float* dy,
+                            const int32_t* argmax, float* dx, cudaStream_t stream);
+
+// average_pool.cu: y = in-image tap sum / divisor[output position]; dx (every
+// element written) gathers dy / divisor of the outputs reading it, ascending.
+cudaError_t AveragePoolForward(int planes, const cpu::ConvGeometry& g, const float* divisor,
+                               const float* x, float* y, cudaStream_t stream);
+cudaError_t AveragePoolBackward(int planes, const cpu::ConvGeometry& g, const float* divisor,
+                                const float* dy, float* dx, cudaStream_t stream);
+
+// gemm.cu, the Gemm op's element-wise steps around cuda::Gemm, with C read at
+// i * c_row_step + j * c_col_step (a broadcast C):
+// y = alpha * y + beta * C (or alpha * y without C);
+cudaError_t GemmEpilogue(int m, int n, float alpha, float beta, const float* c, size_t c_row_step,
+                         size_t c_col_step, float* y, cudaStream_t stream);
+// out = alpha * x over n elements;
+cudaError_t Scale(size_t n, float alpha, const float* x, float* out, cudaStream_t stream);
+// dc[e] = beta * (the sum from 0 of dy[i, j] over the (i, j) reading C element
+// e, in row-major order), for the c_size elements of C.
+cudaError_t GemmBiasGrad(int m, int n, size_t c_size, float beta, const float* dy,
+                         size_t c_row_step, size_t c_col_step, float* dc, cudaStream_t stream);
+
+// conv.cu, for group `group` of `groups` of a batch of B NCHW images:
+// cols [C*KH*KW, B*OH*OW] (row (c, ky, kx), column (b, oy, ox)) as
+// cpu::Im2ColImage unfolds each image;
+cudaError_t ConvColumns(int B, int groups, int group, const cpu::ConvGeometry& g, const float* x,
+                        float* cols, cudaStream_t stream);
+// dx of the group's channels (every element written) as cpu::Col2ImImage
+// folds each image's columns back;
+cudaError_t ConvFoldColumns(int B, int groups, int group, const cpu::ConvGeometry& g,
+                            const float* cols, float* dx, cudaStream_t stream);
+// cm [M, B*P] = per-row value (bias[m], or 0 for a null bias);
+cudaError_t FillRows(int rows, size_t cols, const float* per_row, float* cm, cudaStream_t stream);
+// y[b, group*M + m, p] = cm[m, b*P + p] (to_nchw) or back, for `total`
+// channels of y.
+cudaError_t GroupLayout(int B, int total, int group, int M, int P, bool to_nchw, const float* src,
+                        float* dst, cudaStream_t stream);
+
+}  // namespace easyscale::graph::cuda_ops

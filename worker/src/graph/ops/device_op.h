@@ -1,0 +1,28 @@
+// File: worker/src/graph/ops/device_op.h
+//
+// What the ops' device halves share (builds with CUDA only): the pass's
+// stream, launch checks, and scratch memory on the pass's device.
+#pragma once
+
+#include "cuda_kernels.h"
+#include "device_buffer.h"
+#include "graph/op.h"
+#include "graph/ops/cuda_ops.h"
+
+namespace easyscale::graph {
+
+inline cudaStream_t StreamOf(RunContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.device->Stream());
+}
+
+// Throws CudaError naming the op's step when a launch failed (the device
+// backend turns it into the step's error).
+inline void CheckLaunch(cudaError_t err, const char* what) { cuda::ThrowIfError(err, what); }
+
+// n floats of an op's scratch in the pass's device memory, kept in `m` from
+// pass to pass.
+inline float* DeviceScratch(RunContext& ctx, DeviceMirror& m, size_t n) {
+  return static_cast<float*>(ctx.device->Address(nullptr, n * sizeof(float), m));
+}
+
+}  // namespace easyscale::graph
