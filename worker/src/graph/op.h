@@ -77,7 +77,7 @@ T* DeviceData(RunContext& ctx, const Value& v) {
 #define ES_RUN_ON_DEVICE(ctx, call) \
   if ((ctx).device != nullptr) return call
 #else
-#define ES_RUN_ON_DEVICE(ctx, call) static_cast<void>(0)
+#define ES_RUN_ON_DEVICE(ctx, call) static_cast<void>(ctx)
 #endif
 
 // What an op's factory sees of one input: its dtype and shape, and its
