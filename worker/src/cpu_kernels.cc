@@ -227,45 +227,6 @@ void Transpose(int rows, int cols, const float* src, float* dst) {
   }
 }
 
-void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols) {
-  const int OH = H - KH + 1, OW = W - KW + 1;
-  const size_t ncols = static_cast<size_t>(B) * OH * OW;
-  for (int c = 0; c < C; ++c) {
-    for (int ky = 0; ky < KH; ++ky) {
-      for (int kx = 0; kx < KW; ++kx) {
-        float* row = cols + (static_cast<size_t>(c * KH + ky) * KW + kx) * ncols;
-        for (int b = 0; b < B; ++b) {
-          const float* img = x + (static_cast<size_t>(b) * C + c) * H * W;
-          for (int oy = 0; oy < OH; ++oy) {
-            std::memcpy(row, img + static_cast<size_t>(oy + ky) * W + kx, sizeof(float) * OW);
-            row += OW;
-          }
-        }
-      }
-    }
-  }
-}
-
-void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx) {
-  const int OH = H - KH + 1, OW = W - KW + 1;
-  std::fill(dx, dx + static_cast<size_t>(B) * C * H * W, 0.0f);
-  for (int c = 0; c < C; ++c) {
-    for (int ky = 0; ky < KH; ++ky) {
-      for (int kx = 0; kx < KW; ++kx) {
-        const float* row = cols + (static_cast<size_t>(c * KH + ky) * KW + kx) * B * OH * OW;
-        for (int b = 0; b < B; ++b) {
-          float* img = dx + (static_cast<size_t>(b) * C + c) * H * W;
-          for (int oy = 0; oy < OH; ++oy) {
-            float* out = img + static_cast<size_t>(oy + ky) * W + kx;
-            for (int ox = 0; ox < OW; ++ox) out[ox] += row[ox];
-            row += OW;
-          }
-        }
-      }
-    }
-  }
-}
-
 namespace {
 
 // A channel as the taps see it: hp x wp, x[r - PT, c - PL] inside the image
@@ -345,110 +306,12 @@ void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx)
   }
 }
 
-void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y) {
-  for (int b = 0; b < B; ++b) {
-    for (int c = 0; c < C; ++c) {
-      const float* src = x + (static_cast<size_t>(c) * B + b) * P;
-      float* dst = y + (static_cast<size_t>(b) * C + c) * P;
-      const float bc = bias ? bias[c] : 0.0f;
-      for (int p = 0; p < P; ++p) dst[p] = src[p] + bc;
-    }
-  }
-}
-
-void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) {
-  for (int b = 0; b < B; ++b) {
-    for (int c = 0; c < C; ++c) {
-      std::memcpy(y + (static_cast<size_t>(c) * B + b) * P,
-                  x + (static_cast<size_t>(b) * C + c) * P, sizeof(float) * P);
-    }
-  }
-}
-
 void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) {
   for (int c = 0; c < C; ++c) {
     float s[1];
     ChannelSums(
         B, C, P, c, dy, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, s);
     bias_grad[c] = s[0];
-  }
-}
-
-void AddRowBias(int rows, int cols, const float* bias, float* out) {
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) out[static_cast<size_t>(r) * cols + c] += bias[c];
-  }
-}
-
-void ColumnSum(int rows, int cols, const float* dy, float* grad) {
-  std::fill(grad, grad + cols, 0.0f);
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) grad[c] += dy[static_cast<size_t>(r) * cols + c];
-  }
-}
-
-void Relu(size_t n, const float* x, float* y) {
-  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-void ReluBackward(size_t n, const float* y, const float* dy, float* dx) {
-  for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax) {
-  const int OH = H / 2, OW = W / 2;
-  for (int bc = 0; bc < B * C; ++bc) {
-    const float* img = x + static_cast<size_t>(bc) * H * W;
-    for (int oy = 0; oy < OH; ++oy) {
-      for (int ox = 0; ox < OW; ++ox) {
-        int best = (2 * oy) * W + 2 * ox;
-        for (int d = 1; d < 4; ++d) {
-          const int idx = (2 * oy + d / 2) * W + 2 * ox + d % 2;
-          if (img[idx] > img[best]) best = idx;
-        }
-        const size_t o = (static_cast<size_t>(bc) * OH + oy) * OW + ox;
-        y[o] = img[best];
-        argmax[o] = best;
-      }
-    }
-  }
-}
-
-void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
-                      float* dx) {
-  const int OH = H / 2, OW = W / 2;
-  std::fill(dx, dx + static_cast<size_t>(B) * C * H * W, 0.0f);
-  for (int bc = 0; bc < B * C; ++bc) {
-    for (int o = 0; o < OH * OW; ++o) {
-      const size_t oi = static_cast<size_t>(bc) * OH * OW + o;
-      dx[static_cast<size_t>(bc) * H * W + argmax[oi]] = dy[oi];  // 2x2 windows never overlap
-    }
-  }
-}
-
-void AvgPool2(int B, int C, int H, int W, const float* x, float* y) {
-  const int OH = H / 2, OW = W / 2;
-  for (int bc = 0; bc < B * C; ++bc) {
-    const float* img = x + static_cast<size_t>(bc) * H * W;
-    for (int oy = 0; oy < OH; ++oy) {
-      for (int ox = 0; ox < OW; ++ox) {
-        const float* p = img + (2 * oy) * W + 2 * ox;
-        y[(static_cast<size_t>(bc) * OH + oy) * OW + ox] =
-            (((p[0] + p[1]) + p[W]) + p[W + 1]) * 0.25f;
-      }
-    }
-  }
-}
-
-void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx) {
-  const int OH = H / 2, OW = W / 2;
-  for (int bc = 0; bc < B * C; ++bc) {
-    float* img = dx + static_cast<size_t>(bc) * H * W;
-    for (int y = 0; y < H; ++y) {
-      for (int x = 0; x < W; ++x) {
-        img[y * W + x] = dy[(static_cast<size_t>(bc) * OH + y / 2) * OW + x / 2] * 0.25f;
-      }
-    }
   }
 }
 

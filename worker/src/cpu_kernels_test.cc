@@ -96,30 +96,18 @@ TEST(ChannelSum, SumsEachSampleThenTheSamplesInOrder) {
   }
 }
 
-TEST(Im2Col, Col2ImIsItsAdjoint) {
-  // <im2col(x), c> == <x, col2im(c)> for random x, c.
-  const int B = 2, C = 3, H = 6, W = 5, K = 3;
-  const int rows = C * K * K, cols = B * (H - K + 1) * (W - K + 1);
-  auto x = Random(B * C * H * W, 3), c = Random(rows * cols, 4);
+TEST(Im2ColImage, Col2ImImageIsItsAdjoint) {
+  // <im2col(x), c> == <x, col2im(c)> for random x, c; strided and padded.
+  const cpu::ConvGeometry g = {3, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3};
+  const int rows = g.C * g.KH * g.KW, cols = g.OH * g.OW;
+  auto x = Random(g.C * g.H * g.W, 3), c = Random(rows * cols, 4);
   std::vector<float> xc(rows * cols), cx(x.size());
-  cpu::Im2Col(B, C, H, W, K, K, x.data(), xc.data());
-  cpu::Col2Im(B, C, H, W, K, K, c.data(), cx.data());
+  cpu::Im2ColImage(g, x.data(), xc.data(), cols);
+  cpu::Col2ImImage(g, c.data(), cols, cx.data());
   double lhs = 0, rhs = 0;
   for (size_t i = 0; i < xc.size(); ++i) lhs += double(xc[i]) * c[i];
   for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * cx[i];
   EXPECT_NEAR(lhs, rhs, 1e-4);
-}
-
-TEST(MaxPool, FirstMaximumWinsAndGradientRoutes) {
-  std::vector<float> x = {1, 3, 3, 0};  // one 2x2 window, tie between positions 1 and 2
-  std::vector<float> y(1), dx(4);
-  std::vector<int32_t> arg(1);
-  cpu::MaxPool2(1, 1, 2, 2, x.data(), y.data(), arg.data());
-  EXPECT_EQ(y[0], 3.0f);
-  EXPECT_EQ(arg[0], 1);
-  std::vector<float> dy = {5};
-  cpu::MaxPool2Backward(1, 1, 2, 2, dy.data(), arg.data(), dx.data());
-  EXPECT_EQ(dx, (std::vector<float>{0, 5, 0, 0}));
 }
 
 // Finite-difference check of an analytic gradient: f is a scalar of the input.

@@ -43,34 +43,8 @@ cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const 
 
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
                       cudaStream_t stream = nullptr);
-cudaError_t Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols,
-                   cudaStream_t stream = nullptr);
-cudaError_t Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx,
-                   cudaStream_t stream = nullptr);
-cudaError_t ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y,
-                               cudaStream_t stream = nullptr);
-cudaError_t NchwToChannelMajor(int B, int C, int P, const float* x, float* y,
-                               cudaStream_t stream = nullptr);
 cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream = nullptr);
-cudaError_t AddRowBias(int rows, int cols, const float* bias, float* out,
-                       cudaStream_t stream = nullptr);
-cudaError_t ColumnSum(int rows, int cols, const float* dy, float* grad,
-                      cudaStream_t stream = nullptr);
-
-cudaError_t Relu(size_t n, const float* x, float* y, cudaStream_t stream = nullptr);
-cudaError_t ReluBackward(size_t n, const float* y, const float* dy, float* dx,
-                         cudaStream_t stream = nullptr);
-
-cudaError_t MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax,
-                     cudaStream_t stream = nullptr);
-cudaError_t MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
-                             float* dx, cudaStream_t stream = nullptr);
-cudaError_t AvgPool2(int B, int C, int H, int W, const float* x, float* y,
-                     cudaStream_t stream = nullptr);
-cudaError_t AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx,
-                             cudaStream_t stream = nullptr);
-
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,
@@ -85,10 +59,6 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
 
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
                     const float* x, float* y, float* mask, cudaStream_t stream = nullptr);
-// Dropout with the first counter read from device memory when the kernel runs.
-cudaError_t DropoutCounterAt(size_t n, float p, uint32_t key0, uint32_t key1,
-                             const uint64_t* counter_base, const float* x, float* y, float* mask,
-                             cudaStream_t stream = nullptr);
 cudaError_t Mul(size_t n, const float* a, const float* b, float* out,
                 cudaStream_t stream = nullptr);
 // out = a + b element-wise (the graph runtime's gradient sums).

@@ -129,14 +129,6 @@ cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
   return cudaGetLastError();
 }
 
-cudaError_t ColumnSum(int rows, int cols, const float* dy, float* grad, cudaStream_t stream) {
-  return LaunchForEach(cols, stream, [=] __device__(size_t c) {
-    float s = 0.0f;
-    for (int r = 0; r < rows; ++r) s += dy[static_cast<size_t>(r) * cols + c];
-    grad[c] = s;
-  });
-}
-
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,

@@ -23,13 +23,6 @@ void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 // dst[c, r] = src[r, c] for a rows x cols matrix.
 void Transpose(int rows, int cols, const float* src, float* dst);
 
-// Unfolds a batch for a stride-1, unpadded convolution: cols has shape
-// [C*KH*KW, B*OH*OW], row (c, ky, kx), column (b, oy, ox), all ascending.
-void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols);
-// The adjoint of Im2Col: dx (zeroed here) gets the sum of every column entry
-// that maps to it, added in row-major order of cols.
-void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx);
-
 // One image's unfolding for a general 2-D convolution or its adjoint: cols has
 // shape [C*KH*KW, OH*OW] with rows `ld` floats apart (ld >= OH*OW, so several
 // images can sit side by side), row (c, ky, kx), column (oy, ox), all
@@ -54,31 +47,11 @@ inline std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {
 // added in row-major order of cols: for one element, in (ky, kx) order.
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx);
 
-// y[b, c, p] = x[c, b*P + p] + bias[c] and back: channel-major GEMM output to NCHW.
-void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias, float* y);
-void NchwToChannelMajor(int B, int C, int P, const float* x, float* y);
 // A channel sum over (b, p) runs in two levels, each ascending from 0: per
 // sample b a chain over p, then the samples' results in b order. The samples'
 // chains are independent (a GPU runs them in parallel); a chain is P long.
 // bias_grad[c] = the channel sum of dy[b, c, p].
 void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad);
-// out[b, o] = in[b, o] + bias[o].
-void AddRowBias(int rows, int cols, const float* bias, float* out);
-// grad[o] = sum over rows ascending of dy[r, o].
-void ColumnSum(int rows, int cols, const float* dy, float* grad);
-
-void Relu(size_t n, const float* x, float* y);
-// dx = dy where y > 0, else 0.
-void ReluBackward(size_t n, const float* y, const float* dy, float* dx);
-
-// 2x2, stride 2 pooling over NCHW (H, W even). Max keeps the first maximum in
-// (dy, dx) scan order and records its index for the backward pass.
-void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax);
-void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
-                      float* dx);
-// Average = ((x00 + x01) + x10) + x11, times 0.25.
-void AvgPool2(int B, int C, int H, int W, const float* x, float* y);
-void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx);
 
 // Batch normalisation over (N, H, W) per channel. Training: mean and biased
 // variance of the batch, as channel sums (above); running statistics updated

@@ -29,11 +29,15 @@ struct Param {
   float init_constant = 0.0f;  // used when fan_in == 0 (BatchNorm gamma/beta)
 };
 
-// The kernels layers run: the CPU kernels (cpu_kernels.h, which documents each
-// one's operation order), or another device's kernels computing the same bits.
-// Kernels take addresses in the backend's memory (At): a tensor's host data on
-// the CPU, its device mirror on a device, where kernels may run asynchronously
-// until Download or Wait. A failing device throws std::runtime_error.
+// Where a worker's step runs: the CPU, or a device whose memory holds the
+// step's tensors. A model's ops bring their own kernels for each (the graph
+// runtime's ops, graph/op.h); the backend owns memory, queues (lanes) and the
+// step's own kernels around the model: the loss, the fixed-point sums and the
+// argmax, each the same bits on every backend (cpu_kernels.h documents their
+// order). Kernels take addresses in the backend's memory (At): a tensor's host
+// data on the CPU, its device mirror on a device, where work may run
+// asynchronously until Download or Wait. A failing device throws
+// std::runtime_error.
 class KernelBackend {
  public:
   virtual ~KernelBackend() = default;
@@ -89,38 +93,6 @@ class KernelBackend {
 
   virtual void Copy(size_t bytes, const void* src, void* dst) = 0;
   virtual void Zero(size_t bytes, void* dst) = 0;
-  virtual void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
-                    int ldc, bool accumulate) = 0;
-  virtual void Transpose(int rows, int cols, const float* src, float* dst) = 0;
-  virtual void Im2Col(int B, int C, int H, int W, int KH, int KW, const float* x, float* cols) = 0;
-  virtual void Col2Im(int B, int C, int H, int W, int KH, int KW, const float* cols, float* dx) = 0;
-  virtual void ChannelMajorToNchw(int B, int C, int P, const float* x, const float* bias,
-                                  float* y) = 0;
-  virtual void NchwToChannelMajor(int B, int C, int P, const float* x, float* y) = 0;
-  virtual void ChannelSum(int B, int C, int P, const float* dy, float* bias_grad) = 0;
-  virtual void AddRowBias(int rows, int cols, const float* bias, float* out) = 0;
-  virtual void ColumnSum(int rows, int cols, const float* dy, float* grad) = 0;
-  virtual void Relu(size_t n, const float* x, float* y) = 0;
-  virtual void ReluBackward(size_t n, const float* y, const float* dy, float* dx) = 0;
-  virtual void MaxPool2(int B, int C, int H, int W, const float* x, float* y, int32_t* argmax) = 0;
-  virtual void MaxPool2Backward(int B, int C, int H, int W, const float* dy, const int32_t* argmax,
-                                float* dx) = 0;
-  virtual void AvgPool2(int B, int C, int H, int W, const float* x, float* y) = 0;
-  virtual void AvgPool2Backward(int B, int C, int H, int W, const float* dy, float* dx) = 0;
-  virtual void BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
-                              const float* beta, float eps, float momentum, float* running_mean,
-                              float* running_var, float* y, float* save_mean,
-                              float* save_invstd) = 0;
-  virtual void BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
-                             const float* beta, float eps, const float* running_mean,
-                             const float* running_var, float* y) = 0;
-  virtual void BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
-                                 const float* gamma, const float* save_mean,
-                                 const float* save_invstd, float* dx, float* dgamma,
-                                 float* dbeta) = 0;
-  virtual void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
-                       const float* x, float* y, float* mask) = 0;
-  virtual void Mul(size_t n, const float* a, const float* b, float* out) = 0;
   // Writes the mean loss to loss[0] (backend memory) so a step need not wait.
   virtual void SoftmaxCrossEntropy(int rows, int classes, const float* logits,
                                    const int32_t* labels, float* dlogits, float* loss) = 0;
@@ -139,7 +111,7 @@ class KernelBackend {
   virtual void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror) = 0;
 };
 
-// The CPU kernels behind the KernelBackend interface (shared, stateless).
+// The CPU backend (shared, stateless).
 KernelBackend& CpuKernelBackend();
 
 // What one forward/backward pass sees of the EST that runs it.
