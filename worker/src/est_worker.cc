@@ -75,7 +75,7 @@ StatusOr<std::unique_ptr<EstWorker>> EstWorker::Create(const WorkerConfig& confi
   ES_ASSIGN_OR_RETURN(auto model,
                       LoadModel(config.args, data.shape, data.classes, config.args.batchPerEst));
   ES_RETURN_IF_ERROR(model->AcceptsData(data));
-  if (config.args.model == "file" && config.backend != "cpu") {
+  if (config.backend != "cpu") {
     return absl::FailedPreconditionError("backend \"" + config.backend +
                                          "\": the graph runtime runs on the CPU only so far");
   }
