@@ -22,10 +22,10 @@ std::vector<int> IntShape(const Shape& s) { return std::vector<int>(s.begin(), s
 
 class GraphModel : public Model {
  public:
-  GraphModel(std::unique_ptr<Program> program, std::string path, std::string fingerprint, int batch,
-             std::map<std::string, int> fan_in)
+  GraphModel(std::unique_ptr<Program> program, std::string source, std::string fingerprint,
+             int batch, std::map<std::string, int> fan_in)
       : program_(std::move(program)),
-        path_(std::move(path)),
+        source_(std::move(source)),
         fingerprint_(std::move(fingerprint)),
         batch_(batch),
         fan_in_(std::move(fan_in)) {
@@ -111,7 +111,7 @@ class GraphModel : public Model {
     const std::string& input = g.inputs.at(0);
     if (g.values.at(input).dtype == DType::kFloat32) return absl::OkStatus();
     if (data.type != SampleType::kTokenIds) {
-      return absl::InvalidArgumentError(path_ + ": input " + input +
+      return absl::InvalidArgumentError(source_ + ": input " + input +
                                         " takes int64 ids: the data set has images or float "
                                         "values (--dataset tokens, or int64 inputs in --data, "
                                         "give ids)");
@@ -127,7 +127,7 @@ class GraphModel : public Model {
       const int64_t rows = table.at(static_cast<size_t>(axis));
       if (largest >= rows) {
         return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
+            source_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
             " has ", rows, " rows (the model's vocabulary is smaller than the data's)"));
       }
     }
@@ -144,7 +144,7 @@ class GraphModel : public Model {
   }
 
   std::unique_ptr<Program> program_;
-  std::string path_;  // for errors
+  std::string source_;  // the file, or the built-in model: for errors
   std::string fingerprint_;
   int batch_;
   std::map<std::string, int> fan_in_;  // parameters drawn from the seed (a built-in model's)
