@@ -30,7 +30,7 @@ class PlainAccumulation {
  public:
   PlainAccumulation(const TrainingArgs& args, const Dataset& data, int ests)
       : args_(args), data_(data), ests_(ests) {
-    model_ = std::move(*BuildModel(args.model, {1, 28, 28}, 10));
+    model_ = std::move(*BuildModel(args.model, {1, 28, 28}, 10, args.batchPerEst));
     model_->InitParams(args.seed);
     optimizer_ = MakeOptimizer(args, model_->params());
     buffers_ = model_->InitialBuffers();

@@ -463,9 +463,8 @@ StatusOr<TrainedModel> EstWorker::Trained() const {
   TrainedModel m;
   m.step = step_;
   for (const Param* p : model_->params()) {
-    const std::vector<int>& shape =
-        p->state_dict_shape.empty() ? p->value.shape : p->state_dict_shape;
-    m.parameters.push_back({p->name, {shape.begin(), shape.end()}, p->value.data});
+    m.parameters.push_back(
+        {p->name, {p->value.shape.begin(), p->value.shape.end()}, p->value.data});
   }
   EstContext est0;
   ES_RETURN_IF_ERROR(LoadContext(0, replicas_.at(0), "the trained model's", &est0));

@@ -15,8 +15,7 @@ Predictions Predict(Model& model, std::vector<Tensor>& buffers, const Dataset& d
   for (const Param* p : model.params()) k.Upload(p->value);
   uint64_t unused_counter = 0;
   LayerContext lc{false, &buffers, {}, &unused_counter, &k};
-  const size_t fixed = static_cast<size_t>(model.FixedBatch());
-  const size_t chunk = fixed > 0 ? fixed : 250;
+  const size_t chunk = static_cast<size_t>(model.FixedBatch());
   Predictions out;
   size_t correct = 0;
   std::vector<uint32_t> batch_samples;
@@ -27,7 +26,7 @@ Predictions Predict(Model& model, std::vector<Tensor>& buffers, const Dataset& d
     const size_t end = std::min(samples.size(), begin + chunk);
     batch_samples.assign(samples.begin() + begin, samples.begin() + end);
     const size_t counted = batch_samples.size();
-    if (fixed > 0) batch_samples.resize(fixed, batch_samples.front());
+    batch_samples.resize(chunk, batch_samples.front());  // the last chunk padded
     if (end < samples.size()) {  // the next chunk decodes while this one computes
       PrefetchSamples(
           data, std::vector<uint32_t>(samples.begin() + end,

@@ -2,11 +2,14 @@
 #include "graph/graph_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/sha256.h"
+#include "easyscale/worker/philox.h"
+#include "graph/builtin_models.h"
 #include "graph/program.h"
 
 namespace easyscale::graph {
@@ -19,11 +22,13 @@ std::vector<int> IntShape(const Shape& s) { return std::vector<int>(s.begin(), s
 
 class GraphModel : public Model {
  public:
-  GraphModel(std::unique_ptr<Program> program, std::string path, std::string fingerprint, int batch)
+  GraphModel(std::unique_ptr<Program> program, std::string source, std::string fingerprint,
+             int batch, std::map<std::string, int> fan_in)
       : program_(std::move(program)),
-        path_(std::move(path)),
+        source_(std::move(source)),
         fingerprint_(std::move(fingerprint)),
-        batch_(batch) {
+        batch_(batch),
+        fan_in_(std::move(fan_in)) {
     for (const std::string& name : program_->parameters()) {
       Param& p = owned_.emplace_back();
       p.name = name;
@@ -33,8 +38,20 @@ class GraphModel : public Model {
     for (Param& p : owned_) params_.push_back(&p);
   }
 
-  void InitParams(uint64_t) override {
-    for (Param* p : params_) p->value.data = program_->graph().initializers.at(p->name).floats;
+  void InitParams(uint64_t seed) override {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Param& p = *params_[i];
+      auto fan_in = fan_in_.find(p.name);
+      if (fan_in == fan_in_.end()) {
+        p.value.data = program_->graph().initializers.at(p.name).floats;
+        continue;
+      }
+      // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases,
+      // Kaiming-uniform with a = sqrt(5) (the same bound) for weights.
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in->second));
+      PhiloxStream rng(DeriveKey(seed, 0x1000 + i), 0);
+      for (float& v : p.value.data) v = (2.0f * rng.NextUniform() - 1.0f) * bound;
+    }
   }
 
   const Tensor& Forward(const Tensor& x, LayerContext& ctx) override {
@@ -90,7 +107,7 @@ class GraphModel : public Model {
   Status CheckRunsOnDevice() const override {
     Status s = program_->CheckRunsOnDevice();
     if (s.ok()) return s;
-    return absl::FailedPreconditionError(absl::StrCat(path_, ": ", s.message()));
+    return absl::FailedPreconditionError(absl::StrCat(source_, ": ", s.message()));
   }
 
   std::vector<Tensor> InitialBuffers() const override {
@@ -111,7 +128,7 @@ class GraphModel : public Model {
     const std::string& input = g.inputs.at(0);
     if (g.values.at(input).dtype == DType::kFloat32) return absl::OkStatus();
     if (data.type != SampleType::kTokenIds) {
-      return absl::InvalidArgumentError(path_ + ": input " + input +
+      return absl::InvalidArgumentError(source_ + ": input " + input +
                                         " takes int64 ids: the data set has images or float "
                                         "values (--dataset tokens, or int64 inputs in --data, "
                                         "give ids)");
@@ -127,7 +144,7 @@ class GraphModel : public Model {
       const int64_t rows = table.at(static_cast<size_t>(axis));
       if (largest >= rows) {
         return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
+            source_, ": input ", input, ": the data has token id ", largest, ", node ", n.name,
             " has ", rows, " rows (the model's vocabulary is smaller than the data's)"));
       }
     }
@@ -160,12 +177,47 @@ class GraphModel : public Model {
   }
 
   std::unique_ptr<Program> program_;
-  std::string path_;  // for errors
+  std::string source_;  // the file, or the built-in model: for errors
   std::string fingerprint_;
   int batch_;
-  std::vector<Param> owned_;  // never resized after the constructor: params_ points in
+  std::map<std::string, int> fan_in_;  // parameters drawn from the seed (a built-in model's)
+  std::vector<Param> owned_;           // never resized after the constructor: params_ points in
   Tensor logits_;
 };
+
+// A graph from a file or built in C++ (`source` names it in errors) as the
+// model: its logits checked, its parameters found.
+StatusOr<std::unique_ptr<Model>> MakeGraphModel(Graph g, const std::string& source,
+                                                const std::string& fingerprint, int classes,
+                                                int batch, std::map<std::string, int> fan_in) {
+  const ValueInfo& out = g.values.at(g.outputs.at(0));
+  // Outputs beyond the data's classes are allowed (labels 0..k-1 of a k+ way model).
+  if (out.dtype != DType::kFloat32 || out.shape.size() != 2 || out.shape[0] != batch ||
+      out.shape[1] < classes) {
+    std::string shape;
+    for (int64_t d : out.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": output ", g.outputs[0], " is ", ToString(out.dtype), " ", shape,
+        ", want float32 ", batch, "xK logits with K >= the data's ", classes, " classes"));
+  }
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, Program::Create(std::move(g)));
+  if (program->parameters().empty()) {
+    // Say which weights were there but not float32: the usual cause.
+    std::string integers;
+    for (const auto& [name, c] : program->graph().initializers) {
+      if (c.dtype != DType::kFloat32 && program->graph().constants.count(name) == 0) {
+        absl::StrAppend(&integers, integers.empty() ? "" : ", ", name);
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no float initializer the logits depend on: nothing to train",
+                     integers.empty() ? ""
+                                      : " (integer initializers " + integers +
+                                            " are never trained: export parameters as float32)"));
+  }
+  return std::unique_ptr<Model>(std::make_unique<GraphModel>(
+      std::move(program), source, fingerprint, batch, std::move(fan_in)));
+}
 
 }  // namespace
 
@@ -203,33 +255,15 @@ StatusOr<std::unique_ptr<Model>> LoadGraphModel(const std::string& path, std::ve
     for (int d : input_chw) input.push_back(d);
   }
   ES_ASSIGN_OR_RETURN(Graph g, LoadOnnxModel(path, {{inputs[0].name, input}}));
-  const ValueInfo& out = g.values.at(g.outputs.at(0));
-  // Outputs beyond the data's classes are allowed (labels 0..k-1 of a k+ way model).
-  if (out.dtype != DType::kFloat32 || out.shape.size() != 2 || out.shape[0] != batch ||
-      out.shape[1] < classes) {
-    std::string shape;
-    for (int64_t d : out.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": output ", g.outputs[0], " is ", ToString(out.dtype), " ", shape, ", want float32 ",
-        batch, "xK logits with K >= the data's ", classes, " classes"));
-  }
-  ES_ASSIGN_OR_RETURN(std::unique_ptr<Program> program, Program::Create(std::move(g)));
-  if (program->parameters().empty()) {
-    // Say which weights were there but not float32: the usual cause.
-    std::string integers;
-    for (const auto& [name, c] : program->graph().initializers) {
-      if (c.dtype != DType::kFloat32 && program->graph().constants.count(name) == 0) {
-        absl::StrAppend(&integers, integers.empty() ? "" : ", ", name);
-      }
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no float initializer the logits depend on: nothing to train",
-                     integers.empty() ? ""
-                                      : " (integer initializers " + integers +
-                                            " are never trained: export parameters as float32)"));
-  }
-  return std::unique_ptr<Model>(
-      std::make_unique<GraphModel>(std::move(program), path, fingerprint, batch));
+  return MakeGraphModel(std::move(g), path, fingerprint, classes, batch, {});
+}
+
+StatusOr<std::unique_ptr<Model>> BuiltinGraphModel(const std::string& name,
+                                                   const std::vector<int>& input_chw, int classes,
+                                                   int batch) {
+  ES_ASSIGN_OR_RETURN(BuiltinGraph b, MakeBuiltinGraph(name, input_chw, classes, batch));
+  return MakeGraphModel(std::move(b.graph), "--model " + name, "", classes, batch,
+                        std::move(b.fan_in));
 }
 
 }  // namespace easyscale::graph

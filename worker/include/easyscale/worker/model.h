@@ -2,9 +2,9 @@
 //
 // A model a worker trains: parameters (values and gradients), per-EST buffers
 // (BatchNorm running statistics), a forward pass from a [B, C, H, W] batch to
-// [B, classes] logits and a backward pass from the logits' gradient. Two
-// kinds: the built-in sequential models (`mlp`, `cnn`) and a user's model
-// loaded from an ONNX file (the graph runtime, graph.h).
+// [B, classes] logits and a backward pass from the logits' gradient. Every
+// model is a graph of the graph runtime (graph.h): a built-in one (`mlp`,
+// `cnn`) built in C++, or a user's loaded from an ONNX file.
 //   ES_ASSIGN_OR_RETURN(auto model, LoadModel(args, {1, 28, 28}, 10, batch));
 //   model->InitParams(seed);
 //   const Tensor& logits = model->Forward(x, ctx);
@@ -40,9 +40,9 @@ class Model {
   virtual Status AcceptsData(const Dataset&) const { return absl::OkStatus(); }
   // Whether every op of the model has device kernels (a backend with OnDevice
   // can run it): FailedPrecondition naming the first node that has none.
-  virtual Status CheckRunsOnDevice() const { return absl::OkStatus(); }
-  // Samples one pass takes: 0 for any; a loaded graph fixes it.
-  virtual int FixedBatch() const { return 0; }
+  virtual Status CheckRunsOnDevice() const = 0;
+  // Samples one pass takes: the micro-batch the graph was built for.
+  virtual int FixedBatch() const = 0;
   // What identifies the model beyond TrainingArgs (a loaded file's SHA-256), for
   // the job identity checkpoints carry; "" for a built-in model.
   virtual std::string Fingerprint() const { return ""; }
@@ -54,14 +54,16 @@ class Model {
   std::vector<Param*> params_;
 };
 
-// Their parameters and buffers are named as in a torch.nn.Sequential of the
-// same layers ("2.weight", "1.running_mean"; deploy/examples/models/models.py's
-// Cnn is the "cnn"), so the trained model loads into PyTorch.
+// A built-in model for `batch` samples a pass. Its parameters and buffers are
+// named and shaped as in a torch.nn.Sequential of the same layers
+// ("2.weight", "1.running_mean"; deploy/examples/models/models.py's Cnn is
+// the "cnn"), so the trained model loads into PyTorch.
 // "mlp": avgpool2 - flatten - linear(196,128) - relu - dropout(0.1) - linear(128,classes)
 // "cnn": conv5(8) - bn - relu - maxpool2 - conv5(16) - bn - relu - maxpool2 - flatten -
 //        dropout(0.25) - linear(256,64) - relu - linear(64,classes)
-StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, std::vector<int> input_chw,
-                                            int classes);
+StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name,
+                                            const std::vector<int>& input_chw, int classes,
+                                            int batch);
 
 // The [C, H, W] images take for the model `args` names, what an image folder
 // decodes to: a model file's declared input (fixed C, H, W), [1, 28, 28] for
