@@ -310,6 +310,43 @@ TEST_F(GraphDeviceTest, Clip) {
                  {RandomValue({5, 7}, 3)}, {}, true, /*opset=*/6);
 }
 
+TEST_F(GraphDeviceTest, Softmax) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    // The encoder's attention rows, a middle axis (rows `inner` apart), and
+    // opset 11's 2-D view.
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{-1}}}),
+                   {RandomValue({3, 4, 16, 16}, 1)});
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{1}}}), {RandomValue({3, 7, 5}, 2)});
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{1}}}), {RandomValue({3, 4, 5}, 3)},
+                   {}, true, /*opset=*/11);
+  }
+}
+
+TEST_F(GraphDeviceTest, LayerNormalization) {
+  ExpectSameBits(MakeNode("LayerNormalization", {"x", "s", "b"}, {"y"}, {{"axis", int64_t{-1}}}),
+                 {RandomValue({3, 16, 32}, 1), RandomValue({32}, 2), RandomValue({32}, 3)});
+  // Two normalized dimensions, no B, the statistics outputs.
+  ExpectSameBits(
+      MakeNode("LayerNormalization", {"x", "s"}, {"y", "mean", "invstd"}, {{"axis", int64_t{1}}}),
+      {RandomValue({4, 5, 6}, 4), RandomValue({5, 6}, 5)});
+  ExpectSameBits(MakeNode("LayerNormalization", {"x"}, {"y"}), {RandomValue({7, 9}, 6)});
+}
+
+TEST_F(GraphDeviceTest, MatMul) {
+  // The encoder's projections (one B for the whole batch), attention scores
+  // and context (batched), broadcast batches both ways, vectors.
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 16, 32}, 1), RandomValue({32, 128}, 2)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({6}, 7), RandomValue({2, 6, 3}, 8)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({4, 6}, 9), RandomValue({6}, 10)});
+}
+
 // Configurations without a device half say so (the model is refused with
 // the node named rather than run wrong).
 TEST(GraphDeviceRefusals, UnsupportedConfigurations) {

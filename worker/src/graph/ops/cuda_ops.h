@@ -114,5 +114,23 @@ cudaError_t ClipForward(size_t n, float lo, float hi, const float* x, float* y,
 cudaError_t ClipBackward(size_t n, float lo, float hi, const float* x, const float* dy, float* dx,
                          cudaStream_t stream);
 
+// softmax.cu, one thread per row of n elements `inner` apart (rows are
+// (outer, inner) pairs): softmax.cc's order.
+cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
+                           cudaStream_t stream);
+cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
+                            const float* dy, float* dx, cudaStream_t stream);
+
+// layer_normalization.cu, rows of n elements (null scale: 1, null bias: 0):
+// the per-row mean and invstd, then y; backward dscale and dbias (each
+// nullable, summed over rows ascending from +0) and dx (nullable).
+cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* x,
+                             const float* scale, const float* bias, float* y, float* mean,
+                             float* invstd, cudaStream_t stream);
+cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float* scale,
+                              const float* dy, const float* mean, const float* invstd,
+                              float* row_sums, float* dx, float* dscale, float* dbias,
+                              cudaStream_t stream);
+
 
 }  // namespace easyscale::graph::cuda_ops
