@@ -347,6 +347,31 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({4, 6}, 9), RandomValue({6}, 10)});
 }
 
+TEST_F(GraphDeviceTest, StridedViews) {
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 3, 1}}}),
+                 {RandomValue({3, 16, 4, 8}, 1)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}), {RandomValue({32, 128}, 2)});
+  // Strided and reversed slices: input elements no output reads get 0.
+  ExpectSameBits(
+      MakeNode("Slice", {"x", "s", "e", "a", "st"}, {"y"}),
+      {RandomValue({6, 7, 5}, 3), testing::IntValue({2}, {1, -1}), testing::IntValue({2}, {6, 0}),
+       testing::IntValue({2}, {0, 1}), testing::IntValue({2}, {2, -2})},
+      {1, 2, 3, 4});
+  Value ints = testing::IntValue({2, 3}, {1, 2, 3, 4, 5, 6});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}), {ints});
+}
+
+TEST_F(GraphDeviceTest, ConcatAndSplit) {
+  ExpectSameBits(MakeNode("Concat", {"a", "b", "c"}, {"y"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 3, 4}, 1), RandomValue({2, 1, 4}, 2), RandomValue({2, 5, 4}, 3)});
+  ExpectSameBits(MakeNode("Concat", {"a", "b"}, {"y"}, {{"axis", int64_t{-1}}}),
+                 {RandomValue({3, 2}, 4), RandomValue({3, 7}, 5)});
+  // Output 1 unused, and only output 0 gets a gradient: the rest stays 0.
+  ExpectSameBits(MakeNode("Split", {"x", "s"}, {"a", "", "c"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 9, 3}, 6), testing::IntValue({3}, {2, 3, 4})}, {1});
+  ExpectSameBits(MakeNode("Split", {"x"}, {"a", "b"}), {RandomValue({6, 5}, 7)});
+}
+
 // Configurations without a device half say so (the model is refused with
 // the node named rather than run wrong).
 TEST(GraphDeviceRefusals, UnsupportedConfigurations) {

@@ -132,5 +132,11 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
                               float* row_sums, float* dx, float* dscale, float* dbias,
                               cudaStream_t stream);
 
+// layout_util.cu, a strided view (layout_util.h's ForEachStrided over
+// view.out with strides view.steps[0]) of 4- or 8-byte elements:
+// dst[d] = src[offset + ...] (gather), or dst[offset + ...] = src[d] (scatter).
+cudaError_t StridedCopy(const BroadcastDims& view, int64_t offset, size_t element_bytes,
+                        bool scatter, const void* src, void* dst, cudaStream_t stream);
+
 
 }  // namespace easyscale::graph::cuda_ops

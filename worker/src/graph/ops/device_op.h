@@ -43,5 +43,16 @@ inline cuda_ops::BroadcastDims DeviceDims(const Broadcast& bc) {
   return d;
 }
 
+// A strided view (layout_util.h's ForEachStrided) as the kernels take it:
+// the view's shape and its strides in steps[0].
+inline cuda_ops::BroadcastDims DeviceView(const Shape& shape, const std::vector<int64_t>& strides) {
+  cuda_ops::BroadcastDims d;
+  d.rank = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    d.out[i] = shape[i];
+    d.steps[0][i] = strides[i];
+  }
+  return d;
+}
 
 }  // namespace easyscale::graph
