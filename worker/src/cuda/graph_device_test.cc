@@ -347,6 +347,17 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({4, 6}, 9), RandomValue({6}, 10)});
 }
 
+TEST_F(GraphDeviceTest, Gather) {
+  // The encoder's embedding (repeated ids: the gradient adds them in
+  // position order), negative indices, a middle axis.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3 * 16; ++i) ids.push_back((i * 37) % 100 % 23);
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
+                 {RandomValue({100, 32}, 1), testing::IntValue({3, 16}, ids)});
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 5, 3}, 2), testing::IntValue({4}, {-1, 0, 4, -5})});
+}
+
 TEST_F(GraphDeviceTest, StridedViews) {
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 3, 1}}}),
                  {RandomValue({3, 16, 4, 8}, 1)});
@@ -386,6 +397,8 @@ TEST(GraphDeviceRefusals, UnsupportedConfigurations) {
   EXPECT_FALSE(runs(clip, {RandomValue({3}, 1), Scalar(0.0f)}, {}));  // a bound known at run time
   EXPECT_FALSE(runs(MakeNode("Pow", {"a", "b"}, {"y"}),
                     {RandomValue({3}, 2), testing::IntValue({}, {2})}, {}));
+  EXPECT_FALSE(runs(MakeNode("Gather", {"t", "i"}, {"y"}),
+                    {testing::IntValue({3}, {4, 5, 6}), testing::IntValue({1}, {0})}, {}));
   EXPECT_FALSE(runs(MakeNode("Add", {"a", "b"}, {"y"}),
                     {RandomValue({1, 1, 1, 1, 1, 1, 1, 1, 2}, 3), RandomValue({2}, 4)}, {}));
 }

@@ -132,11 +132,23 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
                               float* row_sums, float* dx, float* dscale, float* dbias,
                               cudaStream_t stream);
 
+// gather.cu (float data): out[o, p, i] = data[o, index(p), i]; dx[o, r, i]
+// (every element written) = the sum from 0 of dy[o, p, i] over the positions
+// p with index(p) = r, ascending. Negative indices count from the end; an
+// index out of range reads 0 and adds nowhere (the CPU refuses it).
+cudaError_t GatherForward(size_t outer, size_t axis_dim, size_t positions, size_t inner,
+                          const float* data, const int64_t* indices, float* out,
+                          cudaStream_t stream);
+cudaError_t GatherBackward(size_t outer, size_t axis_dim, size_t positions, size_t inner,
+                           const float* dy, const int64_t* indices, float* dx, cudaStream_t stream);
+
 // layout_util.cu, a strided view (layout_util.h's ForEachStrided over
 // view.out with strides view.steps[0]) of 4- or 8-byte elements:
 // dst[d] = src[offset + ...] (gather), or dst[offset + ...] = src[d] (scatter).
 cudaError_t StridedCopy(const BroadcastDims& view, int64_t offset, size_t element_bytes,
                         bool scatter, const void* src, void* dst, cudaStream_t stream);
 
+// cast.cu: out[i] = (int64_t)x[i] (token ids that arrive as floats).
+cudaError_t FloatsToInt64(size_t n, const float* x, int64_t* out, cudaStream_t stream);
 
 }  // namespace easyscale::graph::cuda_ops
