@@ -2,7 +2,8 @@
 // CPU and on the CUDA backend from the same inputs and output gradients, and
 // every output and input gradient must be the same bits. Shapes: the built-in
 // models', and odd ones (strides, pads, dilations, groups, a weight gradient
-// over more than one GEMM k block).
+// over more than one GEMM k block, broadcasting both ways, keepdims, negative
+// axes, strided and reversed slices).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -243,6 +244,163 @@ TEST_F(GraphDeviceTest, Dropout) {
     ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2});
     ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2}, /*training=*/false);
   }
+}
+
+// A value of `shape` with elements in [lo, lo + 2) (positive bases, variances).
+Value Shifted(Shape shape, uint32_t seed, float lo) {
+  Value v = RandomValue(std::move(shape), seed);
+  for (float& f : v.floats) f = f + 1.0f + lo;
+  return v;
+}
+
+Value Scalar(float f) {
+  Value v;
+  v.Reset(DType::kFloat32, {});
+  v.floats = {f};
+  return v;
+}
+
+TEST_F(GraphDeviceTest, BinaryElementwise) {
+  // ResNet-18's and MobileNetV2's residual Add, the encoder's bias Adds
+  // ([32] + [B, 16, 32]), position Add ([B, 16, 32] + [1, 16, 32]) and
+  // scalar Mul and Div; broadcasting both ways at once, and a scalar output.
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({2, 64, 8, 8}, 1), RandomValue({2, 64, 8, 8}, 2)});
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({32}, 3), RandomValue({3, 16, 32}, 4)});
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 16, 32}, 5), RandomValue({1, 16, 32}, 6)});
+  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 4, 16, 16}, 7), Scalar(0.35f)});
+  ExpectSameBits(MakeNode("Div", {"a", "b"}, {"y"}), {RandomValue({3, 16, 128}, 8), Scalar(1.41f)});
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    ExpectSameBits(MakeNode(op, {"a", "b"}, {"y"}),
+                   {RandomValue({4, 1, 5}, 9), Shifted({3, 1}, 10, 0.5f)});
+    ExpectSameBits(MakeNode(op, {"a", "b"}, {"y"}),
+                   {RandomValue({2, 1, 3, 1}, 11), Shifted({5, 1, 4}, 12, 0.5f)});
+  }
+  ExpectSameBits(MakeNode("Pow", {"a", "b"}, {"y"}),
+                 {Shifted({3, 7}, 13, 0.25f), RandomValue({7}, 14)});
+  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}), {Scalar(1.5f), Scalar(-2.25f)});
+}
+
+TEST_F(GraphDeviceTest, Reductions) {
+  ExpectSameBits(MakeNode("GlobalAveragePool", {"x"}, {"y"}), {RandomValue({2, 512, 7, 7}, 1)});
+  ExpectSameBits(MakeNode("GlobalAveragePool", {"x"}, {"y"}), {RandomValue({3, 5, 4, 3, 2}, 2)});
+  // The encoder's pooling over the sequence, keepdims, negative and
+  // several axes, and every axis.
+  ExpectSameBits(
+      MakeNode("ReduceMean", {"x"}, {"y"}, {{"axes", Ints{1}}, {"keepdims", int64_t{0}}}),
+      {RandomValue({3, 16, 32}, 3)});
+  ExpectSameBits(MakeNode("ReduceMean", {"x"}, {"y"}, {{"axes", Ints{-1, 0}}}),
+                 {RandomValue({4, 3, 5}, 4)});
+  ExpectSameBits(MakeNode("ReduceMean", {"x"}, {"y"}, {{"axes", Ints{2, 3}}}),
+                 {RandomValue({2, 8, 5, 6}, 5)});
+  ExpectSameBits(MakeNode("ReduceMean", {"x"}, {"y"}, {{"keepdims", int64_t{0}}}),
+                 {RandomValue({3, 4, 5}, 6)});
+}
+
+TEST_F(GraphDeviceTest, Clip) {
+  // MobileNetV2's ReLU6 (bounds as constant inputs), one bound, attributes.
+  const Node both = MakeNode("Clip", {"x", "lo", "hi"}, {"y"});
+  ExpectSameBits(both, {Shifted({2, 32, 8, 8}, 1, -4.0f), Scalar(0.0f), Scalar(0.5f)}, {1, 2});
+  ExpectSameBits(MakeNode("Clip", {"x", "lo"}, {"y"}), {RandomValue({5, 7}, 2), Scalar(-0.25f)},
+                 {1});
+  ExpectSameBits(MakeNode("Clip", {"x"}, {"y"}, {{"min", -0.5f}, {"max", 0.25f}}),
+                 {RandomValue({5, 7}, 3)}, {}, true, /*opset=*/6);
+}
+
+TEST_F(GraphDeviceTest, Softmax) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    // The encoder's attention rows, a middle axis (rows `inner` apart), and
+    // opset 11's 2-D view.
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{-1}}}),
+                   {RandomValue({3, 4, 16, 16}, 1)});
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{1}}}), {RandomValue({3, 7, 5}, 2)});
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{1}}}), {RandomValue({3, 4, 5}, 3)},
+                   {}, true, /*opset=*/11);
+  }
+}
+
+TEST_F(GraphDeviceTest, LayerNormalization) {
+  ExpectSameBits(MakeNode("LayerNormalization", {"x", "s", "b"}, {"y"}, {{"axis", int64_t{-1}}}),
+                 {RandomValue({3, 16, 32}, 1), RandomValue({32}, 2), RandomValue({32}, 3)});
+  // Two normalized dimensions, no B, the statistics outputs.
+  ExpectSameBits(
+      MakeNode("LayerNormalization", {"x", "s"}, {"y", "mean", "invstd"}, {{"axis", int64_t{1}}}),
+      {RandomValue({4, 5, 6}, 4), RandomValue({5, 6}, 5)});
+  ExpectSameBits(MakeNode("LayerNormalization", {"x"}, {"y"}), {RandomValue({7, 9}, 6)});
+}
+
+TEST_F(GraphDeviceTest, MatMul) {
+  // The encoder's projections (one B for the whole batch), attention scores
+  // and context (batched), broadcast batches both ways, vectors.
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 16, 32}, 1), RandomValue({32, 128}, 2)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({6}, 7), RandomValue({2, 6, 3}, 8)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({4, 6}, 9), RandomValue({6}, 10)});
+}
+
+TEST_F(GraphDeviceTest, Gather) {
+  // The encoder's embedding (repeated ids: the gradient adds them in
+  // position order), negative indices, a middle axis.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3 * 16; ++i) ids.push_back((i * 37) % 100 % 23);
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
+                 {RandomValue({100, 32}, 1), testing::IntValue({3, 16}, ids)});
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 5, 3}, 2), testing::IntValue({4}, {-1, 0, 4, -5})});
+}
+
+TEST_F(GraphDeviceTest, StridedViews) {
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 3, 1}}}),
+                 {RandomValue({3, 16, 4, 8}, 1)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}), {RandomValue({32, 128}, 2)});
+  // Strided and reversed slices: input elements no output reads get 0.
+  ExpectSameBits(
+      MakeNode("Slice", {"x", "s", "e", "a", "st"}, {"y"}),
+      {RandomValue({6, 7, 5}, 3), testing::IntValue({2}, {1, -1}), testing::IntValue({2}, {6, 0}),
+       testing::IntValue({2}, {0, 1}), testing::IntValue({2}, {2, -2})},
+      {1, 2, 3, 4});
+  Value ints = testing::IntValue({2, 3}, {1, 2, 3, 4, 5, 6});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}), {ints});
+}
+
+TEST_F(GraphDeviceTest, ConcatAndSplit) {
+  ExpectSameBits(MakeNode("Concat", {"a", "b", "c"}, {"y"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 3, 4}, 1), RandomValue({2, 1, 4}, 2), RandomValue({2, 5, 4}, 3)});
+  ExpectSameBits(MakeNode("Concat", {"a", "b"}, {"y"}, {{"axis", int64_t{-1}}}),
+                 {RandomValue({3, 2}, 4), RandomValue({3, 7}, 5)});
+  // Output 1 unused, and only output 0 gets a gradient: the rest stays 0.
+  ExpectSameBits(MakeNode("Split", {"x", "s"}, {"a", "", "c"}, {{"axis", int64_t{1}}}),
+                 {RandomValue({2, 9, 3}, 6), testing::IntValue({3}, {2, 3, 4})}, {1});
+  ExpectSameBits(MakeNode("Split", {"x"}, {"a", "b"}), {RandomValue({6, 5}, 7)});
+}
+
+// Configurations without a device half say so (the model is refused with
+// the node named rather than run wrong).
+TEST(GraphDeviceRefusals, UnsupportedConfigurations) {
+  const auto runs = [](const Node& node, const std::vector<Value>& inputs,
+                       const std::vector<size_t>& constant_inputs) {
+    testing::OpRun run = RunOp(node, inputs, constant_inputs);
+    EXPECT_TRUE(run.status.ok()) << run.status;
+    return run.op != nullptr && run.op->RunsOnDevice();
+  };
+  const Node clip = MakeNode("Clip", {"x", "lo"}, {"y"});
+  EXPECT_TRUE(runs(clip, {RandomValue({3}, 1), Scalar(0.0f)}, {1}));
+  EXPECT_FALSE(runs(clip, {RandomValue({3}, 1), Scalar(0.0f)}, {}));  // a bound known at run time
+  EXPECT_FALSE(runs(MakeNode("Pow", {"a", "b"}, {"y"}),
+                    {RandomValue({3}, 2), testing::IntValue({}, {2})}, {}));
+  EXPECT_FALSE(runs(MakeNode("Gather", {"t", "i"}, {"y"}),
+                    {testing::IntValue({3}, {4, 5, 6}), testing::IntValue({1}, {0})}, {}));
+  EXPECT_FALSE(runs(MakeNode("Add", {"a", "b"}, {"y"}),
+                    {RandomValue({1, 1, 1, 1, 1, 1, 1, 1, 2}, 3), RandomValue({2}, 4)}, {}));
 }
 
 }  // namespace

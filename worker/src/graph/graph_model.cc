@@ -11,6 +11,9 @@
 #include "easyscale/worker/philox.h"
 #include "graph/builtin_models.h"
 #include "graph/program.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -59,8 +62,8 @@ class GraphModel : public Model {
     Value& input = program_->Input(0);
     ES_CHECK(x.size() == input.size())
         << "batch of " << x.size() << " values, the graph takes " << input.size();
-    if (rc.device != nullptr) {  // float inputs only (CheckRunsOnDevice)
-      rc.device->Copy(x.bytes(), rc.device->At(x), DeviceData(rc, input));
+    if (rc.device != nullptr) {
+      CopyInputOnDevice(rc, x, input);
     } else if (input.dtype == DType::kFloat32) {
       std::memcpy(input.floats.data(), x.ptr(), x.bytes());
     } else {  // token ids arrive as floats (exact below 2^24)
@@ -102,6 +105,20 @@ class GraphModel : public Model {
         p->grad.data = g.floats;
       }
     }
+  }
+
+  // The batch into the graph's input on rc's device: token ids converted to
+  // int64 there as the CPU converts them.
+  static void CopyInputOnDevice(RunContext& rc, const Tensor& x, Value& input) {
+    if (input.dtype == DType::kFloat32) {
+      rc.device->Copy(x.bytes(), rc.device->At(x), DeviceData(rc, input));
+      return;
+    }
+#ifdef EASYSCALE_WITH_CUDA
+    CheckLaunch(cuda_ops::FloatsToInt64(x.size(), rc.device->At(x), DeviceData<int64_t>(rc, input),
+                                        StreamOf(rc)),
+                "token ids");
+#endif
   }
 
   Status CheckRunsOnDevice() const override {

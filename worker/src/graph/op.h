@@ -72,6 +72,10 @@ T* DeviceData(RunContext& ctx, const Value& v) {
   return static_cast<T*>(ctx.device->Address(nullptr, v.bytes(), v.mirror));
 }
 
+// The most dimensions the device halves index (cuda_ops::BroadcastDims); an
+// op with more runs on the CPU only.
+inline constexpr size_t kMaxDeviceRank = 8;
+
 #ifdef EASYSCALE_WITH_CUDA
 // Hands the pass to the op's device half when a device runs it.
 #define ES_RUN_ON_DEVICE(ctx, call) \

@@ -147,13 +147,6 @@ Status Program::CheckRunsOnDevice() const {
         "node ", node.name, " (", node.op, ", opset ", graph_.opset,
         ") has no CUDA kernels in this configuration yet: train this model with --backend cpu"));
   }
-  for (size_t id : inputs_) {
-    if (values_[id].dtype != DType::kFloat32) {
-      return absl::FailedPreconditionError(
-          "the graph's int64 input runs on the CPU only so far: train this model with --backend "
-          "cpu");
-    }
-  }
   return absl::OkStatus();
 }
 

@@ -27,18 +27,23 @@
 
 #include "graph/ops/broadcast.h"
 #include "graph/ops/node_checks.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 
 template <typename F>
 class BinaryElementwiseOp final : public Op {
  public:
-  BinaryElementwiseOp(Broadcast bc, DType dtype) : bc_(std::move(bc)), dtype_(dtype) {}
+  BinaryElementwiseOp(Broadcast bc, DType dtype, DType b_dtype)
+      : bc_(std::move(bc)), dtype_(dtype), b_dtype_(b_dtype) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, bc_.out}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], *in[1], *out[0]));
     const Value& a = *in[0];
     const Value& b = *in[1];
     Value& y = *out[0];
@@ -68,9 +73,10 @@ class BinaryElementwiseOp final : public Op {
     return dtype_ == DType::kFloat32 && (i == 0 || (i == 1 && F::kGradB));
   }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in,
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                 const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *out[0], dout[0], din));
     const std::vector<float>& a = in[0]->floats;
     const std::vector<float>& b = FloatB(*in[1]);
     const std::vector<float>& y = out[0]->floats;
@@ -96,7 +102,33 @@ class BinaryElementwiseOp final : public Op {
     }
   }
 
+  // Float32 operands only (the int64 forms are shape arithmetic the loader folds).
+  bool RunsOnDevice() const override {
+    return dtype_ == DType::kFloat32 && b_dtype_ == DType::kFloat32 &&
+           bc_.out.size() <= kMaxDeviceRank;
+  }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const Value& a, const Value& b, Value& y) {
+    CheckLaunch(cuda_ops::BinaryForward<F>(DeviceDims(bc_), y.size(), DeviceData(ctx, a),
+                                           DeviceData(ctx, b), DeviceData(ctx, y), StreamOf(ctx)),
+                "element-wise op");
+  }
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& y,
+                        const Value* dy, const std::vector<Value*>& din) {
+    if (dy == nullptr) return;  // the gradients are zeroed
+    for (int k = 0; k < 2; ++k) {
+      if (din[k] == nullptr || (k == 1 && !F::kGradB)) continue;
+      CheckLaunch(cuda_ops::BinaryBackward<F>(DeviceDims(bc_), k, din[k]->size(),
+                                              DeviceData(ctx, *in[0]), DeviceData(ctx, *in[1]),
+                                              DeviceData(ctx, y), DeviceData(ctx, *dy),
+                                              DeviceData(ctx, *din[k]), StreamOf(ctx)),
+                  "element-wise op gradient");
+    }
+  }
+#endif
+
   // b's elements as floats: its own, or an int64 exponent's converted.
   const std::vector<float>& FloatB(const Value& b) {
     if (b.dtype == DType::kFloat32) return b.floats;
@@ -105,7 +137,7 @@ class BinaryElementwiseOp final : public Op {
   }
 
   Broadcast bc_;
-  DType dtype_;
+  DType dtype_, b_dtype_;
   std::vector<float> b_floats_;
 };
 
@@ -128,7 +160,7 @@ StatusOr<std::unique_ptr<Op>> MakeBinaryElementwise(const Node& node,
   }
   ES_ASSIGN_OR_RETURN(Broadcast bc,
                       MakeBroadcast(node, inputs[0].info->shape, inputs[1].info->shape));
-  return std::unique_ptr<Op>(new BinaryElementwiseOp<F>(std::move(bc), ta));
+  return std::unique_ptr<Op>(new BinaryElementwiseOp<F>(std::move(bc), ta, tb));
 }
 
 }  // namespace easyscale::graph

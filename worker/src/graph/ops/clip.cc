@@ -4,25 +4,35 @@
 // -inf or +inf. NaN stays NaN.
 //
 // No reductions. dX = dY where lo <= X <= hi, else 0 (PyTorch's clamp rule);
-// the bounds have no gradient.
+// the bounds have no gradient. A device runs bounds known at load time only.
 #include <algorithm>
 #include <limits>
 #include <utility>
 
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
 
 class ClipOp final : public Op {
  public:
-  ClipOp(Shape shape, float lo, float hi) : shape_(std::move(shape)), lo_(lo), hi_(hi) {}
+  // constant_bounds: the bounds are known now (attributes, constant inputs or
+  // absent), which a device needs (it does not read bound inputs).
+  ClipOp(Shape shape, float lo, float hi, bool constant_bounds)
+      : shape_(std::move(shape)), lo_(lo), hi_(hi), constant_bounds_(constant_bounds) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::ClipForward(in[0]->size(), lo_, hi_, DeviceData(ctx, *in[0]),
+                                               DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                         "Clip"));
     if (in.size() > 1 && in[1] != nullptr) lo_ = in[1]->floats[0];
     if (in.size() > 2 && in[2] != nullptr) hi_ = in[2]->floats[0];
     const std::vector<float>& x = in[0]->floats;
@@ -35,9 +45,11 @@ class ClipOp final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *in[0], dout[0], *din[0]));
     std::vector<float>& dx = din[0]->floats;
     if (dout[0] == nullptr) {
       std::fill(dx.begin(), dx.end(), 0.0f);
@@ -53,9 +65,21 @@ class ClipOp final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return constant_bounds_; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void BackwardOnDevice(RunContext& ctx, const Value& x, const Value* dy, Value& dx) {
+    if (dy == nullptr) return;  // dx is zeroed
+    CheckLaunch(cuda_ops::ClipBackward(x.size(), lo_, hi_, DeviceData(ctx, x), DeviceData(ctx, *dy),
+                                       DeviceData(ctx, dx), StreamOf(ctx)),
+                "Clip gradient");
+  }
+#endif
+
   Shape shape_;
   float lo_, hi_;  // the attributes', or Forward's inputs' for Backward
+  bool constant_bounds_;
 };
 
 }  // namespace
@@ -67,6 +91,7 @@ StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
   float bounds[2] = {-std::numeric_limits<float>::infinity(),
                      std::numeric_limits<float>::infinity()};
   const char* names[2] = {"min", "max"};
+  bool constant_bounds = true;
   for (size_t k = 0; k < 2; ++k) {
     if (opset < 11) {
       ES_ASSIGN_OR_RETURN(bounds[k], node.Get<float>(names[k], bounds[k]));
@@ -83,8 +108,14 @@ StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
       return NodeError(
           node, absl::StrCat("input ", names[k], " (", node.inputs[k + 1], ") is not a scalar"));
     }
+    if (bound.constant == nullptr) {
+      constant_bounds = false;
+    } else {
+      bounds[k] = bound.constant->floats[0];
+    }
   }
-  return std::unique_ptr<Op>(new ClipOp(inputs[0].info->shape, bounds[0], bounds[1]));
+  return std::unique_ptr<Op>(
+      new ClipOp(inputs[0].info->shape, bounds[0], bounds[1], constant_bounds));
 }
 
 }  // namespace easyscale::graph

@@ -18,9 +18,10 @@ class ConcatOp : public Op {
   }
 
   std::vector<ValueInfo> OutputInfos() const override { return {out_}; }
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
     if (out[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, in, *out[0]));
     for (int64_t o = 0; o < outer_; ++o) {
       int64_t at = o * out_width_;
       for (size_t k = 0; k < in.size(); ++k) {
@@ -30,9 +31,10 @@ class ConcatOp : public Op {
     }
   }
   bool HasGradient(size_t) const override { return out_.dtype == DType::kFloat32; }
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *dout[0], din));
     for (int64_t o = 0; o < outer_; ++o) {
       int64_t at = o * out_width_;
       for (size_t k = 0; k < din.size(); ++k) {
@@ -42,7 +44,28 @@ class ConcatOp : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& y) {
+    int64_t at = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      CopyBlocksOnDevice(ctx, outer_, widths_[k], *in[k], widths_[k], 0, y, out_width_, at);
+      at += widths_[k];
+    }
+  }
+  void BackwardOnDevice(RunContext& ctx, const Value& dy, const std::vector<Value*>& din) {
+    int64_t at = 0;
+    for (size_t k = 0; k < din.size(); ++k) {
+      if (din[k] != nullptr) {
+        CopyBlocksOnDevice(ctx, outer_, widths_[k], dy, out_width_, at, *din[k], widths_[k], 0);
+      }
+      at += widths_[k];
+    }
+  }
+#endif
+
   ValueInfo out_;
   int64_t outer_;
   std::vector<int64_t> widths_;

@@ -18,6 +18,15 @@
 
 namespace easyscale::graph::cuda_ops {
 
+// A broadcast (broadcast.h's Broadcast) or strided view as kernels take it
+// by value: up to kMaxRank dimensions; the ops with more refuse the device.
+inline constexpr int kMaxRank = 8;
+struct BroadcastDims {
+  int rank = 0;
+  int64_t out[kMaxRank] = {};
+  int64_t steps[2][kMaxRank] = {};  // operand a's, operand b's (0: broadcast)
+};
+
 // unary_elementwise.cu: y = F::Apply(x), dx = F::Grad(x, y, dy) for the
 // formulas of elementwise_formulas.h (instantiated for the unary ops' ones).
 template <typename F>
@@ -71,5 +80,75 @@ cudaError_t FillRows(int rows, size_t cols, const float* per_row, float* cm, cud
 // channels of y.
 cudaError_t GroupLayout(int B, int total, int group, int M, int P, bool to_nchw, const float* src,
                         float* dst, cudaStream_t stream);
+
+// binary_elementwise.cu, for the formulas of the binary ops (float32):
+// y[o] = F::Apply(a[ia], b[ib]) per output; grad (operand 0: a, 1: b, of
+// operand_size elements, every element written) = the sum from +0 of
+// F::GradA / F::GradB over the outputs reading it, in ascending output order.
+template <typename F>
+cudaError_t BinaryForward(const BroadcastDims& bc, size_t n, const float* a, const float* b,
+                          float* y, cudaStream_t stream);
+template <typename F>
+cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_size,
+                           const float* a, const float* b, const float* y, const float* dy,
+                           float* grad, cudaStream_t stream);
+
+// reduce_mean.cu, `bc` broadcasting X (operand a) with the kept-dims output
+// (operand b): y[e] = (sum from +0 of x over the outputs reading e,
+// ascending) / count; dx[o] = dy[ib] / count over the n elements of X.
+cudaError_t ReduceMeanForward(const BroadcastDims& bc, size_t y_size, float count, const float* x,
+                              float* y, cudaStream_t stream);
+cudaError_t ReduceMeanBackward(const BroadcastDims& bc, size_t n, float count, const float* dy,
+                               float* dx, cudaStream_t stream);
+
+// global_average_pool.cu: y[p] = (sum from 0 of the plane's positions) /
+// positions; dx = dy[p] / positions.
+cudaError_t GlobalAveragePoolForward(size_t planes, size_t positions, const float* x, float* y,
+                                     cudaStream_t stream);
+cudaError_t GlobalAveragePoolBackward(size_t planes, size_t positions, const float* dy, float* dx,
+                                      cudaStream_t stream);
+
+// clip.cu: clip.cc's selects per element.
+cudaError_t ClipForward(size_t n, float lo, float hi, const float* x, float* y,
+                        cudaStream_t stream);
+cudaError_t ClipBackward(size_t n, float lo, float hi, const float* x, const float* dy, float* dx,
+                         cudaStream_t stream);
+
+// softmax.cu, one thread per row of n elements `inner` apart (rows are
+// (outer, inner) pairs): softmax.cc's order.
+cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
+                           cudaStream_t stream);
+cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
+                            const float* dy, float* dx, cudaStream_t stream);
+
+// layer_normalization.cu, rows of n elements (null scale: 1, null bias: 0):
+// the per-row mean and invstd, then y; backward dscale and dbias (each
+// nullable, summed over rows ascending from +0) and dx (nullable).
+cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* x,
+                             const float* scale, const float* bias, float* y, float* mean,
+                             float* invstd, cudaStream_t stream);
+cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float* scale,
+                              const float* dy, const float* mean, const float* invstd,
+                              float* row_sums, float* dx, float* dscale, float* dbias,
+                              cudaStream_t stream);
+
+// gather.cu (float data): out[o, p, i] = data[o, index(p), i]; dx[o, r, i]
+// (every element written) = the sum from 0 of dy[o, p, i] over the positions
+// p with index(p) = r, ascending. Negative indices count from the end; an
+// index out of range reads 0 and adds nowhere (the CPU refuses it).
+cudaError_t GatherForward(size_t outer, size_t axis_dim, size_t positions, size_t inner,
+                          const float* data, const int64_t* indices, float* out,
+                          cudaStream_t stream);
+cudaError_t GatherBackward(size_t outer, size_t axis_dim, size_t positions, size_t inner,
+                           const float* dy, const int64_t* indices, float* dx, cudaStream_t stream);
+
+// layout_util.cu, a strided view (layout_util.h's ForEachStrided over
+// view.out with strides view.steps[0]) of 4- or 8-byte elements:
+// dst[d] = src[offset + ...] (gather), or dst[offset + ...] = src[d] (scatter).
+cudaError_t StridedCopy(const BroadcastDims& view, int64_t offset, size_t element_bytes,
+                        bool scatter, const void* src, void* dst, cudaStream_t stream);
+
+// cast.cu: out[i] = (int64_t)x[i] (token ids that arrive as floats).
+cudaError_t FloatsToInt64(size_t n, const float* x, int64_t* out, cudaStream_t stream);
 
 }  // namespace easyscale::graph::cuda_ops

@@ -4,9 +4,13 @@
 // stream, launch checks, and scratch memory on the pass's device.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "cuda_kernels.h"
 #include "device_buffer.h"
 #include "graph/op.h"
+#include "graph/ops/broadcast.h"
 #include "graph/ops/cuda_ops.h"
 
 namespace easyscale::graph {
@@ -23,6 +27,32 @@ inline void CheckLaunch(cudaError_t err, const char* what) { cuda::ThrowIfError(
 // pass to pass.
 inline float* DeviceScratch(RunContext& ctx, DeviceMirror& m, size_t n) {
   return static_cast<float*>(ctx.device->Address(nullptr, n * sizeof(float), m));
+}
+
+static_assert(cuda_ops::kMaxRank == kMaxDeviceRank);
+
+// A broadcast as the kernels take it (rank at most kMaxDeviceRank).
+inline cuda_ops::BroadcastDims DeviceDims(const Broadcast& bc) {
+  cuda_ops::BroadcastDims d;
+  d.rank = static_cast<int>(bc.out.size());
+  for (size_t i = 0; i < bc.out.size(); ++i) {
+    d.out[i] = bc.out[i];
+    d.steps[0][i] = bc.a_steps[i];
+    d.steps[1][i] = bc.b_steps[i];
+  }
+  return d;
+}
+
+// A strided view (layout_util.h's ForEachStrided) as the kernels take it:
+// the view's shape and its strides in steps[0].
+inline cuda_ops::BroadcastDims DeviceView(const Shape& shape, const std::vector<int64_t>& strides) {
+  cuda_ops::BroadcastDims d;
+  d.rank = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    d.out[i] = shape[i];
+    d.steps[0][i] = strides[i];
+  }
+  return d;
 }
 
 }  // namespace easyscale::graph

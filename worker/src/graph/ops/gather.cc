@@ -5,10 +5,16 @@
 // Backward (float data): the gradient of data is a scatter-add of the
 // output's gradient. Order: one pass, o ascending, then index positions p
 // ascending, then i; so each data element gets its contributions added in
-// ascending index-position order, starting from 0, on any machine.
+// ascending index-position order, starting from 0, on any machine (a
+// device gathers them per data element in that order: gather.cu). On a
+// device, float data only, and an index out of range reads 0 and adds
+// nowhere where the CPU stops the worker.
 #include "graph/ops/layout_util.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -23,9 +29,14 @@ class GatherOp : public Op {
         inner_(inner) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {out_}; }
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
     if (out[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, CheckLaunch(cuda_ops::GatherForward(
+                                          Outer(), AxisDim(), Positions(), Inner(),
+                                          DeviceData(ctx, *in[0]), DeviceData<int64_t>(ctx, *in[1]),
+                                          DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                                      "Gather"));
     for (int64_t o = 0; o < outer_; ++o) {
       for (int64_t p = 0; p < positions_; ++p) {
         CopyRange(*in[0], (o * axis_dim_ + Index(*in[1], p)) * inner_, out[0],
@@ -34,9 +45,16 @@ class GatherOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0 && out_.dtype == DType::kFloat32; }
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (din[0] == nullptr || dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(
+        ctx,
+        CheckLaunch(cuda_ops::GatherBackward(
+                        Outer(), AxisDim(), Positions(), Inner(), DeviceData(ctx, *dout[0]),
+                        DeviceData<int64_t>(ctx, *in[1]), DeviceData(ctx, *din[0]), StreamOf(ctx)),
+                    "Gather gradient"));
     std::vector<float>& dx = din[0]->floats;
     const std::vector<float>& dy = dout[0]->floats;
     for (int64_t o = 0; o < outer_; ++o) {
@@ -48,7 +66,16 @@ class GatherOp : public Op {
     }
   }
 
+  // Float data (an embedding table); on a device an index out of range
+  // reads 0 and adds nowhere instead of stopping the worker.
+  bool RunsOnDevice() const override { return out_.dtype == DType::kFloat32; }
+
  private:
+  size_t Outer() const { return static_cast<size_t>(outer_); }
+  size_t AxisDim() const { return static_cast<size_t>(axis_dim_); }
+  size_t Positions() const { return static_cast<size_t>(positions_); }
+  size_t Inner() const { return static_cast<size_t>(inner_); }
+
   int64_t Index(const Value& indices, int64_t p) const {
     const int64_t k = indices.ints[p];
     ES_CHECK(k >= -axis_dim_ && k < axis_dim_)

@@ -7,6 +7,9 @@
 
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -25,8 +28,12 @@ class GlobalAveragePool final : public Op {
     return {{DType::kFloat32, y}};
   }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, CheckLaunch(cuda_ops::GlobalAveragePoolForward(
+                                          Planes(), Positions(), DeviceData(ctx, *in[0]),
+                                          DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                                      "GlobalAveragePool"));
     const float* x = in[0]->floats.data();
     const float count = static_cast<float>(positions_);
     for (int64_t pl = 0; pl < planes_; ++pl) {
@@ -38,9 +45,13 @@ class GlobalAveragePool final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (dout[0] == nullptr || din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, CheckLaunch(cuda_ops::GlobalAveragePoolBackward(
+                                          Planes(), Positions(), DeviceData(ctx, *dout[0]),
+                                          DeviceData(ctx, *din[0]), StreamOf(ctx)),
+                                      "GlobalAveragePool gradient"));
     const float count = static_cast<float>(positions_);
     float* dx = din[0]->floats.data();
     for (int64_t pl = 0; pl < planes_; ++pl) {
@@ -49,7 +60,12 @@ class GlobalAveragePool final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+  size_t Planes() const { return static_cast<size_t>(planes_); }
+  size_t Positions() const { return static_cast<size_t>(positions_); }
+
   Shape x_;
   int64_t planes_ = 0, positions_ = 0;
 };

@@ -23,6 +23,9 @@
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -45,8 +48,9 @@ class LayerNormalizationOp final : public Op {
             {DType::kFloat32, stats_shape_}};
   }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, in, out));
     const float* x = in[0]->floats.data();
     const float* scale = Optional(in, 1);
     const float* bias = Optional(in, 2);
@@ -75,8 +79,10 @@ class LayerNormalizationOp final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 2; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, dout[0], din));
     for (Value* d : din) {
       if (d != nullptr) std::fill(d->floats.begin(), d->floats.end(), 0.0f);
     }
@@ -111,7 +117,49 @@ class LayerNormalizationOp final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  // The row statistics stay in mean_dev_ and invstd_dev_ for Backward.
+  void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in,
+                       const std::vector<Value*>& out) {
+    const size_t rows = static_cast<size_t>(rows_);
+    float* mean = DeviceScratch(ctx, mean_dev_, rows);
+    float* invstd = DeviceScratch(ctx, invstd_dev_, rows);
+    CheckLaunch(
+        cuda_ops::LayerNormForward(rows, static_cast<size_t>(n_), epsilon_, DeviceData(ctx, *in[0]),
+                                   DeviceOptional(ctx, in, 1), DeviceOptional(ctx, in, 2),
+                                   DeviceData(ctx, *out[0]), mean, invstd, StreamOf(ctx)),
+        "LayerNormalization");
+    if (out.size() > 1 && out[1] != nullptr) {
+      ctx.device->Copy(rows * sizeof(float), mean, DeviceData(ctx, *out[1]));
+    }
+    if (out.size() > 2 && out[2] != nullptr) {
+      ctx.device->Copy(rows * sizeof(float), invstd, DeviceData(ctx, *out[2]));
+    }
+  }
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value* dy,
+                        const std::vector<Value*>& din) {
+    if (dy == nullptr) return;  // the gradients are zeroed
+    const auto grad = [&](size_t i) {
+      return din.size() > i && din[i] != nullptr ? DeviceData(ctx, *din[i]) : nullptr;
+    };
+    const size_t rows = static_cast<size_t>(rows_);
+    CheckLaunch(cuda_ops::LayerNormBackward(rows, static_cast<size_t>(n_), DeviceData(ctx, *in[0]),
+                                            DeviceOptional(ctx, in, 1), DeviceData(ctx, *dy),
+                                            DeviceScratch(ctx, mean_dev_, rows),
+                                            DeviceScratch(ctx, invstd_dev_, rows),
+                                            DeviceScratch(ctx, row_sums_dev_, 2 * rows), grad(0),
+                                            grad(1), grad(2), StreamOf(ctx)),
+                "LayerNormalization gradient");
+  }
+  static const float* DeviceOptional(RunContext& ctx, const std::vector<const Value*>& in,
+                                     size_t i) {
+    return in.size() > i && in[i] != nullptr ? DeviceData(ctx, *in[i]) : nullptr;
+  }
+#endif
+
   static const float* Optional(const std::vector<const Value*>& in, size_t i) {
     return in.size() > i && in[i] != nullptr ? in[i]->floats.data() : nullptr;
   }
@@ -119,7 +167,8 @@ class LayerNormalizationOp final : public Op {
   Shape shape_, stats_shape_;
   float epsilon_;
   int64_t n_ = 1, rows_ = 1;
-  std::vector<float> mean_, invstd_;  // Forward's, per row, for Backward
+  std::vector<float> mean_, invstd_;                   // Forward's, per row, for Backward
+  DeviceMirror mean_dev_, invstd_dev_, row_sums_dev_;  // the same on a device; dx's row sums
 };
 
 // `s` without its leading 1s.

@@ -14,6 +14,9 @@
 
 #include "easyscale/common/checks.h"
 #include "graph/op.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 
@@ -42,6 +45,24 @@ inline void CopyRange(const Value& src, size_t src_at, Value* dst, size_t dst_at
     std::copy_n(src.ints.begin() + src_at, n, dst->ints.begin() + dst_at);
   }
 }
+
+#ifdef EASYSCALE_WITH_CUDA
+// On ctx's device, for o < outer: dst's elements [o * dst_width + dst_at,
+// + width) = src's [o * src_width + src_at, + width) (CopyRange per block;
+// same dtype).
+inline void CopyBlocksOnDevice(RunContext& ctx, int64_t outer, int64_t width, const Value& src,
+                               int64_t src_width, int64_t src_at, const Value& dst,
+                               int64_t dst_width, int64_t dst_at) {
+  if (outer == 0 || width == 0) return;
+  const size_t e = src.dtype == DType::kFloat32 ? sizeof(float) : sizeof(int64_t);
+  const char* from = DeviceData<const char>(ctx, src) + src_at * e;
+  char* to = DeviceData<char>(ctx, dst) + dst_at * e;
+  CheckLaunch(
+      cudaMemcpy2DAsync(to, dst_width * e, from, src_width * e, width * e,
+                        static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+      "block copy");
+}
+#endif
 
 // Calls f(dst, src) for every element of a row-major tensor of `shape`, dst
 // ascending, where src = offset + sum_d index[d] * strides[d]: a strided view
@@ -77,9 +98,10 @@ class StridedViewOp : public Op {
         strides_(std::move(strides)) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, out_shape_}}; }
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
     if (out[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, CopyOnDevice(ctx, *in[0], *out[0], /*scatter=*/false));
     if (dtype_ == DType::kFloat32) {
       ForEachStrided(out_shape_, offset_, strides_,
                      [&](int64_t dst, int64_t src) { out[0]->floats[dst] = in[0]->floats[src]; });
@@ -89,14 +111,28 @@ class StridedViewOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr || dout[0] == nullptr) return;
+    // The elements no output reads keep their zeros.
+    ES_RUN_ON_DEVICE(ctx, CopyOnDevice(ctx, *dout[0], *din[0], /*scatter=*/true));
     ForEachStrided(out_shape_, offset_, strides_,
                    [&](int64_t dst, int64_t src) { din[0]->floats[src] = dout[0]->floats[dst]; });
   }
 
+  bool RunsOnDevice() const override { return out_shape_.size() <= kMaxDeviceRank; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void CopyOnDevice(RunContext& ctx, const Value& src, Value& dst, bool scatter) {
+    const size_t element = dtype_ == DType::kFloat32 ? sizeof(float) : sizeof(int64_t);
+    CheckLaunch(cuda_ops::StridedCopy(DeviceView(out_shape_, strides_), offset_, element, scatter,
+                                      DeviceData<void>(ctx, src), DeviceData<void>(ctx, dst),
+                                      StreamOf(ctx)),
+                "strided view");
+  }
+#endif
+
   DType dtype_;
   Shape out_shape_;
   int64_t offset_;

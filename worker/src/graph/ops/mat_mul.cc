@@ -18,6 +18,9 @@
 #include "easyscale/worker/cpu_kernels.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -35,8 +38,9 @@ class MatMul final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], *in[1], *out[0]));
     const float* a = in[0]->floats.data();
     const float* b = in[1]->floats.data();
     float* y = out[0]->floats.data();
@@ -57,9 +61,11 @@ class MatMul final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 1; }
 
-  void Backward(RunContext&, const std::vector<const Value*>& in, const std::vector<const Value*>&,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *in[0], *in[1], *dout[0], din));
     const float* a = in[0]->floats.data();
     const float* b = in[1]->floats.data();
     const float* dy = dout[0]->floats.data();
@@ -91,7 +97,70 @@ class MatMul final : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  // The CPU's products, one cuda::Gemm each (the same order per output).
+  void ForwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, Value& yv) {
+    const cudaStream_t st = StreamOf(ctx);
+    const float* a = DeviceData(ctx, av);
+    const float* b = DeviceData(ctx, bv);
+    float* y = DeviceData(ctx, yv);
+    const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
+    const size_t y_size = static_cast<size_t>(m_) * n_;
+    const size_t batches = a_batch_.size();
+    if (FoldsIntoRows()) {
+      CheckLaunch(
+          cuda::Gemm(static_cast<int>(batches) * m_, n_, k_, a, k_, b, n_, y, n_, false, st),
+          "MatMul");
+      return;
+    }
+    for (size_t t = 0; t < batches; ++t) {
+      CheckLaunch(cuda::Gemm(m_, n_, k_, a + a_batch_[t] * a_size, k_, b + b_batch_[t] * b_size, n_,
+                             y + t * y_size, n_, false, st),
+                  "MatMul");
+    }
+  }
+
+  void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
+                        const std::vector<Value*>& din) {
+    const cudaStream_t st = StreamOf(ctx);
+    const float* a = DeviceData(ctx, av);
+    const float* b = DeviceData(ctx, bv);
+    const float* dy = DeviceData(ctx, dyv);
+    const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
+    const size_t y_size = static_cast<size_t>(m_) * n_;
+    const size_t batches = a_batch_.size();
+    if (din[0] != nullptr) {
+      float* da = DeviceData(ctx, *din[0]);
+      float* t_buf = DeviceScratch(ctx, bt_dev_, b_size);
+      std::vector<bool> started(din[0]->size() / a_size, false);
+      for (size_t t = 0; t < batches; ++t) {
+        CheckLaunch(cuda::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf, st),
+                    "MatMul gradient");
+        CheckLaunch(cuda::Gemm(m_, k_, n_, dy + t * y_size, n_, t_buf, k_,
+                               da + a_batch_[t] * a_size, k_, started[a_batch_[t]], st),
+                    "MatMul gradient");
+        started[a_batch_[t]] = true;
+      }
+    }
+    if (din[1] != nullptr) {
+      float* db = DeviceData(ctx, *din[1]);
+      float* t_buf = DeviceScratch(ctx, at_dev_, a_size);
+      std::vector<bool> started(din[1]->size() / b_size, false);
+      for (size_t t = 0; t < batches; ++t) {
+        CheckLaunch(cuda::Transpose(m_, k_, a + a_batch_[t] * a_size, t_buf, st),
+                    "MatMul gradient");
+        CheckLaunch(cuda::Gemm(k_, n_, m_, t_buf, m_, dy + t * y_size, n_,
+                               db + b_batch_[t] * b_size, n_, started[b_batch_[t]], st),
+                    "MatMul gradient");
+        started[b_batch_[t]] = true;
+      }
+    }
+  }
+#endif
+
   bool FoldsIntoRows() const {
     for (size_t t = 0; t < a_batch_.size(); ++t) {
       if (a_batch_[t] != t || b_batch_[t] != 0) return false;
@@ -102,6 +171,7 @@ class MatMul final : public Op {
   int m_, n_, k_;
   std::vector<size_t> a_batch_, b_batch_;  // by output batch: the operands' batch index
   Shape out_shape_;
+  DeviceMirror at_dev_, bt_dev_;  // a device's transposed A and B batch (Backward)
 };
 
 }  // namespace

@@ -13,6 +13,9 @@
 #include "graph/ops/broadcast.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -25,8 +28,13 @@ class ReduceMeanOp final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::ReduceMeanForward(DeviceDims(bc_), out[0]->size(), count_,
+                                                     DeviceData(ctx, *in[0]),
+                                                     DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                         "ReduceMean"));
     const std::vector<float>& x = in[0]->floats;
     std::vector<float>& y = out[0]->floats;
     ReduceToOperand(
@@ -36,9 +44,10 @@ class ReduceMeanOp final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, dout[0], *din[0]));
     std::vector<float>& dx = din[0]->floats;
     if (dout[0] == nullptr) {
       std::fill(dx.begin(), dx.end(), 0.0f);
@@ -48,7 +57,19 @@ class ReduceMeanOp final : public Op {
     ForEachBroadcast(bc_, [&](int64_t o, int64_t, int64_t iy) { dx[o] = dy[iy] / count_; });
   }
 
+  bool RunsOnDevice() const override { return bc_.out.size() <= kMaxDeviceRank; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void BackwardOnDevice(RunContext& ctx, const Value* dy, Value& dx) {
+    if (dy == nullptr) return;  // dx is zeroed
+    CheckLaunch(
+        cuda_ops::ReduceMeanBackward(DeviceDims(bc_), dx.size(), count_, DeviceData(ctx, *dy),
+                                     DeviceData(ctx, dx), StreamOf(ctx)),
+        "ReduceMean gradient");
+  }
+#endif
+
   Broadcast bc_;
   Shape out_;
   float count_;

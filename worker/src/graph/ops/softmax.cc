@@ -14,6 +14,9 @@
 #include "easyscale/worker/detmath.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#ifdef EASYSCALE_WITH_CUDA
+#include "graph/ops/device_op.h"
+#endif
 
 namespace easyscale::graph {
 namespace {
@@ -26,8 +29,14 @@ class SoftmaxOp final : public Op {
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
 
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx,
+                     CheckLaunch(cuda_ops::SoftmaxForward(
+                                     static_cast<size_t>(outer_), static_cast<size_t>(n_),
+                                     static_cast<size_t>(inner_), log_, DeviceData(ctx, *in[0]),
+                                     DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                                 "Softmax"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
     ForEachRow([&](int64_t base) {
@@ -50,9 +59,11 @@ class SoftmaxOp final : public Op {
 
   bool HasGradient(size_t i) const override { return i == 0; }
 
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>& out,
-                const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
+  void Backward(RunContext& ctx, const std::vector<const Value*>&,
+                const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
     if (din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *out[0], dout[0], *din[0]));
     float* dx = din[0]->floats.data();
     if (dout[0] == nullptr) {
       std::fill(din[0]->floats.begin(), din[0]->floats.end(), 0.0f);
@@ -73,7 +84,19 @@ class SoftmaxOp final : public Op {
     });
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void BackwardOnDevice(RunContext& ctx, const Value& y, const Value* dy, Value& dx) {
+    if (dy == nullptr) return;  // dx is zeroed
+    CheckLaunch(cuda_ops::SoftmaxBackward(static_cast<size_t>(outer_), static_cast<size_t>(n_),
+                                          static_cast<size_t>(inner_), log_, DeviceData(ctx, y),
+                                          DeviceData(ctx, *dy), DeviceData(ctx, dx), StreamOf(ctx)),
+                "Softmax gradient");
+  }
+#endif
+
   // Calls f(index of the row's first element) for every row.
   template <typename F>
   void ForEachRow(F&& f) const {

@@ -19,8 +19,9 @@ class SplitOp : public Op {
   }
 
   std::vector<ValueInfo> OutputInfos() const override { return outs_; }
-  void Forward(RunContext&, const std::vector<const Value*>& in,
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], out));
     for (int64_t o = 0; o < outer_; ++o) {
       int64_t at = o * in_width_;
       for (size_t k = 0; k < out.size(); ++k) {
@@ -30,9 +31,10 @@ class SplitOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0 && outs_[0].dtype == DType::kFloat32; }
-  void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
+  void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, dout, *din[0]));
     for (int64_t o = 0; o < outer_; ++o) {
       int64_t at = o * in_width_;
       for (size_t k = 0; k < dout.size(); ++k) {
@@ -42,7 +44,31 @@ class SplitOp : public Op {
     }
   }
 
+  bool RunsOnDevice() const override { return true; }
+
  private:
+#ifdef EASYSCALE_WITH_CUDA
+  void ForwardOnDevice(RunContext& ctx, const Value& x, const std::vector<Value*>& out) {
+    int64_t at = 0;
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (out[k] != nullptr) {
+        CopyBlocksOnDevice(ctx, outer_, widths_[k], x, in_width_, at, *out[k], widths_[k], 0);
+      }
+      at += widths_[k];
+    }
+  }
+  // The parts without a gradient keep their zeros.
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& dout, const Value& dx) {
+    int64_t at = 0;
+    for (size_t k = 0; k < dout.size(); ++k) {
+      if (dout[k] != nullptr) {
+        CopyBlocksOnDevice(ctx, outer_, widths_[k], *dout[k], widths_[k], 0, dx, in_width_, at);
+      }
+      at += widths_[k];
+    }
+  }
+#endif
+
   std::vector<ValueInfo> outs_;
   int64_t outer_;
   std::vector<int64_t> widths_;
