@@ -44,7 +44,7 @@ class PlainAccumulation {
       for (int i = 0; i < args_.batchPerEst; ++i)
         samples_.push_back(split_.train[(cursor_++) % split_.train.size()]);
       MakeBatch(data_, samples_, nullptr, &x_, &labels_);
-      LayerContext lc{true, &buffers_, DeriveKey(1, 1), &dropout_counter_};
+      PassContext lc{true, &buffers_, DeriveKey(1, 1), &dropout_counter_};
       const Tensor& logits = model_->Forward(x_, lc);
       dl_.Resize(logits.shape);
       cpu::SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), logits.ptr(), labels_.data(),

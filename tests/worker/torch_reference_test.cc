@@ -133,7 +133,7 @@ TEST_P(TorchReference, OneStepMatchesPyTorch) {
   std::vector<int32_t> labels = want.at("labels").get<std::vector<int32_t>>();
   std::vector<Tensor> buffers = m.InitialBuffers();
   uint64_t counter = 0;
-  LayerContext ctx{true, &buffers, DeriveKey(1, 2), &counter, nullptr};
+  PassContext ctx{true, &buffers, DeriveKey(1, 2), &counter, nullptr};
   const Tensor& logits = m.Forward(x, ctx);
   ExpectClose("logits", logits.data, Floats(want.at("logits")), off.at("logits"));
   Tensor dlogits(logits.shape);

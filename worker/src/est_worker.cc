@@ -323,8 +323,7 @@ void EstWorker::ComputeHostedEsts() {
     ctx.aug_counter = aug.counter();
     k.Upload(lane.batch);
     k.Upload(lane.labels);
-    LayerContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter,
-                    &k};
+    PassContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter, &k};
     if (lane.replica) {
       for (size_t i = 0; i < params.size(); ++i) {
         k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));

@@ -25,7 +25,7 @@ TEST(Model, BuildsBothModels) {
     (*m)->InitParams(1);
     std::vector<Tensor> buffers = (*m)->InitialBuffers();
     uint64_t counter = 0;
-    LayerContext ctx{true, &buffers, DeriveKey(1, 1), &counter};
+    PassContext ctx{true, &buffers, DeriveKey(1, 1), &counter};
     const Tensor& logits = (*m)->Forward(RandomTensor({4, 1, 28, 28}, 5), ctx);
     EXPECT_EQ(logits.shape, (std::vector<int>{4, 10}));
     EXPECT_GT(counter, 0u) << name << ": dropout draws from the EST's stream";

@@ -14,7 +14,7 @@ Predictions Predict(Model& model, std::vector<Tensor>& buffers, const Dataset& d
   for (const Tensor& b : buffers) k.Upload(b);
   for (const Param* p : model.params()) k.Upload(p->value);
   uint64_t unused_counter = 0;
-  LayerContext lc{false, &buffers, {}, &unused_counter, &k};
+  PassContext lc{false, &buffers, {}, &unused_counter, &k};
   const size_t chunk = static_cast<size_t>(model.FixedBatch());
   Predictions out;
   size_t correct = 0;

@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/fixed_point.h"
-#include "easyscale/worker/layers.h"
 
 namespace easyscale {
 namespace {

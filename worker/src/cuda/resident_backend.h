@@ -1,10 +1,11 @@
 // File: worker/src/cuda/resident_backend.h
 //
-// The "cuda" backend: the CUDA kernels behind KernelBackend (layers.h) on
-// tensors whose mirrors live in device memory. Every kernel and copy is queued
-// in program order on the current lane's stream (8 lanes, so a step's ESTs run
-// side by side), and a step runs without waiting until its fixed-point sums are
-// downloaded; the bits are the CPU's (cuda_kernels.h).
+// The "cuda" backend: KernelBackend (backend.h) on tensors whose mirrors live
+// in device memory, the step's own kernels from cuda_kernels.h, and the
+// current lane's stream for the graph ops' CUDA halves. Every kernel and copy
+// is queued in program order on the current lane's stream (8 lanes, so a
+// step's ESTs run side by side), and a step runs without waiting until its
+// fixed-point sums are downloaded; the bits are the CPU's.
 // A device error throws CudaError naming the call that saw it (device errors
 // are asynchronous: the call that reports one may not be the one that caused it).
 #pragma once
@@ -12,7 +13,7 @@
 #include <memory>
 
 #include "easyscale/common/status.h"
-#include "easyscale/worker/layers.h"
+#include "easyscale/worker/backend.h"
 
 namespace easyscale::cuda {
 

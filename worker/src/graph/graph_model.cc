@@ -57,8 +57,8 @@ class GraphModel : public Model {
     }
   }
 
-  const Tensor& Forward(const Tensor& x, LayerContext& ctx) override {
-    RunContext rc = PassContext(ctx);
+  const Tensor& Forward(const Tensor& x, PassContext& ctx) override {
+    RunContext rc = RunContextOf(ctx);
     Value& input = program_->Input(0);
     ES_CHECK(x.size() == input.size())
         << "batch of " << x.size() << " values, the graph takes " << input.size();
@@ -86,8 +86,8 @@ class GraphModel : public Model {
     return logits_;
   }
 
-  void Backward(const Tensor& dlogits, LayerContext& ctx) override {
-    RunContext rc = PassContext(ctx);
+  void Backward(const Tensor& dlogits, PassContext& ctx) override {
+    RunContext rc = RunContextOf(ctx);
     Value seed = program_->TakeGradient(rc, program_->Output(0).shape);
     if (rc.device != nullptr) {
       rc.device->Copy(dlogits.bytes(), rc.device->At(dlogits), DeviceData(rc, seed));
@@ -176,7 +176,7 @@ class GraphModel : public Model {
   void SwapParameters() {
     for (Param* p : params_) Swap(p->value, program_->Initializer(p->name));
   }
-  void SwapState(LayerContext& ctx) {
+  void SwapState(PassContext& ctx) {
     const std::vector<std::string>& state = program_->state();
     for (size_t k = 0; k < state.size(); ++k) {
       Swap((*ctx.buffers)[k], program_->Initializer(state[k]));
@@ -187,7 +187,7 @@ class GraphModel : public Model {
     std::swap(t.mirror, v.mirror);
   }
   // The pass on ctx's backend: the CPU's kernels unless it is a device.
-  static RunContext PassContext(const LayerContext& ctx) {
+  static RunContext RunContextOf(const PassContext& ctx) {
     KernelBackend* device =
         ctx.kernels != nullptr && ctx.kernels->OnDevice() ? ctx.kernels : nullptr;
     return RunContext{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};

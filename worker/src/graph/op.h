@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "easyscale/common/status.h"
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/graph.h"
-#include "easyscale/worker/layers.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale::graph {

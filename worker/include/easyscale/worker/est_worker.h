@@ -46,7 +46,7 @@ struct WorkerConfig {
   int lanes = 0;
 };
 
-// The kernels of a backend name: null for "cpu" (LayerContext's default);
+// The kernels of a backend name: null for "cpu" (PassContext's default);
 // "cuda" (on GPU `device` modulo the count) when built with EASYSCALE_WITH_CUDA
 // and a GPU is usable. The error names the backend and why it is unavailable.
 StatusOr<std::unique_ptr<KernelBackend>> MakeKernelBackend(const std::string& backend,

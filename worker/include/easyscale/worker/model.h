@@ -16,8 +16,8 @@
 
 #include "easyscale/common/job_spec.h"
 #include "easyscale/common/status.h"
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/dataset.h"
-#include "easyscale/worker/layers.h"
 
 namespace easyscale {
 
@@ -27,9 +27,9 @@ class Model {
   // The parameters' initial values: from the seed for a built-in model, the
   // file's own for a loaded one.
   virtual void InitParams(uint64_t seed) = 0;
-  virtual const Tensor& Forward(const Tensor& x, LayerContext& ctx) = 0;
-  virtual void Backward(const Tensor& dlogits, LayerContext& ctx) = 0;
-  // Fresh per-EST buffers, in the order LayerContext::buffers expects.
+  virtual const Tensor& Forward(const Tensor& x, PassContext& ctx) = 0;
+  virtual void Backward(const Tensor& dlogits, PassContext& ctx) = 0;
+  // Fresh per-EST buffers, in the order PassContext::buffers expects.
   virtual std::vector<Tensor> InitialBuffers() const = 0;
   // The buffers' names, as the PyTorch state_dict keys (a loaded file's
   // initializer names), in the order of InitialBuffers.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "easyscale/common/job_spec.h"
-#include "easyscale/worker/layers.h"
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/serialize.h"
 
 namespace easyscale {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "easyscale/common/status.h"
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/dataset.h"
-#include "easyscale/worker/layers.h"
 #include "easyscale/worker/model.h"
 
 namespace easyscale {

@@ -2,7 +2,7 @@
 //
 // A dense tensor in row-major (NCHW for images) order: its elements on the
 // host and, when a device backend computes on it, a device mirror of them that
-// the backend owns (KernelBackend::At, layers.h). Which copy is current is the
+// the backend owns (KernelBackend::At, backend.h). Which copy is current is the
 // caller's protocol (est_worker.cc documents the step's); a copied tensor is a
 // host copy and starts without a mirror.
 #pragma once

@@ -1,4 +1,4 @@
-#include "easyscale/worker/layers.h"
+#include "easyscale/worker/backend.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -1,8 +1,8 @@
-// File: easyscale/worker/layers.h
+// File: easyscale/worker/backend.h
 //
 // What a model's passes run with. Parameters (and their gradients) are shared
 // by all ESTs of a worker; per-EST state (BatchNorm running statistics, the
-// dropout stream) lives in the EST and is bound through LayerContext on every
+// dropout stream) lives in the EST and is bound through PassContext on every
 // call, so switching EST costs a pointer swap.
 #pragma once
 
@@ -108,13 +108,12 @@ class KernelBackend {
 KernelBackend& CpuKernelBackend();
 
 // What one forward/backward pass sees of the EST that runs it.
-struct LayerContext {
+struct PassContext {
   bool training = true;
   std::vector<Tensor>* buffers = nullptr;  // this EST's buffers, in model order
   PhiloxKey dropout_key;
   uint64_t* dropout_counter = nullptr;  // advanced by every Dropout call
   KernelBackend* kernels = nullptr;     // null: the CPU kernels
-  KernelBackend& k() const { return kernels ? *kernels : CpuKernelBackend(); }
 };
 
 }  // namespace easyscale
