@@ -12,6 +12,7 @@
 
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/pool_formulas.h"
 #include "graph/ops/window.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
@@ -56,22 +57,14 @@ class AveragePool final : public Op {
                          "AveragePool"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
+    const cpu::ConvGeometry g = w_.Geometry(w_.channels);
     const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
     size_t o = 0;
     for (int64_t pl = 0; pl < planes; ++pl) {
       const float* img = x + pl * image;
       for (int64_t op = 0; op < w_.oh * w_.ow; ++op, ++o) {
-        const int64_t oy = op / w_.ow, ox = op % w_.ow;
-        float sum = 0.0f;
-        for (int64_t ky = 0; ky < w_.kh; ++ky) {
-          const int64_t iy = oy * w_.sh - w_.pad_top + ky * w_.dh;
-          if (iy < 0 || iy >= w_.h) continue;
-          for (int64_t kx = 0; kx < w_.kw; ++kx) {
-            const int64_t ix = ox * w_.sw - w_.pad_left + kx * w_.dw;
-            if (ix >= 0 && ix < w_.w) sum += img[iy * w_.w + ix];
-          }
-        }
-        y[o] = sum / divisor_[op];
+        const int oy = static_cast<int>(op / w_.ow), ox = static_cast<int>(op % w_.ow);
+        y[o] = AveragePoolSum(g, img, oy, ox) / divisor_[op];
       }
     }
   }

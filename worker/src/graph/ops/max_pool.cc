@@ -13,6 +13,7 @@
 
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/pool_formulas.h"
 #include "graph/ops/window.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
@@ -38,24 +39,15 @@ class MaxPool final : public Op {
                          "MaxPool"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
+    const cpu::ConvGeometry g = w_.Geometry(w_.channels);
     const int64_t planes = w_.batch * w_.channels, image = w_.h * w_.w;
     argmax_.resize(out[0]->floats.size());
     size_t o = 0;
     for (int64_t pl = 0; pl < planes; ++pl) {
       const float* img = x + pl * image;
-      for (int64_t oy = 0; oy < w_.oh; ++oy) {
-        for (int64_t ox = 0; ox < w_.ow; ++ox, ++o) {
-          int64_t best = -1;
-          for (int64_t ky = 0; ky < w_.kh; ++ky) {
-            const int64_t iy = oy * w_.sh - w_.pad_top + ky * w_.dh;
-            if (iy < 0 || iy >= w_.h) continue;
-            for (int64_t kx = 0; kx < w_.kw; ++kx) {
-              const int64_t ix = ox * w_.sw - w_.pad_left + kx * w_.dw;
-              if (ix < 0 || ix >= w_.w) continue;
-              const int64_t idx = iy * w_.w + ix;
-              if (best < 0 || img[idx] > img[best]) best = idx;
-            }
-          }
+      for (int oy = 0; oy < g.OH; ++oy) {
+        for (int ox = 0; ox < g.OW; ++ox, ++o) {
+          const int best = MaxPoolArgmax(g, img, oy, ox);
           argmax_[o] = best;
           y[o] = best >= 0 ? img[best] : -std::numeric_limits<float>::infinity();
         }
