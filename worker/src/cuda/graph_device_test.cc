@@ -21,7 +21,6 @@ namespace {
 using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
-using testing::ToConstant;
 
 class GraphDeviceTest : public ::testing::Test {
  protected:
@@ -47,21 +46,9 @@ class GraphDeviceTest : public ::testing::Test {
                       const std::vector<size_t>& constant_inputs = {}, bool training = true,
                       int64_t opset = 17) {
     SCOPED_TRACE(node.op);
-    std::vector<ValueInfo> infos(inputs.size());
-    std::vector<ConstantTensor> constants(inputs.size());
-    std::vector<OpInput> op_inputs(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      infos[i] = {inputs[i].dtype, inputs[i].shape};
-      op_inputs[i].info = &infos[i];
-      for (size_t c : constant_inputs) {
-        if (c == i) {
-          constants[i] = ToConstant(inputs[i]);
-          op_inputs[i].constant = &constants[i];
-        }
-      }
-    }
-    auto cpu_op = MakeOp(node, opset, op_inputs);
-    auto dev_op = MakeOp(node, opset, op_inputs);
+    const testing::FactoryInputs factory(node, inputs, constant_inputs);
+    auto cpu_op = factory.Make(node, opset);
+    auto dev_op = factory.Make(node, opset);
     ASSERT_TRUE(cpu_op.ok()) << cpu_op.status();
     ASSERT_TRUE((*dev_op)->RunsOnDevice()) << node.op << " has no device half";
     const std::vector<ValueInfo> out_infos = (*cpu_op)->OutputInfos();

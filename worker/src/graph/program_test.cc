@@ -32,7 +32,7 @@ Graph TwoReaders() {
                     {"k", Floats({3}, {0.5f, 0.25f, 2.0f})},
                     {"unused", Floats({1}, {7.0f})}};
   g.constants = {"k"};
-  for (const std::string& name : {"x", "w", "k", "a", "b", "y"})
+  for (const char* name : {"x", "w", "k", "a", "b", "y"})
     g.values[name] = {DType::kFloat32, {3}};
   g.values["unused"] = {DType::kFloat32, {1}};
   return g;

@@ -84,7 +84,7 @@ TEST(SoftmaxCrossEntropyLossTest, ReductionsWeightsIgnoreIndexAndLogProbMatchNai
     const Naive want = NaiveSce(scores, labels, with_weights ? &weights : nullptr, -1);
     double sum = 0;
     for (double l : want.losses) sum += l;
-    for (const std::string& reduction : {"none", "sum", "mean"}) {
+    for (const std::string reduction : {"none", "sum", "mean"}) {
       const Node n =
           SceNode({{"reduction", reduction}, {"ignore_index", int64_t{-1}}}, with_weights, true);
       std::vector<Value> in = {scores, labels};

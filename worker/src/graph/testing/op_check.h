@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -59,6 +60,37 @@ inline ConstantTensor ToConstant(const Value& v) {
   return c;
 }
 
+// What an op's factory sees of `inputs`: an input the node omits ("") is
+// null; one whose index is in `constant_inputs` is known at load time, as an
+// initializer would be. Holds what the OpInputs point at.
+class FactoryInputs {
+ public:
+  FactoryInputs(const Node& node, const std::vector<Value>& inputs,
+                const std::vector<size_t>& constant_inputs)
+      : infos_(inputs.size()), constants_(inputs.size()), op_inputs_(inputs.size()) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (node.inputs[i].empty()) continue;
+      infos_[i] = {inputs[i].dtype, inputs[i].shape};
+      op_inputs_[i].info = &infos_[i];
+      if (std::find(constant_inputs.begin(), constant_inputs.end(), i) != constant_inputs.end()) {
+        constants_[i] = ToConstant(inputs[i]);
+        op_inputs_[i].constant = &constants_[i];
+      }
+    }
+  }
+  FactoryInputs(const FactoryInputs&) = delete;
+  FactoryInputs& operator=(const FactoryInputs&) = delete;
+
+  StatusOr<std::unique_ptr<Op>> Make(const Node& node, int64_t opset) const {
+    return MakeOp(node, opset, op_inputs_);
+  }
+
+ private:
+  std::vector<ValueInfo> infos_;
+  std::vector<ConstantTensor> constants_;
+  std::vector<OpInput> op_inputs_;
+};
+
 // One op built from `node` over `inputs` (an input whose index is in
 // `constant_inputs` is passed to the factory as known at load time, as an
 // initializer would be), run forward once.
@@ -73,21 +105,7 @@ inline OpRun RunOp(const Node& node, const std::vector<Value>& inputs,
                    const std::vector<size_t>& constant_inputs = {}, bool training = true,
                    int64_t opset = 17) {
   OpRun run;
-  std::vector<ValueInfo> infos(inputs.size());
-  std::vector<ConstantTensor> constants(inputs.size());
-  std::vector<OpInput> op_inputs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (node.inputs[i].empty()) continue;
-    infos[i] = {inputs[i].dtype, inputs[i].shape};
-    op_inputs[i].info = &infos[i];
-    for (size_t c : constant_inputs) {
-      if (c == i) {
-        constants[i] = ToConstant(inputs[i]);
-        op_inputs[i].constant = &constants[i];
-      }
-    }
-  }
-  auto op = MakeOp(node, opset, op_inputs);
+  auto op = FactoryInputs(node, inputs, constant_inputs).Make(node, opset);
   if (!op.ok()) {
     run.status = op.status();
     return run;
