@@ -23,6 +23,7 @@
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/row_formulas.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
 #endif
@@ -55,23 +56,14 @@ class LayerNormalizationOp final : public Op {
     const float* scale = Optional(in, 1);
     const float* bias = Optional(in, 2);
     float* y = out[0]->floats.data();
-    const float count = static_cast<float>(n_);
     mean_.resize(rows_);
     invstd_.resize(rows_);
     for (int64_t r = 0; r < rows_; ++r) {
       const float* xr = x + r * n_;
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n_; ++j) sum += xr[j];
-      const float mean = sum / count;
-      float sum_sq = 0.0f;
-      for (int64_t j = 0; j < n_; ++j) formulas::FoldSquaredDeviation(xr[j], mean, &sum_sq);
-      const float invstd = formulas::InvStd(sum_sq / count, epsilon_);
+      LayerNormRowStats(xr, n_, epsilon_, &mean_[r], &invstd_[r]);
       for (int64_t j = 0; j < n_; ++j) {
-        const float xhat = (xr[j] - mean) * invstd;
-        y[r * n_ + j] = xhat * (scale ? scale[j] : 1.0f) + (bias ? bias[j] : 0.0f);
+        y[r * n_ + j] = LayerNormOutput(xr[j], mean_[r], invstd_[r], scale, bias, j);
       }
-      mean_[r] = mean;
-      invstd_[r] = invstd;
     }
     if (out.size() > 1 && out[1] != nullptr) out[1]->floats = mean_;
     if (out.size() > 2 && out[2] != nullptr) out[2]->floats = invstd_;

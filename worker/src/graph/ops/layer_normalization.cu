@@ -3,6 +3,7 @@
 // element for the outputs, one per column for dScale and dB (rows ascending).
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/cuda_ops.h"
+#include "graph/ops/row_formulas.h"
 #include "launch.cuh"
 
 namespace easyscale::graph::cuda_ops {
@@ -10,22 +11,13 @@ namespace easyscale::graph::cuda_ops {
 cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* x,
                              const float* scale, const float* bias, float* y, float* mean,
                              float* invstd, cudaStream_t stream) {
-  const float count = static_cast<float>(n);
   cudaError_t err = cuda::LaunchForEach(rows, stream, [=] __device__(size_t r) {
-    const float* xr = x + r * n;
-    float sum = 0.0f;
-    for (size_t j = 0; j < n; ++j) sum += xr[j];
-    const float m = sum / count;
-    float sum_sq = 0.0f;
-    for (size_t j = 0; j < n; ++j) formulas::FoldSquaredDeviation(xr[j], m, &sum_sq);
-    mean[r] = m;
-    invstd[r] = formulas::InvStd(sum_sq / count, epsilon);
+    LayerNormRowStats(x + r * n, static_cast<int64_t>(n), epsilon, &mean[r], &invstd[r]);
   });
   if (err != cudaSuccess) return err;
   return cuda::LaunchForEach(rows * n, stream, [=] __device__(size_t e) {
-    const size_t r = e / n, j = e % n;
-    const float xhat = (x[e] - mean[r]) * invstd[r];
-    y[e] = xhat * (scale ? scale[j] : 1.0f) + (bias ? bias[j] : 0.0f);
+    const size_t r = e / n;
+    y[e] = LayerNormOutput(x[e], mean[r], invstd[r], scale, bias, static_cast<int64_t>(e % n));
   });
 }
 

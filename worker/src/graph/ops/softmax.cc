@@ -11,9 +11,9 @@
 
 #include <algorithm>
 
-#include "easyscale/worker/detmath.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
+#include "graph/ops/row_formulas.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
 #endif
@@ -39,22 +39,7 @@ class SoftmaxOp final : public Op {
                                  "Softmax"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
-    ForEachRow([&](int64_t base) {
-      float m = x[base];
-      for (int64_t j = 1; j < n_; ++j) m = x[base + j * inner_] > m ? x[base + j * inner_] : m;
-      float s = 0.0f;
-      for (int64_t j = 0; j < n_; ++j) {
-        const float e = detmath::Exp(x[base + j * inner_] - m);
-        if (!log_) y[base + j * inner_] = e;
-        s += e;
-      }
-      if (log_) {
-        const float log_s = detmath::Log(s);
-        for (int64_t j = 0; j < n_; ++j) y[base + j * inner_] = (x[base + j * inner_] - m) - log_s;
-      } else {
-        for (int64_t j = 0; j < n_; ++j) y[base + j * inner_] = y[base + j * inner_] / s;
-      }
-    });
+    ForEachRow([&](int64_t base) { SoftmaxRow(x + base, y + base, n_, inner_, log_); });
   }
 
   bool HasGradient(size_t i) const override { return i == 0; }
@@ -72,15 +57,7 @@ class SoftmaxOp final : public Op {
     const float* y = out[0]->floats.data();
     const float* dy = dout[0]->floats.data();
     ForEachRow([&](int64_t base) {
-      float t = 0.0f;
-      for (int64_t j = 0; j < n_; ++j) {
-        const int64_t k = base + j * inner_;
-        t += log_ ? dy[k] : dy[k] * y[k];
-      }
-      for (int64_t j = 0; j < n_; ++j) {
-        const int64_t k = base + j * inner_;
-        dx[k] = log_ ? dy[k] - detmath::Exp(y[k]) * t : y[k] * (dy[k] - t);
-      }
+      SoftmaxRowGradient(y + base, dy + base, dx + base, n_, inner_, log_);
     });
   }
 

@@ -1,7 +1,7 @@
-// Softmax's and LogSoftmax's CUDA kernels: softmax.cc's order, one thread
-// per row (its maximum, sums and outputs in ascending index).
-#include "easyscale/worker/detmath.h"
+// Softmax's and LogSoftmax's CUDA kernels: one thread per row, running
+// row_formulas.h's row, as softmax.cc does.
 #include "graph/ops/cuda_ops.h"
+#include "graph/ops/row_formulas.h"
 #include "launch.cuh"
 
 namespace easyscale::graph::cuda_ops {
@@ -10,20 +10,7 @@ cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const
                            cudaStream_t stream) {
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
     const size_t base = r / inner * n * inner + r % inner;
-    float m = x[base];
-    for (size_t j = 1; j < n; ++j) m = x[base + j * inner] > m ? x[base + j * inner] : m;
-    float s = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
-      const float e = detmath::Exp(x[base + j * inner] - m);
-      if (!log) y[base + j * inner] = e;
-      s += e;
-    }
-    if (log) {
-      const float log_s = detmath::Log(s);
-      for (size_t j = 0; j < n; ++j) y[base + j * inner] = (x[base + j * inner] - m) - log_s;
-    } else {
-      for (size_t j = 0; j < n; ++j) y[base + j * inner] = y[base + j * inner] / s;
-    }
+    SoftmaxRow(x + base, y + base, static_cast<int64_t>(n), static_cast<int64_t>(inner), log);
   });
 }
 
@@ -31,15 +18,8 @@ cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, cons
                             const float* dy, float* dx, cudaStream_t stream) {
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
     const size_t base = r / inner * n * inner + r % inner;
-    float t = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
-      const size_t k = base + j * inner;
-      t += log ? dy[k] : dy[k] * y[k];
-    }
-    for (size_t j = 0; j < n; ++j) {
-      const size_t k = base + j * inner;
-      dx[k] = log ? dy[k] - detmath::Exp(y[k]) * t : y[k] * (dy[k] - t);
-    }
+    SoftmaxRowGradient(y + base, dy + base, dx + base, static_cast<int64_t>(n),
+                       static_cast<int64_t>(inner), log);
   });
 }
 

@@ -1,0 +1,66 @@
+// File: worker/src/graph/ops/row_formulas.h
+//
+// The per-row formulas of Softmax/LogSoftmax (softmax.cc) and
+// LayerNormalization (layer_normalization.cc), for their CPU kernels and
+// their CUDA twins: one definition, so both run the same operations in the
+// same order (the op files document it).
+#pragma once
+
+#include <cstdint>
+
+#include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
+
+namespace easyscale::graph {
+
+// One softmax row of n elements `stride` apart: y = softmax(x), or
+// log-softmax when `log`.
+ES_HD void SoftmaxRow(const float* x, float* y, int64_t n, int64_t stride, bool log) {
+  float m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = x[j * stride] > m ? x[j * stride] : m;
+  float s = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = detmath::Exp(x[j * stride] - m);
+    if (!log) y[j * stride] = e;
+    s += e;
+  }
+  if (log) {
+    const float log_s = detmath::Log(s);
+    for (int64_t j = 0; j < n; ++j) y[j * stride] = (x[j * stride] - m) - log_s;
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j * stride] = y[j * stride] / s;
+  }
+}
+
+// The gradient of one softmax row from its output y and dy.
+ES_HD void SoftmaxRowGradient(const float* y, const float* dy, float* dx, int64_t n, int64_t stride,
+                              bool log) {
+  float t = 0.0f;
+  for (int64_t j = 0; j < n; ++j) t += log ? dy[j * stride] : dy[j * stride] * y[j * stride];
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t k = j * stride;
+    dx[k] = log ? dy[k] - detmath::Exp(y[k]) * t : y[k] * (dy[k] - t);
+  }
+}
+
+// A layer-norm row's mean and 1 / sqrt(var + epsilon), n contiguous elements.
+ES_HD void LayerNormRowStats(const float* xr, int64_t n, float epsilon, float* mean,
+                             float* invstd) {
+  const float count = static_cast<float>(n);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += xr[j];
+  const float m = sum / count;
+  float sum_sq = 0.0f;
+  for (int64_t j = 0; j < n; ++j) formulas::FoldSquaredDeviation(xr[j], m, &sum_sq);
+  *mean = m;
+  *invstd = formulas::InvStd(sum_sq / count, epsilon);
+}
+
+// One layer-norm output: xhat * scale + bias (scale 1 and bias 0 when absent).
+ES_HD float LayerNormOutput(float x, float mean, float invstd, const float* scale,
+                            const float* bias, int64_t j) {
+  const float xhat = (x - mean) * invstd;
+  return xhat * (scale ? scale[j] : 1.0f) + (bias ? bias[j] : 0.0f);
+}
+
+}  // namespace easyscale::graph
