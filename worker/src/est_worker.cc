@@ -298,7 +298,6 @@ void EstWorker::ComputeHostedEsts() {
   const bool staged = kernels_ != nullptr && buffer_floats > 0;
   if (staged) {
     buffer_staging_.Resize({static_cast<int>(buffer_floats * contexts_.size())});
-    (void)k.At(buffer_staging_);  // allocated before the lanes fork
   }
   std::vector<const float*> segments;
   std::vector<size_t> sizes;

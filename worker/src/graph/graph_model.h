@@ -5,7 +5,8 @@
 // batch (B fixed to the micro-batch), its first output gives the [B, classes]
 // logits; its parameters are the float initializers the logits depend on
 // (named as the state_dict keys), its per-EST buffers the running state its
-// ops update (BatchNormalization's running statistics). Runs on the CPU.
+// ops update (BatchNormalization's running statistics). Runs on the CPU, or
+// on a device backend where every op has a device half (CheckRunsOnDevice).
 #pragma once
 
 #include <memory>
