@@ -14,8 +14,9 @@
 # temporary folder. Prints every JSON line, then one summary line per model:
 # the milliseconds of each side, PyTorch's over ours (above 1: ours is faster)
 # against the issue's goal, and the peak memory: PyTorch's
-# max_memory_allocated, ours as nvidia-smi's largest reading of the process
-# (CUDA context included, so it overstates ours by a few hundred MiB).
+# max_memory_allocated, ours as the largest rise of the GPU's used memory that
+# nvidia-smi sees while step_bench runs (CUDA context included, so it
+# overstates ours by a few hundred MiB).
 # Goals are judged against PyTorch eager for ResNet-50, the encoder and
 # MobileNetV2, against the faster graphed mode for ResNet-18; every ratio is
 # printed. Our step includes the host's batch assembly (uint8 pixels to
@@ -57,20 +58,30 @@ resnet18|--model resnet18 --width 64 --in-channels 3 --image-size 32|128"
 fi
 "$py" -c 'import torch; print("# torch", torch.__version__)'
 
-# The largest "used_memory" nvidia-smi reports while "$@" runs, in MiB (the
-# GPU runs nothing else meanwhile), into $tmp/smi_peak; "" without nvidia-smi.
+# The GPU's used memory (the first of CUDA_VISIBLE_DEVICES, else 0), in MiB.
+gpu=${CUDA_VISIBLE_DEVICES:-0}
+gpu=${gpu%%,*}
+gpu_used_mib() {
+  nvidia-smi --id="$gpu" --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | tr -d ' '
+}
+# How far that GPU's used memory rises above its level before "$@" runs, at the
+# most (sampled every 100 ms; the GPU runs nothing else meanwhile), in MiB,
+# into $tmp/smi_peak; empty on the CPU or without nvidia-smi.
 with_smi_peak() {
-  local log=$tmp/smi.log smi="" rc
+  local log=$tmp/smi.log smi="" rc base=""
   : >"$log"
   if [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits -lms 100 \
+    base=$(gpu_used_mib)
+    nvidia-smi --id="$gpu" --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 \
       >"$log" 2>/dev/null &
     smi=$!
   fi
   "$@"
   rc=$?
   if [ -n "$smi" ]; then kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null; fi
-  tr -d ' ' <"$log" | grep -E '^[0-9]+$' | sort -n | tail -1 >"$tmp/smi_peak"
+  local peak
+  peak=$(tr -d ' ' <"$log" | grep -E '^[0-9]+$' | sort -n | tail -1)
+  if [[ $base =~ ^[0-9]+$ && -n $peak ]]; then echo $((peak - base)); fi >"$tmp/smi_peak"
   return $rc
 }
 
