@@ -100,8 +100,8 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
 
-    model = build_from_args(a)
     try:
+        model = build_from_args(a)
         proto = export(model, a, a.out, a.opset)
     except ValueError as e:
         sys.exit(f"export.py: {a.model}: {e}")
