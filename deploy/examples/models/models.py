@@ -63,7 +63,7 @@ class Cnn(nn.Sequential):
         c1, c2, hidden = width, 2 * width, 8 * width
         side = ((image_size - 4) // 2 - 4) // 2  # 28 -> 24 -> 12 -> 8 -> 4
         if side < 1:
-            raise ValueError(f"cnn: image size {image_size} is below 16")
+            raise ValueError(f"image size {image_size} is below 16")
         super().__init__(
             nn.Conv2d(in_channels, c1, 5), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),  # 12x12
             nn.Conv2d(c1, c2, 5), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),  # 4x4
