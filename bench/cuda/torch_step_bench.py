@@ -11,11 +11,12 @@ optimizer), eager and replayed from a captured CUDA graph, per batch size.
 import argparse
 import json
 import os
-import statistics
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+
+from torch_models_bench import graphed, time_ms  # noqa: E402  (the same graph capture, timing)
 
 
 def cnn():
@@ -49,28 +50,8 @@ def median_step_ms(model, batch, steps, graph):
     for _ in range(20):  # warm-up: kernels chosen, allocator and momentum buffers settled
         step()
     torch.cuda.synchronize()
-    run = step
-    if graph:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        run = g.replay
-    times = []
-    for _ in range(7):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(steps):
-            run()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) / steps)
-    return statistics.median(times)
+    run = graphed(torch, step) if graph else step
+    return time_ms(torch, run, dev, steps, 7)[0]
 
 
 def main():

@@ -68,7 +68,7 @@ def blas_info():
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, required=True, help="torch.set_num_threads")
-    p.add_argument("--models", default=",".join(models.MODELS))
+    p.add_argument("--models", default=",".join(TRAINING_WIDTH))
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--width", type=float, default=None,
                    help="every model's width (default: each one's training width)")

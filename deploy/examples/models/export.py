@@ -6,14 +6,18 @@ Builds the model (models.py) after torch.manual_seed(seed) and exports it in
 training mode (BatchNormalization with training_mode=1, Dropout with its ratio
 and training_mode inputs) without constant folding, so every parameter and
 buffer is an initializer named by its state_dict key. The input is "input"
-(float32 [B, 1, 28, 28], or int64 [B, T] token ids for the encoder), the output
-"logits" [B, classes]; the batch dimension is dynamic. The file is checked with
+(float32 [B, C, S, S] with C = --in-channels and S = --image-size, 1x28x28 by
+default, or int64 [B, T] token ids for the encoder), the output "logits"
+[B, classes]; the batch dimension is dynamic. The exporter is the TorchScript
+one (dynamo=False where torch has the choice: torch 2.9 and later default to
+the dynamo exporter, which has no training mode). The file is checked with
 onnx.checker, and the export fails if the graph uses an op the worker's
 runtime lacks. Prints the op histogram and the parameter count.
 """
 
 import argparse
 import copy
+import inspect
 import io
 import json
 import os
@@ -40,6 +44,9 @@ def add_model_args(p):
     p.add_argument("--heads", type=int, default=4, help="encoder: attention heads")
     p.add_argument("--layers", type=int, default=2, help="encoder: transformer blocks")
     p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--in-channels", type=int, default=1, help="image models: input channels")
+    p.add_argument("--image-size", type=int, default=28,
+                   help="image models: input height and width")
     p.add_argument("--seed", type=int, default=1, help="torch.manual_seed before building")
     p.add_argument("--dropout", type=float, default=None,
                    help="dropout rate (default: the model's own; 0 for none)")
@@ -49,7 +56,8 @@ def build_from_args(a):
     """The model the arguments describe, with the weights its seed gives."""
     torch.manual_seed(a.seed)
     return models.build(a.model, a.width, a.dropout, seq_len=a.seq_len, vocab=a.vocab,
-                        heads=a.heads, layers=a.layers, num_classes=a.classes)
+                        heads=a.heads, layers=a.layers, num_classes=a.classes,
+                        in_channels=a.in_channels, image_size=a.image_size)
 
 
 def export(model, a, out_path, opset=DEFAULT_OPSET):
@@ -60,13 +68,17 @@ def export(model, a, out_path, opset=DEFAULT_OPSET):
     """
     model.train()
     before = copy.deepcopy(model.state_dict())
-    dummy = models.example_input(a.model, 2, a.seq_len, a.vocab)
+    dummy = models.example_input(a.model, 2, a.seq_len, a.vocab, in_channels=a.in_channels,
+                                 image_size=a.image_size)
     buf = io.BytesIO()
+    legacy = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        legacy["dynamo"] = False  # the TorchScript exporter, as torch 1.13 has only
     torch.onnx.export(
         model, (dummy,), buf, opset_version=opset,
         training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
         input_names=["input"], output_names=["logits"],
-        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, **legacy)
     model.load_state_dict(before)
     proto = onnx.load_from_string(buf.getvalue())
     for init in proto.graph.initializer:
@@ -88,8 +100,8 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
 
-    model = build_from_args(a)
     try:
+        model = build_from_args(a)
         proto = export(model, a, a.out, a.opset)
     except ValueError as e:
         sys.exit(f"export.py: {a.model}: {e}")

@@ -1,9 +1,9 @@
 """The example PyTorch models that EasyScale's ONNX graph runtime trains.
 
-Each model takes the MNIST digits (float32 [B, 1, 28, 28], values in [0, 1))
-and gives logits [B, 10], except `encoder`, which classifies sequences of
-int64 token ids [B, T]. Every model has a width knob so that CI can run a
-narrow variant:
+Each image model takes float32 [B, C, S, S] images, values in [0, 1)
+(the MNIST digits by default: in_channels C=1, image_size S=28), and gives
+logits [B, 10]; `encoder` classifies sequences of int64 token ids [B, T].
+Every model has a width knob so that CI can run a narrow variant:
 
   cnn          the worker's built-in "cnn" (worker/src/model.cc): conv5-bn-relu-
                maxpool twice, flatten, dropout, linear-relu-linear. `width` is the
@@ -15,6 +15,12 @@ narrow variant:
   mobilenetv2  torchvision's MobileNetV2 with a 1-channel stride-1 stem and the
                second stage at stride 1 (28 -> 28 -> 14 -> 7 -> 4). `width` is
                torchvision's width_mult.
+  resnet50     torchvision's ImageNet ResNet-50 (7x7 stride-2 stem, max-pool,
+               Bottleneck blocks [3, 4, 6, 3]) for 224x224 inputs. `width` is
+               torchvision's width_per_group (64).
+  mobilenetv2_imagenet
+               torchvision's MobileNetV2 unchanged (stride-2 stem, 224 -> 7),
+               the stem taking in_channels. `width` is width_mult.
   encoder      a small BERT-like encoder: token embedding plus a learned position
                parameter, pre-LayerNorm blocks of multi-head self-attention (plain
                Linear/reshape/transpose/matmul/softmax) and a GELU MLP, mean
@@ -32,10 +38,10 @@ import math
 import torch
 from torch import nn
 from torchvision.models.mobilenetv2 import MobileNetV2
-from torchvision.models.resnet import BasicBlock
+from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 from torchvision.ops.misc import Conv2dNormActivation
 
-MODELS = ("cnn", "resnet18", "mobilenetv2", "encoder")
+MODELS = ("cnn", "resnet18", "mobilenetv2", "encoder", "resnet50", "mobilenetv2_imagenet")
 
 # The ONNX ops (default domain) that the worker's graph runtime implements.
 SUPPORTED_OPS = frozenset("""
@@ -46,19 +52,23 @@ SUPPORTED_OPS = frozenset("""
 """.split())
 
 # Each model's width when none is given: the full-size model.
-DEFAULT_WIDTH = {"cnn": 8, "resnet18": 64, "mobilenetv2": 1.0, "encoder": 64}
+DEFAULT_WIDTH = {"cnn": 8, "resnet18": 64, "mobilenetv2": 1.0, "encoder": 64, "resnet50": 64,
+                 "mobilenetv2_imagenet": 1.0}
 
 
 class Cnn(nn.Sequential):
     """The worker's built-in "cnn" for 1x28x28 inputs (see worker/src/model.cc)."""
 
-    def __init__(self, width=8, in_channels=1, num_classes=10, dropout=0.25):
+    def __init__(self, width=8, in_channels=1, num_classes=10, dropout=0.25, image_size=28):
         c1, c2, hidden = width, 2 * width, 8 * width
+        side = ((image_size - 4) // 2 - 4) // 2  # 28 -> 24 -> 12 -> 8 -> 4
+        if side < 1:
+            raise ValueError(f"image size {image_size} is below 16")
         super().__init__(
             nn.Conv2d(in_channels, c1, 5), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),  # 12x12
             nn.Conv2d(c1, c2, 5), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),  # 4x4
             nn.Flatten(), nn.Dropout(dropout),
-            nn.Linear(c2 * 4 * 4, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+            nn.Linear(c2 * side * side, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
 
 
 class ResNet18(nn.Module):
@@ -112,11 +122,34 @@ def mobilenet_v2(width_mult=1.0, in_channels=1, num_classes=10, dropout=0.2):
     ]
     model = MobileNetV2(num_classes=num_classes, width_mult=width_mult,
                         inverted_residual_setting=setting, dropout=dropout)
+    replace_stem(model, in_channels, stride=1)
+    return model
+
+
+def replace_stem(model, in_channels, stride):
+    """A MobileNetV2's first conv-BN-ReLU6 anew, taking in_channels at `stride`."""
     stem = model.features[0]
     model.features[0] = Conv2dNormActivation(
-        in_channels, stem[0].out_channels, stride=1, norm_layer=nn.BatchNorm2d,
+        in_channels, stem[0].out_channels, stride=stride, norm_layer=nn.BatchNorm2d,
         activation_layer=nn.ReLU6)
     nn.init.kaiming_normal_(model.features[0][0].weight, mode="fan_out")
+
+
+def resnet50(width_per_group=64, in_channels=3, num_classes=10):
+    """torchvision's ResNet-50; a stem of in_channels when that is not 3."""
+    model = ResNet(Bottleneck, [3, 4, 6, 3], num_classes=num_classes,
+                   width_per_group=width_per_group)
+    if in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    return model
+
+
+def mobilenet_v2_imagenet(width_mult=1.0, in_channels=3, num_classes=10, dropout=0.2):
+    """torchvision's MobileNetV2 (stride-2 stem); a stem of in_channels when that is not 3."""
+    model = MobileNetV2(num_classes=num_classes, width_mult=width_mult, dropout=dropout)
+    if in_channels != 3:
+        replace_stem(model, in_channels, stride=2)
     return model
 
 
@@ -189,32 +222,40 @@ class Encoder(nn.Module):
 
 
 def build(model, width=None, dropout=None, seq_len=32, vocab=1000, heads=4, layers=2,
-          num_classes=10):
+          num_classes=10, in_channels=1, image_size=28):
     """The example `model` with freshly initialized weights (seed torch first).
 
     dropout=None keeps each model's own rate (cnn 0.25, mobilenetv2 0.2,
-    encoder 0.1; resnet18 has none); 0 builds it without dropout.
+    encoder 0.1; resnet18 and resnet50 have none); 0 builds it without
+    dropout. in_channels and image_size (C and S of the [B, C, S, S] input)
+    matter to the image models only; of those only cnn's layers depend on S.
     """
     width = DEFAULT_WIDTH[model] if width is None else width
     if model == "cnn":
-        return Cnn(int(width), num_classes=num_classes,
-                   dropout=0.25 if dropout is None else dropout)
+        return Cnn(int(width), in_channels, num_classes,
+                   dropout=0.25 if dropout is None else dropout, image_size=image_size)
     if model == "resnet18":
-        return ResNet18(int(width), num_classes=num_classes)
+        return ResNet18(int(width), in_channels, num_classes)
+    if model == "resnet50":
+        return resnet50(int(width), in_channels, num_classes)
     if model == "mobilenetv2":
-        return mobilenet_v2(float(width), num_classes=num_classes,
+        return mobilenet_v2(float(width), in_channels, num_classes,
                             dropout=0.2 if dropout is None else dropout)
+    if model == "mobilenetv2_imagenet":
+        return mobilenet_v2_imagenet(float(width), in_channels, num_classes,
+                                     dropout=0.2 if dropout is None else dropout)
     if model == "encoder":
         return Encoder(vocab, seq_len, int(width), heads, layers, num_classes,
                        dropout=0.1 if dropout is None else dropout)
     raise ValueError(f"unknown model {model!r} (want one of {', '.join(MODELS)})")
 
 
-def example_input(model, batch, seq_len=32, vocab=1000, generator=None):
+def example_input(model, batch, seq_len=32, vocab=1000, generator=None, in_channels=1,
+                  image_size=28):
     """A random input batch of the model's shape and dtype."""
     if model == "encoder":
         return torch.randint(0, vocab, (batch, seq_len), dtype=torch.int64, generator=generator)
-    return torch.rand(batch, 1, 28, 28, generator=generator)
+    return torch.rand(batch, in_channels, image_size, image_size, generator=generator)
 
 
 def op_histogram(onnx_model):

@@ -73,7 +73,8 @@ def make_batch(a):
         inv255 = np.float32(1) / np.float32(255)
         return pixels[picked].astype(np.float32) * inv255, labels[picked].astype(np.int64)
     # Multiples of 2^-24: exact in float32 and strictly below 1.
-    images = rng.randint(0, 1 << 24, size=(a.batch, 1, 28, 28)).astype(np.float32) / np.float32(1 << 24)
+    shape = (a.batch, a.in_channels, a.image_size, a.image_size)
+    images = rng.randint(0, 1 << 24, size=shape).astype(np.float32) / np.float32(1 << 24)
     return images, rng.randint(0, a.classes, size=a.batch).astype(np.int64)
 
 
