@@ -12,7 +12,7 @@
 set -euo pipefail
 dir=$(cd "${1:?usage: step_run.sh DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH=$dir/lib
+export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 out=$(mktemp)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 for model in cnn mlp; do

@@ -306,6 +306,14 @@ void EstWorker::ComputeHostedEsts() {
   const int64_t terms = config_.total_ests;
   int hosted = 0;
   if (data_.images) PrefetchComingSamples();
+  const bool on_device = k.OnDevice();
+  if (on_device) {
+    pass_counters_.Resize({static_cast<int>(contexts_.size())});
+    for (auto& [id, ctx] : contexts_) pass_counters_.data[hosted++] = ctx.dropout_counter;
+    hosted = 0;
+    k.Upload(pass_counters_);
+  }
+  std::vector<uintptr_t> addresses;
   k.ForkLanes();
   for (auto& [id, ctx] : contexts_) {
     const int lane_index = hosted % static_cast<int>(lanes_.size());
@@ -322,28 +330,63 @@ void EstWorker::ComputeHostedEsts() {
     ctx.aug_counter = aug.counter();
     k.Upload(lane.batch);
     k.Upload(lane.labels);
-    PassContext lc{true, &ctx.buffers, DropoutKey(config_.args.seed, id), &ctx.dropout_counter, &k};
-    if (lane.replica) {
+    PassContext lc{true,
+                   &ctx.buffers,
+                   DropoutKey(config_.args.seed, id),
+                   &ctx.dropout_counter,
+                   &k,
+                   on_device ? k.At(pass_counters_) + hosted : nullptr};
+    // The EST's pass from its batch to its fixed-point sums, the same work on
+    // the same memory every step: a device replays it once recorded.
+    const auto pass = [&] {
+      if (lane.replica) {
+        for (size_t i = 0; i < params.size(); ++i) {
+          k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));
+        }
+      }
+      const Tensor& logits = model.Forward(lane.batch, lc);
+      lane.dlogits.Resize(logits.shape);
+      k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
+                            k.At(lane.dlogits), k.At(lane.loss));
+      model.Backward(lane.dlogits, lc);
+      segments.clear();
+      for (Param* p : model.params()) segments.push_back(k.At(p->grad));
+      segments.push_back(k.At(lane.loss));
+      k.AccumulateFixedPoint(segments, sizes, terms, k.At(AccumOf(lane)),
+                             k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+      if (staged) {
+        float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
+        for (Tensor& b : ctx.buffers) {
+          k.Copy(b.bytes(), k.At(b), slot);
+          slot += b.size();
+        }
+      }
+    };
+    if (on_device) {
+      // What fixes the pass's work: the model (lane) and every tensor it touches.
+      addresses = {reinterpret_cast<uintptr_t>(&model),
+                   static_cast<uintptr_t>(lane_index),
+                   static_cast<uintptr_t>(hosted),
+                   reinterpret_cast<uintptr_t>(k.At(lane.batch)),
+                   reinterpret_cast<uintptr_t>(k.At(lane.labels)),
+                   reinterpret_cast<uintptr_t>(k.At(lane.dlogits)),
+                   reinterpret_cast<uintptr_t>(k.At(lane.loss)),
+                   reinterpret_cast<uintptr_t>(k.At(AccumOf(lane))),
+                   reinterpret_cast<uintptr_t>(k.At(nonfinite_)),
+                   reinterpret_cast<uintptr_t>(k.At(pass_counters_)),
+                   reinterpret_cast<uintptr_t>(staged ? k.At(buffer_staging_) : nullptr)};
       for (size_t i = 0; i < params.size(); ++i) {
-        k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));
+        addresses.push_back(reinterpret_cast<uintptr_t>(k.At(params[i]->value)));
+        addresses.push_back(reinterpret_cast<uintptr_t>(k.At(model.params()[i]->value)));
+        addresses.push_back(reinterpret_cast<uintptr_t>(k.At(model.params()[i]->grad)));
       }
+      for (Tensor& b : ctx.buffers) addresses.push_back(reinterpret_cast<uintptr_t>(k.At(b)));
     }
-    const Tensor& logits = model.Forward(lane.batch, lc);
-    lane.dlogits.Resize(logits.shape);
-    k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
-                          k.At(lane.dlogits), k.At(lane.loss));
-    model.Backward(lane.dlogits, lc);
-    segments.clear();
-    for (Param* p : model.params()) segments.push_back(k.At(p->grad));
-    segments.push_back(k.At(lane.loss));
-    k.AccumulateFixedPoint(segments, sizes, terms, k.At(AccumOf(lane)),
-                           k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
-    if (staged) {
-      float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
-      for (Tensor& b : ctx.buffers) {
-        k.Copy(b.bytes(), k.At(b), slot);
-        slot += b.size();
-      }
+    const uint64_t counter = ctx.dropout_counter;
+    if (k.RunRepeatable(static_cast<uint64_t>(id), addresses, pass)) {
+      ctx.dropout_counter += pass_counter_advance_.at(id);  // what the recorded pass did
+    } else {
+      pass_counter_advance_[id] = ctx.dropout_counter - counter;
     }
     ++hosted;
   }

@@ -14,18 +14,15 @@ cudaError_t Transpose(int rows, int cols, const float* src, float* dst, cudaStre
   });
 }
 
-namespace {
-
-// `counter()` yields the stream's first Philox counter, from an argument or from
-// device memory (where a replayed CUDA graph finds each step's value).
-template <typename Counter>
-cudaError_t LaunchDropout(size_t n, float p, uint32_t key0, uint32_t key1, Counter counter,
-                          const float* x, float* y, float* mask, cudaStream_t stream) {
+cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
+                    uint64_t counter_offset, const float* x, float* y, float* mask,
+                    cudaStream_t stream) {
   const float scale = 1.0f / (1.0f - p);
   // One thread per Philox block of four elements.
   return LaunchForEach((n + 3) / 4, stream, [=] __device__(size_t g) {
+    const uint64_t base = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
     uint32_t bits[4];
-    Philox4x32({key0, key1}, counter() + g, 0, bits);
+    Philox4x32({key0, key1}, base + g, 0, bits);
     for (int lane = 0; lane < 4; ++lane) {
       const size_t i = 4 * g + lane;
       if (i >= n) break;
@@ -34,14 +31,6 @@ cudaError_t LaunchDropout(size_t n, float p, uint32_t key0, uint32_t key1, Count
       y[i] = x[i] * m;
     }
   });
-}
-
-}  // namespace
-
-cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base,
-                    const float* x, float* y, float* mask, cudaStream_t stream) {
-  return LaunchDropout(
-      n, p, key0, key1, [=] __device__() { return counter_base; }, x, y, mask, stream);
 }
 
 cudaError_t Mul(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_kernels.h"
 #include "device_buffer.h"
 #include "easyscale/worker/collective.h"
 #include "easyscale/worker/est_worker.h"
@@ -29,6 +30,45 @@ TEST(KernelBackendNames, UnknownAndUnavailableAreClearErrors) {
     EXPECT_TRUE(absl::IsFailedPrecondition(gpu.status())) << gpu.status();
     EXPECT_NE(gpu.status().message().find("no usable GPU"), std::string::npos);
   }
+}
+
+// A repeatable pass runs, is recorded on its second call and replayed after,
+// reading what is in its memory at replay time; other addresses run it again.
+TEST(ResidentBackend, RunRepeatableReplaysTheRecordedPassOnTheSameAddresses) {
+  std::string why;
+  if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
+  auto made = cuda::MakeResidentKernelBackend(0);
+  ASSERT_TRUE(made.ok()) << made.status();
+  KernelBackend& k = **made;
+  cuda::DeviceBuffer<float> a(std::vector<float>{1, 2}), b(std::vector<float>{10, 20}), out(2);
+  const float* in = a.get();
+  int calls = 0;
+  const auto pass = [&] {
+    ++calls;
+    cuda::ThrowIfError(cuda::Add(2, in, b.get(), out.get(), static_cast<cudaStream_t>(k.Stream())),
+                       "Add");
+  };
+  const auto run = [&] {
+    const uintptr_t addresses[] = {reinterpret_cast<uintptr_t>(in),
+                                   reinterpret_cast<uintptr_t>(b.get()),
+                                   reinterpret_cast<uintptr_t>(out.get())};
+    const bool replayed = k.RunRepeatable(7, addresses, pass);
+    k.Wait();
+    return replayed;
+  };
+  EXPECT_FALSE(run());  // runs
+  EXPECT_FALSE(run());  // records and launches the record
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(out.Download(), (std::vector<float>{11, 22}));
+  a.Upload({3, 4});
+  EXPECT_TRUE(run());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(out.Download(), (std::vector<float>{13, 24}));
+  cuda::DeviceBuffer<float> c(std::vector<float>{5, 6});
+  in = c.get();
+  EXPECT_FALSE(run());
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(out.Download(), (std::vector<float>{15, 26}));
 }
 
 class CudaBackendTest : public testing::ThreadedTraining {

@@ -190,7 +190,12 @@ class GraphModel : public Model {
   static RunContext RunContextOf(const PassContext& ctx) {
     KernelBackend* device =
         ctx.kernels != nullptr && ctx.kernels->OnDevice() ? ctx.kernels : nullptr;
-    return RunContext{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};
+    RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};
+    if (device != nullptr && ctx.dropout_counter_slot != nullptr) {
+      rc.dropout_counter_slot = ctx.dropout_counter_slot;
+      rc.dropout_counter_start = *ctx.dropout_counter;  // called as the pass starts
+    }
+    return rc;
   }
 
   std::unique_ptr<Program> program_;

@@ -63,6 +63,11 @@ struct RunContext {
   // backend (OnDevice): every value's elements are in its memory and work is
   // queued on its Stream().
   KernelBackend* device = nullptr;
+  // On a device, when set: the counter's value at the pass's start in device
+  // memory, so a replayed pass's kernels draw each step's own numbers; a node
+  // then passes its offset from dropout_counter_start.
+  const uint64_t* dropout_counter_slot = nullptr;
+  uint64_t dropout_counter_start = 0;
 };
 
 // A value's elements in ctx.device's memory (float or int64 by its dtype),

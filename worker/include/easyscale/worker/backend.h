@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +85,21 @@ class KernelBackend {
   virtual void UseLane(int lane) { (void)lane; }
   virtual void JoinLanes() {}
 
+  // Repeatable work: `pass` queues, on the current lane, the same work on the
+  // same addresses whenever it comes with the same `key` and `addresses` (the
+  // backend memory it touches, and whatever else fixes what it queues). A
+  // device records the second such call (a CUDA graph) and replays the record
+  // on later ones without calling `pass`, returning true: the caller then redoes
+  // what `pass` does on the host. Values that change from call to call must be
+  // read from backend memory. The CPU calls `pass` every time.
+  virtual bool RunRepeatable(uint64_t key, std::span<const uintptr_t> addresses,
+                             const std::function<void()>& pass) {
+    (void)key;
+    (void)addresses;
+    pass();
+    return false;
+  }
+
   virtual void Copy(size_t bytes, const void* src, void* dst) = 0;
   virtual void Zero(size_t bytes, void* dst) = 0;
   // Writes the mean loss to loss[0] (backend memory) so a step need not wait.
@@ -114,6 +130,9 @@ struct PassContext {
   PhiloxKey dropout_key;
   uint64_t* dropout_counter = nullptr;  // advanced by every Dropout call
   KernelBackend* kernels = nullptr;     // null: the CPU kernels
+  // On a device: *dropout_counter at the pass's start, in device memory, where
+  // a replayed pass's Dropout kernels read it (null: they take the host value).
+  const uint64_t* dropout_counter_slot = nullptr;
 };
 
 }  // namespace easyscale

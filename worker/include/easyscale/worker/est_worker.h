@@ -139,6 +139,10 @@ class EstWorker {
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
   Tensor buffer_staging_;  // a device's copy of the hosted ESTs' buffers, one download a step
+  // On a device: each hosted EST's dropout counter at its pass's start (where a
+  // replayed pass reads it), and how far one pass of each EST moves it.
+  TensorOf<uint64_t> pass_counters_;
+  std::map<int, uint64_t> pass_counter_advance_;
   // Where a step runs its hosted ESTs, side by side on a backend with several
   // lanes: each lane has its own step tensors, fixed-point sums and model for
   // activations and gradients. Lane 0 uses model_ and accum_; the others use

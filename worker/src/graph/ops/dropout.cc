@@ -77,11 +77,12 @@ class DropoutOp : public Op {
       if (y != nullptr) ctx.device->Copy(x.bytes(), DeviceData(ctx, x), DeviceData(ctx, *y));
     } else {
       ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
-      CheckLaunch(cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1,
-                                *ctx.dropout_counter, DeviceData(ctx, x),
-                                y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
-                                DeviceScratch(ctx, mask_dev_, n), StreamOf(ctx)),
-                  "Dropout");
+      CheckLaunch(
+          cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, ctx.dropout_counter_slot,
+                        *ctx.dropout_counter - ctx.dropout_counter_start, DeviceData(ctx, x),
+                        y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
+                        DeviceScratch(ctx, mask_dev_, n), StreamOf(ctx)),
+          "Dropout");
       *ctx.dropout_counter += (n + 3) / 4;
     }
     if (mask == nullptr) return;
