@@ -63,68 +63,122 @@ void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fol
 namespace {
 
 #if defined(__AVX__) && defined(__FMA__)
-// One Mr x 16 tile of C in registers (its first `cols` columns, 1..16, when
-// Masked): continues each element's fma chain (_mm256_fmadd_ps: one rounding,
-// as Fma) over k in [k0, k1) ascending from C, or from 0 when !from_c. The
-// tile only shares the loads of A and B between elements.
+// Register tiles of Mr (<= kMr) rows x kNr columns of C (their first `cols`
+// columns, 1..kNr, when Masked): each continues every element's fma chain
+// (one rounding, as Fma) over k in [k0, k1) ascending from C, or from 0 when
+// !from_c. A tile only shares the loads of A and B between elements, so the
+// tiles of any vector width give the same bits.
 constexpr bool kTiled = true;
-constexpr int kMr = 6, kNr = 16;
-template <int Mr, bool Masked>
-void GemmTile(int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
-              bool from_c, int cols) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
-  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
-  auto load = [&](const float* p, __m256i m) {
-    return Masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
-  };
-  __m256 acc[Mr][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < Mr; ++r) {
-    const float* c = C + static_cast<size_t>(r) * ldc;
-    acc[r][0] = from_c ? load(c, m0) : _mm256_setzero_ps();
-    acc[r][1] = from_c ? load(c + 8, m1) : _mm256_setzero_ps();
-  }
-  for (int k = k0; k < k1; ++k) {
-    const float* b = B + static_cast<size_t>(k) * ldb;
-    const __m256 b0 = load(b, m0), b1 = load(b + 8, m1);
+constexpr int kMr = 6;
+
+struct Avx2Tiles {
+  static constexpr int kNr = 16;
+  template <int Mr, bool Masked>
+  static void Tile(int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C,
+                   int ldc, bool from_c, int cols) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+    auto load = [&](const float* p, __m256i m) {
+      return Masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
+    };
+    __m256 acc[Mr][2];
 #pragma GCC unroll 8
     for (int r = 0; r < Mr; ++r) {
-      const __m256 a = _mm256_broadcast_ss(A + static_cast<size_t>(r) * lda + k);
-      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+      const float* c = C + static_cast<size_t>(r) * ldc;
+      acc[r][0] = from_c ? load(c, m0) : _mm256_setzero_ps();
+      acc[r][1] = from_c ? load(c + 8, m1) : _mm256_setzero_ps();
     }
-  }
+    for (int k = k0; k < k1; ++k) {
+      const float* b = B + static_cast<size_t>(k) * ldb;
+      const __m256 b0 = load(b, m0), b1 = load(b + 8, m1);
 #pragma GCC unroll 8
-  for (int r = 0; r < Mr; ++r) {
-    float* c = C + static_cast<size_t>(r) * ldc;
-    if (Masked) {
-      _mm256_maskstore_ps(c, m0, acc[r][0]);
-      _mm256_maskstore_ps(c + 8, m1, acc[r][1]);
-    } else {
-      _mm256_storeu_ps(c, acc[r][0]);
-      _mm256_storeu_ps(c + 8, acc[r][1]);
+      for (int r = 0; r < Mr; ++r) {
+        const __m256 a = _mm256_broadcast_ss(A + static_cast<size_t>(r) * lda + k);
+        acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < Mr; ++r) {
+      float* c = C + static_cast<size_t>(r) * ldc;
+      if (Masked) {
+        _mm256_maskstore_ps(c, m0, acc[r][0]);
+        _mm256_maskstore_ps(c + 8, m1, acc[r][1]);
+      } else {
+        _mm256_storeu_ps(c, acc[r][0]);
+        _mm256_storeu_ps(c + 8, acc[r][1]);
+      }
     }
   }
+};
+
+// The first n (any int) of 16 lanes.
+constexpr __mmask16 FirstLanes(int n) {
+  return n <= 0 ? 0 : n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// Rows [0, rows) (rows <= kMr) of a column panel of `cols` (<= kNr).
-template <bool Masked>
+// Built for AVX-512 whatever the build's flags; run only where the CPU has it.
+struct Avx512Tiles {
+  static constexpr int kNr = 32;
+  template <int Mr, bool Masked>
+  __attribute__((target("avx512f"))) static void Tile(int k0, int k1, const float* A, int lda,
+                                                      const float* B, int ldb, float* C, int ldc,
+                                                      bool from_c, int cols) {
+    const __mmask16 m0 = FirstLanes(cols), m1 = FirstLanes(cols - 16);
+    __m512 acc[Mr][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < Mr; ++r) {
+      const float* c = C + static_cast<size_t>(r) * ldc;
+      acc[r][0] = !from_c  ? _mm512_setzero_ps()
+                  : Masked ? _mm512_maskz_loadu_ps(m0, c)
+                           : _mm512_loadu_ps(c);
+      acc[r][1] = !from_c  ? _mm512_setzero_ps()
+                  : Masked ? _mm512_maskz_loadu_ps(m1, c + 16)
+                           : _mm512_loadu_ps(c + 16);
+    }
+    for (int k = k0; k < k1; ++k) {
+      const float* b = B + static_cast<size_t>(k) * ldb;
+      const __m512 b0 = Masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+      const __m512 b1 = Masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < Mr; ++r) {
+        const __m512 a = _mm512_set1_ps(A[static_cast<size_t>(r) * lda + k]);
+        acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < Mr; ++r) {
+      float* c = C + static_cast<size_t>(r) * ldc;
+      if (Masked) {
+        _mm512_mask_storeu_ps(c, m0, acc[r][0]);
+        _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
+      } else {
+        _mm512_storeu_ps(c, acc[r][0]);
+        _mm512_storeu_ps(c + 16, acc[r][1]);
+      }
+    }
+  }
+};
+
+// Rows [0, rows) (rows <= kMr) of a column panel of `cols` (<= Tiles::kNr).
+template <typename Tiles, bool Masked>
 void GemmPanel(int rows, int k0, int k1, const float* A, int lda, const float* B, int ldb, float* C,
                int ldc, bool from_c, int cols) {
   switch (rows) {
     case 6:
-      return GemmTile<6, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<6, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
     case 5:
-      return GemmTile<5, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<5, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
     case 4:
-      return GemmTile<4, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<4, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
     case 3:
-      return GemmTile<3, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<3, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
     case 2:
-      return GemmTile<2, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<2, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
     default:
-      return GemmTile<1, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
+      return Tiles::template Tile<1, Masked>(k0, k1, A, lda, B, ldb, C, ldc, from_c, cols);
   }
 }
 
@@ -132,21 +186,22 @@ void GemmPanel(int rows, int k0, int k1, const float* A, int lda, const float* B
 // of kMc rows: a block's rows of A stay in L2 across B's column panels, and a
 // panel of B in L1 across the block's row tiles. The order of tiles never
 // changes an element's chain.
+template <typename Tiles>
 void GemmChunk(int M, int N, int k0, int k1, const float* A, int lda, const float* B, int ldb,
                float* C, int ldc, bool from_c) {
   constexpr int kMc = 16 * kMr;
   for (int i0 = 0; i0 < M; i0 += kMc) {
     const int i1 = std::min(M, i0 + kMc);
-    for (int j = 0; j < N; j += kNr) {
-      const int cols = std::min(kNr, N - j);
+    for (int j = 0; j < N; j += Tiles::kNr) {
+      const int cols = std::min(Tiles::kNr, N - j);
       for (int i = i0; i < i1; i += kMr) {
         const int rows = std::min(kMr, i1 - i);
         const float* a = A + static_cast<size_t>(i) * lda;
         float* c = C + static_cast<size_t>(i) * ldc + j;
-        if (cols == kNr) {
-          GemmPanel<false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+        if (cols == Tiles::kNr) {
+          GemmPanel<Tiles, false>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
         } else {
-          GemmPanel<true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
+          GemmPanel<Tiles, true>(rows, k0, k1, a, lda, B + j, ldb, c, ldc, from_c, cols);
         }
       }
     }
@@ -189,10 +244,27 @@ void GemmRows(int i0, int i1, int j0, int j1, int K, const float* A, int lda, co
 
 }  // namespace
 
+bool CanRun(GemmTiles tiles) {
+  if (tiles == GemmTiles::kRows) return true;
+  if (!kTiled) return false;
+  return tiles == GemmTiles::kAvx2 || __builtin_cpu_supports("avx512f");
+}
+
 void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate) {
-  if (!kTiled) return GemmRows(0, M, 0, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  static const GemmTiles widest = CanRun(GemmTiles::kAvx512) ? GemmTiles::kAvx512
+                                  : CanRun(GemmTiles::kAvx2) ? GemmTiles::kAvx2
+                                                             : GemmTiles::kRows;
+  GemmWith(widest, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+void GemmWith(GemmTiles tiles, int M, int N, int K, const float* A, int lda, const float* B,
+              int ldb, float* C, int ldc, bool accumulate) {
+  if (tiles == GemmTiles::kRows || !CanRun(tiles)) {
+    return GemmRows(0, M, 0, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  }
 #if defined(__AVX__) && defined(__FMA__)
+  const auto chunk = tiles == GemmTiles::kAvx512 ? GemmChunk<Avx512Tiles> : GemmChunk<Avx2Tiles>;
   // k in chunks that fit the cache, inside GemmOutput's blocks: block 0's
   // chains run in C; a later block's run from 0 in `part`, added to C at the
   // block's end. Each element gets GemmOutput's operations whatever its tile.
@@ -205,10 +277,10 @@ void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
     const bool first_block = k0 < formulas::kGemmKBlock;
     const bool block_start = k0 % formulas::kGemmKBlock == 0;
     if (first_block) {
-      GemmChunk(M, N, k0, k1, A, lda, B, ldb, C, ldc, !block_start || accumulate);
+      chunk(M, N, k0, k1, A, lda, B, ldb, C, ldc, !block_start || accumulate);
       continue;
     }
-    GemmChunk(M, N, k0, k1, A, lda, B, ldb, part.data(), N, !block_start);
+    chunk(M, N, k0, k1, A, lda, B, ldb, part.data(), N, !block_start);
     if (k1 == K || k1 % formulas::kGemmKBlock == 0) {
       for (int i = 0; i < M; ++i) {
         float* c = C + static_cast<size_t>(i) * ldc;

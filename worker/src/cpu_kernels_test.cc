@@ -34,11 +34,14 @@ TEST(Gemm, EqualsScalarFmaChainInKOrder) {
   }
 }
 
-TEST(Gemm, TilesAndChunksKeepEveryElementsChain) {
-  // Whole and partial register tiles (rows 6, columns 16), cache chunks of k,
-  // a K past one block, accumulating and not, with leading dimensions > width.
+// Every way of running the GEMM this CPU has (rows, AVX2 and AVX-512 tiles):
+// whole and partial register tiles (rows 6, columns 16 or 32), cache chunks of
+// k, a K past one block, accumulating and not, with leading dimensions > width.
+class GemmTilesTest : public ::testing::TestWithParam<cpu::GemmTiles> {};
+TEST_P(GemmTilesTest, TilesAndChunksKeepEveryElementsChain) {
+  if (!cpu::CanRun(GetParam())) GTEST_SKIP() << "this CPU lacks the instructions";
   for (const bool accumulate : {false, true}) {
-    const int M = 14, N = 37, K = formulas::kGemmKBlock + 301, lda = K + 3, ldb = N + 2,
+    const int M = 14, N = 71, K = formulas::kGemmKBlock + 301, lda = K + 3, ldb = N + 2,
               ldc = N + 1;
     std::vector<float> A(M * lda), B(K * ldb), C(M * ldc), C0;
     std::mt19937 gen(7);
@@ -47,7 +50,7 @@ TEST(Gemm, TilesAndChunksKeepEveryElementsChain) {
     for (float& v : B) v = dist(gen);
     for (float& v : C) v = dist(gen);
     C0 = C;
-    cpu::Gemm(M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
+    cpu::GemmWith(GetParam(), M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
     for (int i = 0; i < M; ++i) {
       for (int j = 0; j < N; ++j) {
         ASSERT_EQ(C[i * ldc + j], formulas::GemmOutput(K, &A[i * lda], 1, &B[j], ldb,
@@ -58,6 +61,10 @@ TEST(Gemm, TilesAndChunksKeepEveryElementsChain) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Gemm, GemmTilesTest,
+                         ::testing::Values(cpu::GemmTiles::kRows, cpu::GemmTiles::kAvx2,
+                                           cpu::GemmTiles::kAvx512));
 
 TEST(Gemm, LongKSumsChainsOverKBlocksInBlockOrder) {
   // Two full k blocks and a partial one, accumulating into C.

@@ -20,6 +20,15 @@ namespace easyscale::cpu {
 void Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate);
 
+// How Gemm runs: rows of scalar-order loops, or register tiles of AVX2's or
+// AVX-512's width. Each keeps every element's chain, so all give the same bits;
+// Gemm takes the widest this CPU runs (GemmWith: one named, for checks and
+// benchmarks; one the CPU cannot run falls back to rows).
+enum class GemmTiles { kRows, kAvx2, kAvx512 };
+bool CanRun(GemmTiles tiles);
+void GemmWith(GemmTiles tiles, int M, int N, int K, const float* A, int lda, const float* B,
+              int ldb, float* C, int ldc, bool accumulate);
+
 // dst[c, r] = src[r, c] for a rows x cols matrix.
 void Transpose(int rows, int cols, const float* src, float* dst);
 
