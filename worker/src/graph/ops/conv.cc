@@ -112,19 +112,19 @@ class Conv final : public Op {
     const int nb = SamplesPerChunk();
     const size_t ld = static_cast<size_t>(nb) * p_;
     cols_.resize(static_cast<size_t>(kc_) * ld);
-    std::vector<float> dyt, dwt, part, wt, dy_cm;
+    // The scratch stays from pass to pass: every element read is written first.
     if (want_dw) {
-      dyt.resize(ld * mg_);
-      dwt.resize(static_cast<size_t>(kc_) * mg_);
-      part.resize(dwt.size());
+      dyt_.resize(ld * mg_);
+      dwt_.resize(static_cast<size_t>(kc_) * mg_);
+      part_.resize(dwt_.size());
     }
     if (want_dx) {
-      wt.resize(static_cast<size_t>(kc_) * mg_);
-      if (nb > 1) dy_cm.resize(static_cast<size_t>(mg_) * ld);
+      wt_.resize(static_cast<size_t>(kc_) * mg_);
+      if (nb > 1) dy_cm_.resize(static_cast<size_t>(mg_) * ld);
     }
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
-      if (want_dx && !depthwise_) cpu::Transpose(mg_, kc_, wg, wt.data());
+      if (want_dx && !depthwise_) cpu::Transpose(mg_, kc_, wg, wt_.data());
       const bool dw_direct = want_dw && depthwise_ && geo_.KH == 3 && geo_.KW == 3;
       if (dw_direct) {
         DepthwiseWeightGrad<3, 3>(x, dy, g, din[1]->floats.data() + static_cast<size_t>(g) * kc_);
@@ -137,7 +137,7 @@ class Conv final : public Op {
           const float* cols = Columns(x, b0, samples, g, ld);
           for (int s = 0; s < samples; ++s) {
             cpu::Transpose(mg_, p_, Slice(dy, b0 + s, g, mg_, p_),
-                           dyt.data() + static_cast<size_t>(s) * p_ * mg_);
+                           dyt_.data() + static_cast<size_t>(s) * p_ * mg_);
           }
           // GemmOutput over the flattened k in kGemmKBlock blocks, each chained
           // from 0 and added in block order, fed a chunk's segment at a time.
@@ -146,15 +146,15 @@ class Conv final : public Op {
             const int64_t block_end = (block + 1) * formulas::kGemmKBlock;
             const int n = static_cast<int>(std::min<int64_t>(width - q, block_end - k));
             const bool starts = k % formulas::kGemmKBlock == 0;
-            float* target = block == 0 ? dwt.data() : part.data();
+            float* target = block == 0 ? dwt_.data() : part_.data();
             cpu::Gemm(kc_, mg_, n, cols + q, static_cast<int>(ld),
-                      dyt.data() + static_cast<size_t>(q) * mg_, mg_, target, mg_,
+                      dyt_.data() + static_cast<size_t>(q) * mg_, mg_, target, mg_,
                       /*accumulate=*/!starts);
             k += n;
             q += n;
             const bool ends = k == block_end || k == static_cast<int64_t>(batch_) * p_;
             if (block > 0 && ends) {
-              for (size_t e = 0; e < dwt.size(); ++e) dwt[e] += part[e];
+              for (size_t e = 0; e < dwt_.size(); ++e) dwt_[e] += part_[e];
             }
           }
         }
@@ -170,18 +170,18 @@ class Conv final : public Op {
             for (int s = 0; s < samples; ++s) {
               for (int m = 0; m < mg_; ++m) {
                 std::copy_n(Slice(dy, b0 + s, g, mg_, p_) + m * p_, p_,
-                            dy_cm.data() + m * ld + s * p_);
+                            dy_cm_.data() + m * ld + s * p_);
               }
             }
-            dyc = dy_cm.data();
+            dyc = dy_cm_.data();
           }
           if (direct_ && nb == 1) {
             // Col2Im would only add these (never -0: chains from +0) to a zeroed dX.
-            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld),
+            cpu::Gemm(kc_, width, mg_, wt_.data(), mg_, dyc, static_cast<int>(ld),
                       Slice(din[0]->floats.data(), b0, g, geo_.C, geo_.H * geo_.W),
                       static_cast<int>(ld), false);
           } else {
-            cpu::Gemm(kc_, width, mg_, wt.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
+            cpu::Gemm(kc_, width, mg_, wt_.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
                       static_cast<int>(ld), false);
             for (int s = 0; s < samples; ++s) {
               cpu::Col2ImImage(geo_, cols_.data() + static_cast<size_t>(s) * p_, ld,
@@ -191,7 +191,7 @@ class Conv final : public Op {
         }
       }
       if (want_dw && !dw_direct) {
-        cpu::Transpose(kc_, mg_, dwt.data(),
+        cpu::Transpose(kc_, mg_, dwt_.data(),
                        din[1]->floats.data() + static_cast<size_t>(g) * mg_ * kc_);
       }
     }
@@ -444,7 +444,10 @@ class Conv final : public Op {
   Shape out_shape_;
   int hp_ = 0, wp_ = 0;               // the padded image the depthwise taps read
   std::vector<float> cols_, out_cm_;  // scratch: a chunk's columns, its channel-major Y
-  std::vector<float> pad_, wide_;     // scratch: a padded image, a stride-1 depthwise Y
+  // The backward pass's scratch: dY transposed, dW^T and a later k block's part
+  // of it, W^T, a chunk's channel-major dY.
+  std::vector<float> dyt_, dwt_, part_, wt_, dy_cm_;
+  std::vector<float> pad_, wide_;  // scratch: a padded image, a stride-1 depthwise Y
   // Device scratch: the batch's columns, a channel-major Y or dY, a transposed
   // dY, and a [kc, mg] weight-shaped matrix.
   DeviceMirror cols_dev_, cm_dev_, t_dev_, kcm_dev_;
