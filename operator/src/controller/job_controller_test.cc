@@ -80,6 +80,9 @@ class JobControllerTest : public ::testing::Test {
       r.stateStep = step;
       r.stateUrl = "http://" + pod + ":29400";
     }
+    // The status says Running before the plan is published: wait for it, as
+    // a worker's report would (it is refused until then).
+    ASSERT_TRUE(Eventually([&] { return controller_->book().HasPlan(r.job); }));
     StatusOr<bool> news = controller_->book().Record(r);
     ASSERT_TRUE(news.ok()) << news.status();
     if (*news) controller_->queue().Add(r.job);
