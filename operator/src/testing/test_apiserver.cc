@@ -208,9 +208,11 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }
   if (!out.ok()) return SendError(res, out.status());
-  // One header per warning, as kube-apiserver sends them (code 299, agent "-").
+  // One header per warning, as kube-apiserver sends them (code 299, agent
+  // "-"), each once (a patch retried after a lost race decodes again).
+  std::set<std::string> sent;
   for (const std::string& warning : warnings) {
-    res.set_header("Warning", "299 - " + json(warning).dump());
+    if (sent.insert(warning).second) res.set_header("Warning", "299 - " + json(warning).dump());
   }
   res.set_content(WireJson(*out), "application/json");
 }
