@@ -287,13 +287,13 @@ TEST_F(CrdSchema, VolumeRulesAgreeWithParseJobSpec) {
        "spec.worker.volumes: Invalid value: \"object\": worker.volumes must not overlap the "
        "checkpoint claim's mountPath"},
       {WithVolumes(json::array({Volume("shm", "/data")})),
-       "spec.worker.volumes[0].name: Invalid value: \"shm\": shm and checkpoint are the "
+       "spec.worker.volumes[0].name: Invalid value: \"string\": shm and checkpoint are the "
        "operator's own volumes"},
       {WithVolumes(json::array({Volume("Data", "/data")})),
        "spec.worker.volumes[0].name: Invalid value: \"Data\": spec.worker.volumes[0].name in body "
        "should match"},
       {WithVolumes(json::array({Volume("data", "/dev")})),
-       "spec.worker.volumes[0].mountPath: Invalid value: \"/dev\": must not overlap /dev/shm"},
+       "spec.worker.volumes[0].mountPath: Invalid value: \"string\": must not overlap /dev/shm"},
       {WithVolumes(json::array({Volume("data", "/data/")})),
        "spec.worker.volumes[0].mountPath: Invalid value: \"/data/\": "
        "spec.worker.volumes[0].mountPath in body should match"},
@@ -329,7 +329,7 @@ TEST_F(CrdSchema, EstsAreImmutable) {
   json changed = Job({{"image", "w"}, {"ests", 8}});
   const auto errors = shapes_->Validate(&changed, &old_job);
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0], "spec.ests: Invalid value: 8: ests is immutable");
+  EXPECT_EQ(errors[0], "spec.ests: Invalid value: \"integer\": ests is immutable");
 }
 
 TEST_F(CrdSchema, PrinterColumnsReadSchemaFieldsOfTheirType) {

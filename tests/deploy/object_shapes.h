@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "easyscale/common/status.h"
-#include "structural_schema.h"
+#include "testing/structural_schema.h"
 
 namespace easyscale::deploytest {
+
+using schematest::StructuralSchema;
 
 class ObjectShapes {
  public:

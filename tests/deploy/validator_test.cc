@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "shapes_fixture.h"
-#include "structural_schema.h"
 #include "test_support.h"
+#include "testing/structural_schema.h"
 #include "yaml_loader.h"
 
 namespace easyscale::deploytest {

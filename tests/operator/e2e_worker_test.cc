@@ -269,13 +269,15 @@ TEST_F(IsolatedEndToEnd, AModelFileOnAReadOnlyClaimTrainsToTheLocalRunsDigest) {
   EXPECT_NE((*why)["message"].get<std::string>().find(mount + "/missing.onnx"), std::string::npos)
       << *why;
 
-  // A model file outside the job's volumes is refused before any pod starts,
-  // naming the field.
+  // A model file outside the job's volumes is refused by the API server (the
+  // CRD's rule) before any pod starts, naming the field. (The operator's own
+  // check of it, for jobs an older CRD let in, is in job_controller_test.cc.)
   spec["training"]["modelFile"] = "/opt/cnn.onnx";
   StatusOr<json> refused = c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("k", spec));
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("spec.training.modelFile: \"/opt/cnn.onnx\" is in "
-                                            "none of the job's volumes"),
+  EXPECT_NE(refused.status().message().find("spec.training.modelFile: Invalid value: \"object\": "
+                                            "training.modelFile must lie inside the mountPath of "
+                                            "one of worker.volumes"),
             std::string::npos)
       << refused.status();
 }

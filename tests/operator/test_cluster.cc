@@ -88,9 +88,10 @@ TestCluster::~TestCluster() {
 }
 
 Status TestCluster::StartApiServer() {
-  ES_ASSIGN_OR_RETURN(
-      server_,
-      TestApiServer::Start({.tls = true, .token = "test-token", .bookmarkIntervalMs = 500}));
+  ES_ASSIGN_OR_RETURN(server_, TestApiServer::Start({.tls = true,
+                                                     .token = "test-token",
+                                                     .bookmarkIntervalMs = 500,
+                                                     .strictFieldValidation = true}));
   kubeconfig_ = dir_ + "/kubeconfig";
   ES_RETURN_IF_ERROR(server_->WriteKubeconfig(kubeconfig_));
   ES_ASSIGN_OR_RETURN(client_, KubeClient::Create(server_->ClientConfig()));

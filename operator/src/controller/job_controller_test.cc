@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "easyscale/operator/test_apiserver.h"
+#include "testing/object_store.h"
 #include "testing/test_util.h"
 
 namespace easyscale::op {
@@ -20,7 +21,9 @@ using testing::Eventually;
 class JobControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = testing::TestApiServer::Start({.bookmarkIntervalMs = 200, .validateJobSpecs = false});
+    // Strict: a status field the operator writes and the CRD lacks fails the write.
+    auto s =
+        testing::TestApiServer::Start({.bookmarkIntervalMs = 200, .strictFieldValidation = true});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     auto c = KubeClient::Create(server_->ClientConfig());
@@ -77,6 +80,9 @@ class JobControllerTest : public ::testing::Test {
       r.stateStep = step;
       r.stateUrl = "http://" + pod + ":29400";
     }
+    // The status says Running before the plan is published: wait for it, as
+    // a worker's report would (it is refused until then).
+    ASSERT_TRUE(Eventually([&] { return controller_->book().HasPlan(r.job); }));
     StatusOr<bool> news = controller_->book().Record(r);
     ASSERT_TRUE(news.ok()) << news.status();
     if (*news) controller_->queue().Add(r.job);
@@ -115,6 +121,9 @@ const json kGoodSpec = {{"image", "easyscale/worker:1"},
                         {"checkpoint", {{"mountPath", "/ckpt"}}}};
 
 TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
+  // The CRD refuses these specs; they reach the operator as jobs stored under
+  // an older, looser CRD would.
+  server_->store().SetValidateJobSpecs(false);
   ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
   const std::vector<std::pair<std::string, json>> bad = {
       {"no-ests", {{"image", "x"}, {"ests", 0}}},

@@ -1,9 +1,31 @@
 // kube's error answers and a JSON writer that cannot fail.
 #include "api_answers.h"
 
+#include "absl/strings/cord.h"
+
 namespace easyscale::op::testing {
 
 using nlohmann::json;
+
+namespace {
+
+constexpr absl::string_view kDetailsPayload = "easyscale.io/testing/StatusDetails";
+
+void SendStatusWith(httplib::Response& res, int code, const std::string& reason,
+                    const std::string& message, const json& details) {
+  json status = StatusObject(code, reason, message);
+  if (!details.is_null()) status["details"] = details;
+  res.status = code;
+  if (code == 429) res.set_header("Retry-After", "1");
+  res.set_content(WireJson(status), "application/json");
+}
+
+}  // namespace
+
+Status WithStatusDetails(Status s, const json& details) {
+  s.SetPayload(kDetailsPayload, absl::Cord(WireJson(details)));
+  return s;
+}
 
 std::string WireJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -17,13 +39,17 @@ json StatusObject(int code, const std::string& reason, const std::string& messag
 
 void SendStatus(httplib::Response& res, int code, const std::string& reason,
                 const std::string& message) {
-  res.status = code;
-  if (code == 429) res.set_header("Retry-After", "1");
-  res.set_content(WireJson(StatusObject(code, reason, message)), "application/json");
+  SendStatusWith(res, code, reason, message, json());
 }
 
 void SendError(httplib::Response& res, const Status& s) {
   const std::string msg(s.message());
+  const absl::optional<absl::Cord> details = s.GetPayload(kDetailsPayload);
+  if (details) {
+    const int code = s.code() == absl::StatusCode::kInvalidArgument ? 422 : 400;
+    return SendStatusWith(res, code, code == 422 ? "Invalid" : "BadRequest", msg,
+                          json::parse(std::string(*details), nullptr, false));
+  }
   switch (s.code()) {
     case absl::StatusCode::kNotFound:
       return SendStatus(res, 404, "NotFound", msg);

@@ -26,13 +26,18 @@ std::string WireJson(const nlohmann::json& j);
 // A metav1.Status object of a failure.
 nlohmann::json StatusObject(int code, const std::string& reason, const std::string& message);
 
+// `s` carrying a Status object's `details` (name, group, kind, causes), which
+// SendError writes into its answer.
+Status WithStatusDetails(Status s, const nlohmann::json& details);
+
 // Answers `code` with a Status object; 429 also says when to retry.
 void SendStatus(httplib::Response& res, int code, const std::string& reason,
                 const std::string& message);
 
 // Answers a store error: NotFound 404, AlreadyExists 409, Aborted 409
 // Conflict, InvalidArgument 422, FailedPrecondition 400, OutOfRange 410,
-// ResourceExhausted 429, anything else 500.
+// ResourceExhausted 429, anything else 500; with the details WithStatusDetails
+// attached.
 void SendError(httplib::Response& res, const Status& s);
 
 // Fills an error answer that has no body yet (httplib's own 404, 413, ...)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "custom_resource.h"
 
 namespace easyscale::op::testing {
 namespace {
@@ -38,6 +39,9 @@ constexpr FieldShape kObjectMeta[] = {
     {"metadata/ownerReferences/*/kind", Shape::kString},
     {"metadata/ownerReferences/*/apiVersion", Shape::kString},
     {"metadata/ownerReferences/*/controller", Shape::kBoolean},
+};
+// Custom resources leave these to their CRD's schema (422 with its causes).
+constexpr FieldShape kSpecAndStatus[] = {
     {"spec", Shape::kObject},
     {"status", Shape::kObject},
 };
@@ -151,6 +155,7 @@ Status CheckObjectShape(const Resource& r, const json& obj) {
                                                       ": the body is not a JSON object"));
   }
   Status s = CheckAll(r, obj, kObjectMeta);
+  if (s.ok() && CustomResourceSchema(r) == nullptr) s = CheckAll(r, obj, kSpecAndStatus);
   if (s.ok() && r.plural == "pods") s = CheckAll(r, obj, kPod);
   if (s.ok() && r.plural == "secrets") s = CheckAll(r, obj, kSecret);
   if (s.ok() && r.plural == "events") s = CheckAll(r, obj, kEvent);

@@ -6,8 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "custom_resource.h"
 #include "easyscale/common/checks.h"
-#include "easyscale/common/job_spec.h"
 #include "easyscale/operator/kube_time.h"
 #include "object_shape.h"
 
@@ -198,57 +198,67 @@ const ResourceInfo* ObjectStore::FindResource(const std::string& group, const st
   return nullptr;
 }
 
-Status ObjectStore::Validate(const ResourceInfo& r, const json& obj) const {
+Status ObjectStore::Validate(const ResourceInfo& r, const json& obj,
+                             std::vector<FieldError> errors) const {
   const std::string name = obj["metadata"].value("name", "");
-  auto invalid = [&](const std::string& why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(r.resource.kind, ".", r.resource.group.empty() ? "" : r.resource.group,
-                     r.resource.group.empty() ? "" : " ", "\"", name, "\" is invalid: ", why));
+  std::vector<FieldError> own;
+  auto add = [&](const std::string& field, const std::string& message,
+                 const char* reason = "FieldValueInvalid") {
+    own.push_back({reason, field, message});
   };
   if (!ValidDnsName(name, true)) {
-    return invalid("metadata.name: Invalid value: \"" + name +
-                   "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                   "characters, '-' or '.', and must start and end with an alphanumeric character");
+    add("metadata.name", "Invalid value: \"" + name +
+                             "\": a lowercase RFC 1123 subdomain must consist of lower case "
+                             "alphanumeric characters, '-' or '.', and must start and end with an "
+                             "alphanumeric character");
   }
   const std::string ns = obj["metadata"].value("namespace", "");
   if (r.resource.namespaced && !ValidDnsName(ns, false)) {
-    return invalid("metadata.namespace: Invalid value: \"" + ns +
-                   "\": a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                   "characters or '-', and must start and end with an alphanumeric character");
+    add("metadata.namespace", "Invalid value: \"" + ns +
+                                  "\": a lowercase RFC 1123 label must consist of lower case "
+                                  "alphanumeric characters or '-', and must start and end with an "
+                                  "alphanumeric character");
   }
-  if (r.resource.plural == "easyscalejobs") {
-    if (!obj.contains("spec")) return invalid("spec: Required value");
-    if (!validateJobSpecs_) return absl::OkStatus();
-    StatusOr<JobSpec> spec = ParseJobSpec(obj["spec"], "spec");
-    if (!spec.ok()) return invalid(std::string(spec.status().message()));
-  } else if (r.resource.plural == "pods") {
+  if (r.resource.plural == "pods") {
     const json spec = obj.value("spec", json::object());
     const json containers = spec.value("containers", json::array());
     if (!containers.is_array() || containers.empty()) {
-      return invalid("spec.containers: Required value");
+      add("spec.containers", "Required value", "FieldValueRequired");
     }
-    for (size_t i = 0; i < containers.size(); ++i) {
-      if (containers[i].value("name", "").empty()) {
-        return invalid(absl::StrCat("spec.containers[", i, "].name: Required value"));
-      }
-      if (containers[i].value("image", "").empty()) {
-        return invalid(absl::StrCat("spec.containers[", i, "].image: Required value"));
+    for (size_t i = 0; containers.is_array() && i < containers.size(); ++i) {
+      for (const char* field : {"name", "image"}) {
+        if (containers[i].value(field, "").empty()) {
+          add(absl::StrCat("spec.containers[", i, "].", field), "Required value",
+              "FieldValueRequired");
+        }
       }
     }
   } else if (r.resource.plural == "customresourcedefinitions") {
     const json& spec = obj.value("spec", json::object());
     const std::string plural = spec.value("names", json::object()).value("plural", "");
-    if (plural.empty()) return invalid("spec.names.plural: Required value");
-    if (name != plural + "." + spec.value("group", "")) {
-      return invalid("metadata.name: Invalid value: \"" + name +
-                     "\": must be spec.names.plural+\".\"+spec.group");
+    if (plural.empty()) {
+      add("spec.names.plural", "Required value", "FieldValueRequired");
+    } else if (name != plural + "." + spec.value("group", "")) {
+      add("metadata.name",
+          "Invalid value: \"" + name + "\": must be spec.names.plural+\".\"+spec.group");
     }
   } else if (r.resource.plural == "events") {
     if (!obj.contains("involvedObject") || !obj["involvedObject"].is_object()) {
-      return invalid("involvedObject: Required value");
+      add("involvedObject", "Required value", "FieldValueRequired");
     }
   }
-  return absl::OkStatus();
+  own.insert(own.end(), errors.begin(), errors.end());
+  if (own.empty()) return absl::OkStatus();
+  return InvalidObject(r.resource, name, own);
+}
+
+StatusOr<std::vector<FieldError>> ObjectStore::Decode(const ResourceInfo& r, json* obj,
+                                                      const json* old, bool statusOnly,
+                                                      WriteOptions w) const {
+  if (!statusOnly && !validateJobSpecs_) return std::vector<FieldError>();
+  const FieldValidation v =
+      w.fieldValidation == FieldValidation::kDefault ? defaultFieldValidation_ : w.fieldValidation;
+  return DecodeCustomResource(r, obj, old, statusOnly, v, w.warnings);
 }
 
 void ObjectStore::Record(const std::string& plural, const std::string& type, const json& obj,
@@ -318,15 +328,16 @@ StatusOr<json> ObjectStore::Create(const ResourceInfo& r, const std::string& ns,
   }
   obj["kind"] = r.resource.kind;
   obj["apiVersion"] = r.resource.apiVersion();
+  if (r.hasStatus) obj.erase("status");  // writes to the main resource ignore status
   if (r.resource.plural == "secrets") ES_RETURN_IF_ERROR(NormalizeSecret(obj));
-  ES_RETURN_IF_ERROR(Validate(r, obj));
-  const std::string key = Key(ns, m["name"]);
+  ES_ASSIGN_OR_RETURN(std::vector<FieldError> schemaErrors, Decode(r, &obj, nullptr, false, w));
+  ES_RETURN_IF_ERROR(Validate(r, obj, std::move(schemaErrors)));
+  const std::string key = Key(ns, obj["metadata"]["name"]);
   Objects& objs = objects_[r.resource.plural];
   if (objs.count(key) != 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(Qualified(r), " \"", m["name"].get<std::string>(), "\" already exists"));
+    return absl::AlreadyExistsError(absl::StrCat(
+        Qualified(r), " \"", obj["metadata"]["name"].get<std::string>(), "\" already exists"));
   }
-  if (r.hasStatus) obj.erase("status");  // writes to the main resource ignore status
   if (r.resource.plural == "pods") obj["status"] = {{"phase", "Pending"}};
   if (r.resource.plural == "customresourcedefinitions") obj["status"] = EstablishedCrdStatus(obj);
   m["uid"] = absl::StrFormat("00000000-0000-4000-8000-%012d", ++uidCounter_);
@@ -362,6 +373,8 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
   if (status) {  // /status: only the status stanza changes
     next = old;
     if (obj.contains("status")) next["status"] = obj["status"];
+    ES_ASSIGN_OR_RETURN(std::vector<FieldError> schemaErrors, Decode(r, &next, &old, true, w));
+    if (!schemaErrors.empty()) return InvalidObject(r.resource, name, schemaErrors);
   } else {
     next = obj;
     if (r.hasStatus) {  // the main resource: status is kept
@@ -381,11 +394,13 @@ StatusOr<json> ObjectStore::Update(const ResourceInfo& r, const std::string& ns,
     nm["name"] = name;
     next["kind"] = r.resource.kind;
     next["apiVersion"] = r.resource.apiVersion();
-    if (old.value("spec", json()) != next.value("spec", json()) && nm.contains("generation")) {
-      nm["generation"] = nm["generation"].get<int64_t>() + 1;
+    ES_ASSIGN_OR_RETURN(std::vector<FieldError> schemaErrors, Decode(r, &next, &old, false, w));
+    json& meta = next["metadata"];
+    if (old.value("spec", json()) != next.value("spec", json()) && meta.contains("generation")) {
+      meta["generation"] = meta["generation"].get<int64_t>() + 1;
     }
     if (r.resource.plural == "secrets") ES_RETURN_IF_ERROR(NormalizeSecret(next));
-    ES_RETURN_IF_ERROR(Validate(r, next));
+    ES_RETURN_IF_ERROR(Validate(r, next, std::move(schemaErrors)));
   }
   next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];
   if (next == old) return old;  // a no-op write keeps the resourceVersion
@@ -523,6 +538,11 @@ void ObjectStore::SetCompactionWindow(size_t events) {
 void ObjectStore::SetValidateJobSpecs(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
   validateJobSpecs_ = on;
+}
+
+void ObjectStore::SetDefaultFieldValidation(FieldValidation v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  defaultFieldValidation_ = v == FieldValidation::kDefault ? FieldValidation::kWarn : v;
 }
 
 void ObjectStore::Compact() {

@@ -3,8 +3,9 @@
 // The state of the test API server: objects by resource, namespace and name,
 // one global resourceVersion, and the history of changes that watches resume
 // from. It applies kube-apiserver's write rules: status subresource split,
-// generation bumps on spec changes, optimistic concurrency, finalizers and
-// garbage collection of dependents whose owner is gone.
+// generation bumps on spec changes, optimistic concurrency, finalizers,
+// garbage collection of dependents whose owner is gone, and custom resources
+// pruned, defaulted and validated by their CRD (custom_resource.h).
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,7 @@
 
 #include "easyscale/common/status.h"
 #include "easyscale/operator/kube_client.h"
+#include "testing/structural_schema.h"
 
 namespace easyscale::op::testing {
 
@@ -41,10 +43,17 @@ struct StoredEvent {
   nlohmann::json previous;  // the object before a MODIFIED, for selector moves
 };
 
+// What a write does with the unknown fields of a custom resource (the
+// request's fieldValidation): prune them silently (Ignore), prune them with a
+// warning each (Warn, kube's default), or refuse the write (Strict, 400).
+enum class FieldValidation { kDefault, kIgnore, kWarn, kStrict };
+
 // A write with dryRun (the request's dryRun=All) runs every check and
 // answers what would be stored, storing nothing.
 struct WriteOptions {
   bool dryRun = false;
+  FieldValidation fieldValidation = FieldValidation::kDefault;  // kDefault: the store's
+  std::vector<std::string>* warnings = nullptr;  // where Warn's warnings go, when wanted
 };
 
 // What a DELETE asks for besides the object (metav1.DeleteOptions).
@@ -110,7 +119,12 @@ class ObjectStore {
 
   int64_t CurrentRv();
   void SetCompactionWindow(size_t events);
+  // false: writes of EasyScaleJobs to the main resource skip the CRD's
+  // schema (as objects stored under an older, looser CRD would), for tests of
+  // the operator's own validation. Status writes are always checked.
   void SetValidateJobSpecs(bool on);
+  // What writes without a fieldValidation get (kube's default is Warn).
+  void SetDefaultFieldValidation(FieldValidation v);
   // Forgets the whole history: any watch from an older RV gets 410.
   void Compact();
 
@@ -118,7 +132,15 @@ class ObjectStore {
   using Objects = std::map<std::string, nlohmann::json>;  // "ns/name" -> object
   StatusOr<Objects::iterator> FindLocked(const ResourceInfo& r, const std::string& ns,
                                          const std::string& name);
-  Status Validate(const ResourceInfo& r, const nlohmann::json& obj) const;
+  // kube's checks of `obj` (its name, namespace and kind-specific fields)
+  // after the custom resource's `schemaErrors`: 422 with every cause.
+  Status Validate(const ResourceInfo& r, const nlohmann::json& obj,
+                  std::vector<schematest::FieldError> schemaErrors = {}) const;
+  // Prunes, defaults and checks a custom resource against its CRD (see
+  // custom_resource.h); returns the schema's errors for Validate.
+  StatusOr<std::vector<schematest::FieldError>> Decode(const ResourceInfo& r, nlohmann::json* obj,
+                                                       const nlohmann::json* old, bool statusOnly,
+                                                       WriteOptions w) const;
   void Record(const std::string& plural, const std::string& type, const nlohmann::json& obj,
               const nlohmann::json& previous);
   // Commits `obj` replacing `old` (or removes it when its last finalizer went).
@@ -148,6 +170,7 @@ class ObjectStore {
   int64_t compactedRv_ = 0;  // events at or below this RV are forgotten
   size_t window_ = 100000;
   bool validateJobSpecs_ = true;
+  FieldValidation defaultFieldValidation_ = FieldValidation::kWarn;
 };
 
 }  // namespace easyscale::op::testing

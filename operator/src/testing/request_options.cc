@@ -23,13 +23,18 @@ StatusOr<std::optional<bool>> BoolParam(const httplib::Request& req, const std::
 
 StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req) {
   const std::string fieldValidation = req.get_param_value("fieldValidation");
-  if (!fieldValidation.empty() && fieldValidation != "Ignore" && fieldValidation != "Warn" &&
-      fieldValidation != "Strict") {
+  WriteOptions w;
+  if (fieldValidation == "Ignore") {
+    w.fieldValidation = FieldValidation::kIgnore;
+  } else if (fieldValidation == "Warn") {
+    w.fieldValidation = FieldValidation::kWarn;
+  } else if (fieldValidation == "Strict") {
+    w.fieldValidation = FieldValidation::kStrict;
+  } else if (!fieldValidation.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("fieldValidation: Unsupported value: \"", fieldValidation,
                      "\": supported values: \"Ignore\", \"Warn\", \"Strict\""));
   }
-  WriteOptions w;
   for (size_t i = 0; i < req.get_param_value_count("dryRun"); ++i) {
     const std::string v = req.get_param_value("dryRun", i);
     if (v != "All") {

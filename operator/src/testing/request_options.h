@@ -20,9 +20,8 @@ namespace easyscale::op::testing {
 // True, 0 f F FALSE false False); nullopt when absent.
 StatusOr<std::optional<bool>> BoolParam(const httplib::Request& req, const std::string& name);
 
-// dryRun (only "All" exists) and fieldValidation (Ignore, Warn, Strict; only
-// checked: unknown fields are neither pruned nor rejected yet, see
-// tests/operator/CONFORMANCE.md).
+// dryRun (only "All" exists) and fieldValidation (Ignore, Warn, Strict;
+// absent: the store's default).
 StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req);
 
 // metav1.DeleteOptions from the body and the query (the query wins):

@@ -17,6 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "api_answers.h"
+#include "custom_resource.h"
 #include "discovery.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
@@ -144,6 +145,8 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
                                 httplib::Response& res, const ResourceInfo& r, const Target& t) {
   StatusOr<WriteOptions> w = WriteOptionsOf(req);
   if (!w.ok()) return SendError(res, w.status());
+  std::vector<std::string> warnings;
+  w->warnings = &warnings;
   const bool status = t.sub == "status";
   json body;
   const std::string contentType = req.get_header_value("Content-Type");
@@ -205,6 +208,12 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
     return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
   }
   if (!out.ok()) return SendError(res, out.status());
+  // One header per warning, as kube-apiserver sends them (code 299, agent
+  // "-"), each once (a patch retried after a lost race decodes again).
+  std::set<std::string> sent;
+  for (const std::string& warning : warnings) {
+    if (sent.insert(warning).second) res.set_header("Warning", "299 - " + json(warning).dump());
+  }
   res.set_content(WireJson(*out), "application/json");
 }
 
@@ -359,10 +368,13 @@ void TestApiServer::Impl::Watch(const ResourceInfo& r, const std::string& ns,
 }
 
 StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServerOptions& o) {
+  ES_RETURN_IF_ERROR(CheckServedCrdSchema());
   auto impl = std::make_unique<Impl>();
   impl->options = o;
   impl->store.SetCompactionWindow(o.compactionWindow);
   impl->store.SetValidateJobSpecs(o.validateJobSpecs);
+  impl->store.SetDefaultFieldValidation(o.strictFieldValidation ? FieldValidation::kStrict
+                                                                : FieldValidation::kWarn);
   if (o.tls) {
     ES_ASSIGN_OR_RETURN(impl->cert, MakeSelfSignedCert("easyscale-test-apiserver"));
     BIO* cb =

@@ -69,9 +69,10 @@ TEST_F(TestApiServerWireTest, FieldsOfTheWrongTypeAreBadRequests) {
   ExpectStatus(Call("PATCH", kPodsPath + "/p", R"({"metadata":{"labels":{"a":1}}})",
                     "application/merge-patch+json"),
                400, "BadRequest");
+  // A custom resource's fields are its CRD's to check: 422, as kube answers.
   ExpectStatus(Call("PATCH", kJobsPath + "/j/status", R"({"status":"notanobject"})",
                     "application/merge-patch+json"),
-               400, "BadRequest");
+               422, "Invalid");
   ExpectStatus(Call("POST", kPodsPath, "[1,2]"), 400, "BadRequest");
   ExpectStatus(Call("POST", kPodsPath, "{"), 400, "BadRequest");
   // A delete of objects stored before still works: nothing unreadable was stored.

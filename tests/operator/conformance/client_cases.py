@@ -176,13 +176,39 @@ def python_dry_run(s):
 
 
 @case("Python client: create a job with an unknown field (spec.maxWorker), no fieldValidation",
-      "created with the field pruned (and a Warning header)", gap=True)
+      "created with the field pruned (and a Warning header)")
 def python_unknown_field_pruned(s):
     jobs, _ = s.python_client()
     bad = job("typo")
     bad["spec"]["maxWorker"] = 2
-    made = jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, bad)
-    check("maxWorker" not in made["spec"], f"stored with the unknown field: {made['spec']}")
+    _, code, headers = jobs.create_namespaced_custom_object_with_http_info(
+        GROUP, VERSION, "default", PLURAL, bad)
+    made = jobs.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "typo")
+    check(code == 201 and "maxWorker" not in made["spec"],
+          f"stored with the unknown field: {made['spec']}")
+    warning = headers.get("Warning", "")
+    check(warning == '299 - "unknown field \\"spec.maxWorker\\""', f"Warning: {warning!r}")
+
+
+@case("Python client: `replace_namespaced_custom_object_status` with `status: \"notanobject\"`, "
+      "then `workerCount: -3`",
+      "ApiException(422) with the cause's field (status, status.workerCount); nothing written")
+def python_status_invalid(s):
+    from kubernetes.client.rest import ApiException
+    jobs, _ = s.python_client()
+    made = jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, job("st"))
+    for status, field in (("notanobject", "status"), ({"workerCount": -3}, "status.workerCount")):
+        made["status"] = status
+        try:
+            jobs.replace_namespaced_custom_object_status(GROUP, VERSION, "default", PLURAL, "st",
+                                                         made)
+            raise Failed(f"status {status!r} was written")
+        except ApiException as e:
+            body = json.loads(e.body)
+            check(e.status == 422 and [c["field"] for c in body["details"]["causes"]] == [field],
+                  e.body)
+    stored = jobs.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "st")
+    check("status" not in stored, stored)
 
 
 @case("Python client: `patch_namespaced_pod` (it sends application/json-patch+json)",

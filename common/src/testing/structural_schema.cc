@@ -9,7 +9,7 @@
 #include "cel_rules.h"
 #include "easyscale/common/checks.h"
 
-namespace easyscale::deploytest {
+namespace easyscale::schematest {
 namespace {
 
 using nlohmann::json;
@@ -79,7 +79,7 @@ Status CheckSchemaNode(const json& s, const std::string& path) {
     const std::string rule = v.value("rule", "");
     if (!IsKnownCelRule(rule)) {
       return absl::UnimplementedError(path + ": no implementation of CEL rule \"" + rule +
-                                      "\" in tests/deploy/cel_rules.cc");
+                                      "\" in common/src/testing/cel_rules.cc");
     }
   }
   for (const auto& name : s.value("required", json::array())) {
@@ -132,8 +132,11 @@ bool IsDateTime(const std::string& s) {
 
 class Validator {
  public:
-  Validator(const json& metadata_schema, std::vector<std::string>* errors)
-      : metadata_schema_(metadata_schema), errors_(errors) {}
+  // With `pruned`, unknown fields are removed and listed there; without, each
+  // is an error.
+  Validator(const json& metadata_schema, std::vector<FieldError>* errors,
+            std::vector<std::string>* pruned)
+      : metadata_schema_(metadata_schema), errors_(errors), pruned_(pruned) {}
 
   void Node(json* v, const json& s, const std::string& path, const json* old) {
     const size_t errors_before = errors_->size();
@@ -143,13 +146,15 @@ class Validator {
     const json type_name = JsonType(*v);
     if (Flag(s, "x-kubernetes-int-or-string")) {
       if (!v->is_number_integer() && !v->is_string()) {
-        fail.Invalid(type_name, "must be of type int-or-string: " + type_name.dump());
+        fail.Invalid(type_name, "must be of type int-or-string: " + type_name.dump(),
+                     "FieldValueTypeInvalid");
         return Enum(*v, s, fail);
       }
     } else if (s.contains("type")) {
       const std::string want = s["type"];
       if (!TypeMatches(want, *v)) {
-        fail.Invalid(type_name, "must be of type " + want + ": " + type_name.dump());
+        fail.Invalid(type_name, "must be of type " + want + ": " + type_name.dump(),
+                     "FieldValueTypeInvalid");
         return Enum(*v, s, fail);
       }
       if (want == "integer" && IsWholeNumber(*v)) *v = static_cast<int64_t>(v->get<double>());
@@ -167,9 +172,10 @@ class Validator {
   struct Fail {
     Validator* self;
     const std::string& path;
-    void Invalid(const json& v, const std::string& what) const {
-      self->errors_->push_back(path + ": Invalid value: " + Shown(v) + ": " + path + " in body " +
-                               what);
+    void Invalid(const json& v, const std::string& what,
+                 const char* reason = "FieldValueInvalid") const {
+      self->errors_->push_back(
+          {reason, path, "Invalid value: " + Shown(v) + ": " + path + " in body " + what});
     }
   };
 
@@ -180,8 +186,9 @@ class Validator {
     }
     std::vector<std::string> shown;
     for (const auto& allowed : s["enum"]) shown.push_back(allowed.dump());
-    errors_->push_back(fail.path + ": Unsupported value: " + Shown(v) +
-                       ": supported values: " + absl::StrJoin(shown, ", "));
+    errors_->push_back(
+        {"FieldValueNotSupported", fail.path,
+         "Unsupported value: " + Shown(v) + ": supported values: " + absl::StrJoin(shown, ", ")});
   }
 
   void Range(const json& v, const json& s, const Fail& fail) {
@@ -226,10 +233,15 @@ class Validator {
 
   void Object(json* v, const json& s, const std::string& path, const json* old) {
     const std::string prefix = path.empty() ? "" : path + ".";
-    // Nulls of non-nullable fields are pruned before defaulting.
+    // Unknown fields are pruned (when pruning), then nulls of non-nullable
+    // fields, before defaulting.
+    const bool preserve = Flag(s, "x-kubernetes-preserve-unknown-fields");
     for (auto it = v->begin(); it != v->end();) {
       const json* sub = PropertySchema(s, it.key(), path);
-      if (it->is_null() && !(sub != nullptr && Flag(*sub, "nullable"))) {
+      if (sub == nullptr && !preserve && pruned_ != nullptr) {
+        pruned_->push_back(prefix + it.key());
+        it = v->erase(it);
+      } else if (it->is_null() && !(sub != nullptr && Flag(*sub, "nullable"))) {
         it = v->erase(it);
       } else {
         ++it;
@@ -242,20 +254,18 @@ class Validator {
     }
     for (const auto& name : s.value("required", json::array())) {
       if (!v->contains(name.get<std::string>())) {
-        errors_->push_back(prefix + name.get<std::string>() + ": Required value");
+        errors_->push_back(
+            {"FieldValueRequired", prefix + name.get<std::string>(), "Required value"});
       }
     }
     if (s.contains("minProperties") && v->size() < s["minProperties"].get<size_t>()) {
-      errors_->push_back(
-          path + ": Invalid value: " + Shown(*v) + ": " + path + " in body " +
-          absl::StrCat("should have at least ", s["minProperties"].get<size_t>(), " properties"));
+      Fail{this, path}.Invalid(*v, absl::StrCat("should have at least ",
+                                                s["minProperties"].get<size_t>(), " properties"));
     }
     for (auto& [name, child] : v->items()) {
       const json* sub = PropertySchema(s, name, path);
       if (sub == nullptr) {
-        if (!Flag(s, "x-kubernetes-preserve-unknown-fields")) {
-          errors_->push_back("unknown field \"" + prefix + name + "\"");
-        }
+        if (!preserve) errors_->push_back({"", "", "unknown field \"" + prefix + name + "\""});
         continue;
       }
       const json* old_child =
@@ -305,7 +315,8 @@ class Validator {
         }
       }
       if (!seen.insert(key.dump()).second) {
-        errors_->push_back(absl::StrCat(path, "[", i, "]: Duplicate value: ", key.dump()));
+        errors_->push_back({"FieldValueDuplicate", absl::StrCat(path, "[", i, "]"),
+                            "Duplicate value: " + key.dump()});
       }
     }
   }
@@ -318,18 +329,23 @@ class Validator {
       const std::string field_path = rule_spec.value("fieldPath", "");
       if (!field_path.empty()) where += field_path[0] == '.' ? field_path : "." + field_path;
       const StatusOr<bool> ok = EvaluateCelRule(rule, v, old);
+      // The API server shows the schema's type, not the value, as CEL's.
+      const std::string type = json(s.value("type", "object")).dump();
       if (!ok.ok()) {
-        errors_->push_back(where + ": Invalid value: " + Shown(v) + ": " + rule + ": " +
-                           std::string(ok.status().message()));
+        errors_->push_back(
+            {"FieldValueInvalid", where,
+             "Invalid value: " + type + ": " + rule + ": " + std::string(ok.status().message())});
       } else if (!*ok) {
-        errors_->push_back(where + ": Invalid value: " + Shown(v) + ": " +
-                           rule_spec.value("message", "failed rule: " + rule));
+        errors_->push_back(
+            {"FieldValueInvalid", where,
+             "Invalid value: " + type + ": " + rule_spec.value("message", "failed rule: " + rule)});
       }
     }
   }
 
   const json& metadata_schema_;
-  std::vector<std::string>* errors_;
+  std::vector<FieldError>* errors_;
+  std::vector<std::string>* pruned_;  // null: unknown fields are errors
 };
 
 }  // namespace
@@ -345,9 +361,41 @@ void StructuralSchema::SetMetadataSchema(const StructuralSchema& schema) {
 
 std::vector<std::string> StructuralSchema::Validate(nlohmann::json* object,
                                                     const nlohmann::json* old_object) const {
-  std::vector<std::string> errors;
-  Validator(metadata_schema_, &errors).Node(object, schema_, "", old_object);
-  return errors;
+  std::vector<FieldError> errors;
+  Validator(metadata_schema_, &errors, nullptr).Node(object, schema_, "", old_object);
+  std::vector<std::string> out;
+  for (const FieldError& e : errors) out.push_back(e.ToString());
+  return out;
 }
 
-}  // namespace easyscale::deploytest
+SchemaResult StructuralSchema::Prune(nlohmann::json* object, const nlohmann::json* old_object,
+                                     const std::string& property) const {
+  SchemaResult r;
+  Validator v(metadata_schema_, &r.errors, &r.pruned);
+  if (property.empty()) {
+    v.Node(object, schema_, "", old_object);
+    return r;
+  }
+  const json* sub = nullptr;
+  if (schema_.contains("properties") && schema_["properties"].contains(property)) {
+    sub = &schema_["properties"][property];
+  }
+  if (!object->is_object() || !object->contains(property)) return r;
+  if ((*object)[property].is_null()) {  // a null is dropped, as at any other level
+    object->erase(property);
+    return r;
+  }
+  if (sub == nullptr) {
+    r.pruned.push_back(property);
+    object->erase(property);
+    return r;
+  }
+  const json* old =
+      (old_object != nullptr && old_object->is_object() && old_object->contains(property))
+          ? &(*old_object)[property]
+          : nullptr;
+  v.Node(&(*object)[property], *sub, property, old);
+  return r;
+}
+
+}  // namespace easyscale::schematest

@@ -7,7 +7,7 @@
 
 #include "easyscale/common/checks.h"
 
-namespace easyscale::deploytest {
+namespace easyscale::schematest {
 namespace {
 
 using Rule = std::function<StatusOr<bool>(const nlohmann::json&, const nlohmann::json*)>;
@@ -225,4 +225,4 @@ StatusOr<bool> EvaluateCelRule(const std::string& rule, const nlohmann::json& se
   return it->second(self, old_self);
 }
 
-}  // namespace easyscale::deploytest
+}  // namespace easyscale::schematest

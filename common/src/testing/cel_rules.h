@@ -1,4 +1,4 @@
-// File: tests/deploy/cel_rules.h
+// File: common/src/testing/cel_rules.h
 //
 // The CEL rules (x-kubernetes-validations) our schemas use, implemented in C++
 // and looked up by their exact rule text. No CEL library exists on these
@@ -11,7 +11,7 @@
 
 #include "easyscale/common/status.h"
 
-namespace easyscale::deploytest {
+namespace easyscale::schematest {
 
 // True when `rule` has an implementation.
 bool IsKnownCelRule(const std::string& rule);
@@ -23,4 +23,4 @@ bool IsTransitionRule(const std::string& rule);
 StatusOr<bool> EvaluateCelRule(const std::string& rule, const nlohmann::json& self,
                                const nlohmann::json* old_self);
 
-}  // namespace easyscale::deploytest
+}  // namespace easyscale::schematest
