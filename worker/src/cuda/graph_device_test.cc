@@ -54,6 +54,8 @@ class GraphDeviceTest : public ::testing::Test {
     const std::vector<ValueInfo> out_infos = (*cpu_op)->OutputInfos();
 
     RunContext cpu_ctx, dev_ctx;
+    DeviceWorkspace workspace;
+    dev_ctx.workspace = &workspace;
     uint64_t cpu_counter = 7, dev_counter = 7;
     cpu_ctx.training = dev_ctx.training = training;
     cpu_ctx.dropout_key = dev_ctx.dropout_key = PhiloxKey{0x1234, 0x5678};

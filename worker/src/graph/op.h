@@ -54,6 +54,14 @@ struct Value {
   }
 };
 
+// Device memory that an op uses within one call only, in slots it numbers
+// itself: the ops of a program run one after another on one stream, so they
+// share it (Program hands its own to every pass).
+struct DeviceWorkspace {
+  static constexpr int kSlots = 4;
+  DeviceMirror slots[kSlots];
+};
+
 // What one pass sees of the EST that runs it.
 struct RunContext {
   bool training = true;
@@ -68,6 +76,7 @@ struct RunContext {
   // then passes its offset from dropout_counter_start.
   const uint64_t* dropout_counter_slot = nullptr;
   uint64_t dropout_counter_start = 0;
+  DeviceWorkspace* workspace = nullptr;  // on a device: the program's transient scratch
 };
 
 // A value's elements in ctx.device's memory (float or int64 by its dtype),

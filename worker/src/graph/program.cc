@@ -151,6 +151,7 @@ Status Program::CheckRunsOnDevice() const {
 }
 
 void Program::Forward(RunContext& ctx) {
+  ctx.workspace = &workspace_;
   if (ctx.device != nullptr && uploaded_to_ != ctx.device) {
     // The constants; parameters and state are the caller's (in their mirrors now).
     const auto callers = [&](const std::string& name) {
@@ -246,6 +247,7 @@ Value Program::TakeGradient(RunContext& ctx, const Shape& shape) {
 }
 
 void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
+  ctx.workspace = &workspace_;
   std::fill(has_grad_.begin(), has_grad_.end(), false);
   for (auto& parts : contributions_) parts.clear();
   for (Value& g : grads_) {

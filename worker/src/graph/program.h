@@ -91,6 +91,7 @@ class Program {
   // device memory).
   std::vector<Value> spare_;
   const KernelBackend* uploaded_to_ = nullptr;  // the device holding the initializers
+  DeviceWorkspace workspace_;                   // the ops' transient device scratch
 };
 
 }  // namespace easyscale::graph

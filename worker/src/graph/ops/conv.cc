@@ -198,7 +198,9 @@ class Conv final : public Op {
   }
 
   // Every convolution on the device takes the GEMM route over the whole
-  // batch's columns (the depthwise and 1x1 shortcuts above give the same bits).
+  // batch's columns (the depthwise and 1x1 shortcuts above give the same bits),
+  // in the pass's transient scratch: slot 0 the columns, 1 a channel-major Y or
+  // dY, 2 a transposed dY, 3 a [kc, mg] weight-shaped matrix.
   bool RunsOnDevice() const override { return true; }
 
  private:
@@ -211,8 +213,8 @@ class Conv final : public Op {
     const float* bias = has_bias_ ? DeviceData(ctx, *in[2]) : nullptr;
     float* y = DeviceData(ctx, *out[0]);
     const size_t width = static_cast<size_t>(batch_) * p_;
-    float* cols = DeviceScratch(ctx, cols_dev_, kc_ * width);
-    float* ycm = DeviceScratch(ctx, cm_dev_, mg_ * width);
+    float* cols = TransientScratch(ctx, 0, kc_ * width);
+    float* ycm = TransientScratch(ctx, 1, mg_ * width);
     for (int g = 0; g < group_; ++g) {
       CheckLaunch(cuda_ops::ConvColumns(batch_, group_, g, geo_, x, cols, st), "Conv columns");
       CheckLaunch(
@@ -241,10 +243,10 @@ class Conv final : public Op {
     const bool want_dx = din[0] != nullptr, want_dw = din[1] != nullptr;
     if (!want_dx && !want_dw) return;
     const int width = batch_ * p_;
-    float* cols = DeviceScratch(ctx, cols_dev_, static_cast<size_t>(kc_) * width);
-    float* dycm = DeviceScratch(ctx, cm_dev_, static_cast<size_t>(mg_) * width);
-    float* t = DeviceScratch(ctx, t_dev_, static_cast<size_t>(std::max(kc_, width)) * mg_);
-    float* kcm = DeviceScratch(ctx, kcm_dev_, static_cast<size_t>(kc_) * mg_);
+    float* cols = TransientScratch(ctx, 0, static_cast<size_t>(kc_) * width);
+    float* dycm = TransientScratch(ctx, 1, static_cast<size_t>(mg_) * width);
+    float* t = TransientScratch(ctx, 2, static_cast<size_t>(std::max(kc_, width)) * mg_);
+    float* kcm = TransientScratch(ctx, 3, static_cast<size_t>(kc_) * mg_);
     for (int g = 0; g < group_; ++g) {
       const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
       CheckLaunch(cuda_ops::GroupLayout(batch_, mg_ * group_, g, mg_, p_, false, dy, dycm, st),
@@ -448,9 +450,6 @@ class Conv final : public Op {
   // of it, W^T, a chunk's channel-major dY.
   std::vector<float> dyt_, dwt_, part_, wt_, dy_cm_;
   std::vector<float> pad_, wide_;  // scratch: a padded image, a stride-1 depthwise Y
-  // Device scratch: the batch's columns, a channel-major Y or dY, a transposed
-  // dY, and a [kc, mg] weight-shaped matrix.
-  DeviceMirror cols_dev_, cm_dev_, t_dev_, kcm_dev_;
 };
 
 }  // namespace

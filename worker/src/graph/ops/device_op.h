@@ -9,6 +9,7 @@
 
 #include "cuda_kernels.h"
 #include "device_buffer.h"
+#include "easyscale/common/checks.h"
 #include "graph/op.h"
 #include "graph/ops/broadcast.h"
 #include "graph/ops/cuda_ops.h"
@@ -27,6 +28,18 @@ inline void CheckLaunch(cudaError_t err, const char* what) { cuda::ThrowIfError(
 // pass to pass.
 inline float* DeviceScratch(RunContext& ctx, DeviceMirror& m, size_t n) {
   return static_cast<float*>(ctx.device->Address(nullptr, n * sizeof(float), m));
+}
+
+// n floats of transient scratch: slot `slot` of the pass's workspace, valid
+// until the op's call returns (the next op may take it). A slot only grows, to
+// the largest request of the program's first pass, so a recorded pass's
+// addresses stay.
+inline float* TransientScratch(RunContext& ctx, int slot, size_t n) {
+  ES_CHECK(ctx.workspace != nullptr && slot >= 0 && slot < DeviceWorkspace::kSlots)
+      << "transient scratch needs the pass's workspace";
+  DeviceMirror& m = ctx.workspace->slots[slot];
+  if (m.bytes() < n * sizeof(float)) ctx.device->Address(nullptr, n * sizeof(float), m);
+  return static_cast<float*>(m.get());
 }
 
 static_assert(cuda_ops::kMaxRank == kMaxDeviceRank);

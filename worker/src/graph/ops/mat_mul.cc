@@ -134,7 +134,7 @@ class MatMul final : public Op {
     const size_t batches = a_batch_.size();
     if (din[0] != nullptr) {
       float* da = DeviceData(ctx, *din[0]);
-      float* t_buf = DeviceScratch(ctx, bt_dev_, b_size);
+      float* t_buf = TransientScratch(ctx, 0, b_size);
       std::vector<bool> started(din[0]->size() / a_size, false);
       for (size_t t = 0; t < batches; ++t) {
         CheckLaunch(cuda::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf, st),
@@ -147,7 +147,7 @@ class MatMul final : public Op {
     }
     if (din[1] != nullptr) {
       float* db = DeviceData(ctx, *din[1]);
-      float* t_buf = DeviceScratch(ctx, at_dev_, a_size);
+      float* t_buf = TransientScratch(ctx, 0, a_size);
       std::vector<bool> started(din[1]->size() / b_size, false);
       for (size_t t = 0; t < batches; ++t) {
         CheckLaunch(cuda::Transpose(m_, k_, a + a_batch_[t] * a_size, t_buf, st),
@@ -171,7 +171,6 @@ class MatMul final : public Op {
   int m_, n_, k_;
   std::vector<size_t> a_batch_, b_batch_;  // by output batch: the operands' batch index
   Shape out_shape_;
-  DeviceMirror at_dev_, bt_dev_;  // a device's transposed A and B batch (Backward)
 };
 
 }  // namespace
