@@ -12,7 +12,10 @@
 //   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--model-file M.onnx]
 //              [--dataset synthetic|tokens] [--seq-len 0] [--vocab 128]
 //              [--ests 1] [--batch 64] [--lanes 0] [--steps 200] [--warmup 20]
-//              [--data FILE]
+//              [--data FILE] [--profile-ops]
+// --profile-ops runs each pass op by op (no CUDA graph replay; a device waits
+// after each pass) and adds a JSON line of each op type's milliseconds per
+// timed step, forward and backward, largest first.
 
 #include <algorithm>
 #include <chrono>
@@ -89,6 +92,8 @@ int Run(int argc, char** argv) {
   f.Int("steps", &steps, "timed steps", 1, 100000);
   f.Int("warmup", &warmup, "untimed steps first", 0, 100000);
   f.String("data", &data_path, "digits file (default: a synthetic set of 28x28 images)");
+  bool profile_ops = false;
+  f.Bool("profile-ops", &profile_ops, "also time each op type (runs passes op by op)");
   auto rest = f.Parse(argc, argv);
   if (!rest.ok() || f.help_requested()) {
     std::fprintf(stderr, "%s\n", rest.ok() ? f.Help().c_str() : rest.status().ToString().c_str());
@@ -130,6 +135,7 @@ int Run(int argc, char** argv) {
   for (int e = 0; e < ests; ++e) config.ests.push_back(e);
   config.backend = backend;
   config.lanes = lanes;
+  config.profile_ops = profile_ops;
   auto comm = MakeSingleProcessCollective();
   auto worker = EstWorker::Create(config, data, *comm);
   if (!worker.ok()) {
@@ -150,7 +156,10 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr, "step_bench: %s\n", s.status().ToString().c_str());
       return 1;
     }
-    if (i < warmup) continue;
+    if (i < warmup) {
+      (*worker)->op_times().clear();
+      continue;
+    }
     ms.push_back(elapsed);
     compute_ms.push_back(s->compute_seconds * 1e3);
     allreduce_ms.push_back(s->allreduce_seconds * 1e3);
@@ -177,6 +186,14 @@ int Run(int argc, char** argv) {
                                      {"samples_per_s", global / (median / 1000.0)}}
                           .dump()
                           .c_str());
+  if (profile_ops) {
+    std::vector<std::pair<double, std::string>> by_time;
+    for (const auto& [op, total] : (*worker)->op_times()) by_time.emplace_back(total / steps, op);
+    std::sort(by_time.rbegin(), by_time.rend());
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& [ms, op] : by_time) ops.push_back({{"op", op}, {"ms_per_step", ms}});
+    std::printf("%s\n", nlohmann::json{{"bench", "op_times"}, {"ops", ops}}.dump().c_str());
+  }
   return 0;
 }
 

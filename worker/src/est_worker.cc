@@ -335,7 +335,8 @@ void EstWorker::ComputeHostedEsts() {
                    DropoutKey(config_.args.seed, id),
                    &ctx.dropout_counter,
                    &k,
-                   on_device ? k.At(pass_counters_) + hosted : nullptr};
+                   on_device ? k.At(pass_counters_) + hosted : nullptr,
+                   config_.profile_ops ? &op_times_ : nullptr};
     // The EST's pass from its batch to its fixed-point sums, the same work on
     // the same memory every step: a device replays it once recorded.
     const auto pass = [&] {
@@ -362,6 +363,11 @@ void EstWorker::ComputeHostedEsts() {
         }
       }
     };
+    if (config_.profile_ops) {
+      pass();
+      ++hosted;
+      continue;
+    }
     if (on_device) {
       // What fixes the pass's work: the model (lane) and every tensor it touches.
       addresses = {reinterpret_cast<uintptr_t>(&model),

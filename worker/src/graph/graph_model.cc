@@ -191,6 +191,7 @@ class GraphModel : public Model {
     KernelBackend* device =
         ctx.kernels != nullptr && ctx.kernels->OnDevice() ? ctx.kernels : nullptr;
     RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};
+    rc.op_times = ctx.op_times;
     if (device != nullptr && ctx.dropout_counter_slot != nullptr) {
       rc.dropout_counter_slot = ctx.dropout_counter_slot;
       rc.dropout_counter_start = *ctx.dropout_counter;  // called as the pass starts

@@ -77,6 +77,7 @@ struct RunContext {
   const uint64_t* dropout_counter_slot = nullptr;
   uint64_t dropout_counter_start = 0;
   DeviceWorkspace* workspace = nullptr;  // on a device: the program's transient scratch
+  OpTimes* op_times = nullptr;           // when set, the program adds each op's time
 };
 
 // A value's elements in ctx.device's memory (float or int64 by its dtype),

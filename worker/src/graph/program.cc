@@ -2,7 +2,11 @@
 #include "graph/program.h"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "easyscale/common/checks.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -11,6 +15,62 @@
 #endif
 
 namespace easyscale::graph {
+namespace {
+
+// A profiled pass's op times (RunContext::op_times), "<op> <direction>": the
+// host clock on the CPU; on a device, an event pair on the pass's stream per
+// op, read when the pass ends (so a profiled pass waits for its work).
+class OpTimer {
+ public:
+  OpTimer(RunContext& ctx, const char* direction) : ctx_(ctx), direction_(direction) {}
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+  ~OpTimer() {
+#ifdef EASYSCALE_WITH_CUDA
+    for (auto& [op, events] : timed_) {
+      float ms = 0.0f;
+      if (cudaEventSynchronize(events.second) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, events.first, events.second) == cudaSuccess) {
+        (*ctx_.op_times)[op + direction_] += ms;
+      }
+      cudaEventDestroy(events.first);
+      cudaEventDestroy(events.second);
+    }
+#endif
+  }
+
+  // Runs `op_call` (the op of type `op`), timed when the pass is profiled.
+  template <typename Call>
+  void Run(const std::string& op, Call&& op_call) {
+    if (ctx_.op_times == nullptr) return op_call();
+#ifdef EASYSCALE_WITH_CUDA
+    if (ctx_.device != nullptr) {
+      const auto stream = static_cast<cudaStream_t>(ctx_.device->Stream());
+      std::pair<cudaEvent_t, cudaEvent_t> events{};
+      cuda::ThrowIfError(cudaEventCreate(&events.first), "profile event");
+      cuda::ThrowIfError(cudaEventCreate(&events.second), "profile event");
+      timed_.emplace_back(op, events);
+      cuda::ThrowIfError(cudaEventRecord(events.first, stream), "profile event");
+      op_call();
+      cuda::ThrowIfError(cudaEventRecord(events.second, stream), "profile event");
+      return;
+    }
+#endif
+    const auto t0 = std::chrono::steady_clock::now();
+    op_call();
+    (*ctx_.op_times)[op + direction_] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  RunContext& ctx_;
+  std::string direction_;
+#ifdef EASYSCALE_WITH_CUDA
+  std::vector<std::pair<std::string, std::pair<cudaEvent_t, cudaEvent_t>>> timed_;
+#endif
+};
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Program>> Program::Create(Graph graph) {
   auto p = std::unique_ptr<Program>(new Program(std::move(graph)));
@@ -169,12 +229,13 @@ void Program::Forward(RunContext& ctx) {
   }
   std::vector<const Value*> in;
   std::vector<Value*> out;
+  OpTimer timer(ctx, " forward");
   for (Step& s : steps_) {
     in.clear();
     out.clear();
     for (size_t id : s.in) in.push_back(id == kNone ? nullptr : &values_[id]);
     for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
-    s.op->Forward(ctx, in, out);
+    timer.Run(graph_.nodes[&s - steps_.data()].op, [&] { s.op->Forward(ctx, in, out); });
   }
   if (!ctx.training) return;
   for (const Step& s : steps_) {
@@ -259,6 +320,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   std::vector<const Value*> in, out, dout;
   std::vector<Value*> din;
   std::vector<Value> owned;
+  OpTimer timer(ctx, " backward");
   for (size_t n = steps_.size(); n-- > 0;) {
     Step& s = steps_[n];
     dout.clear();
@@ -286,7 +348,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
     }
     if (!wanted) continue;
     for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
-    s.op->Backward(ctx, in, out, dout, din);
+    timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
     for (size_t i = 0; i < s.in.size(); ++i) {
       if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
     }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -123,6 +124,10 @@ class KernelBackend {
 // The CPU backend (shared, stateless).
 KernelBackend& CpuKernelBackend();
 
+// Where a profiled pass's ops add their time: milliseconds by op type and
+// direction ("Conv forward"), on the backend's clock (device events on a GPU).
+using OpTimes = std::map<std::string, double>;
+
 // What one forward/backward pass sees of the EST that runs it.
 struct PassContext {
   bool training = true;
@@ -133,6 +138,7 @@ struct PassContext {
   // On a device: *dropout_counter at the pass's start, in device memory, where
   // a replayed pass's Dropout kernels read it (null: they take the host value).
   const uint64_t* dropout_counter_slot = nullptr;
+  OpTimes* op_times = nullptr;  // when set, each op's time is added there
 };
 
 }  // namespace easyscale

@@ -44,6 +44,9 @@ struct WorkerConfig {
   // count; else at most the backend's, except that the CPU backend runs its
   // lanes in order and takes any count (tests: lanes change no bit).
   int lanes = 0;
+  // Benchmarks: every pass runs its ops one by one (no replay) and adds their
+  // times to op_times() (a device waits for each pass).
+  bool profile_ops = false;
 };
 
 // The kernels of a backend name: null for "cpu" (PassContext's default);
@@ -82,6 +85,8 @@ class EstWorker {
   // context (this worker's own and the replicas the last step brought).
   TrainingSnapshot Snapshot() const;
   int64_t step() const { return step_; }
+  // With config.profile_ops: the ops' times summed over every pass so far.
+  OpTimes& op_times() { return op_times_; }
   const WorkerConfig& config() const { return config_; }
   // The trained model at step(), for model_output.h: the parameters, EST 0's
   // buffers (its context as the last step left it) and the model's file.
@@ -142,6 +147,7 @@ class EstWorker {
   // On a device: each hosted EST's dropout counter at its pass's start (where a
   // replayed pass reads it), and how far one pass of each EST moves it.
   TensorOf<uint64_t> pass_counters_;
+  OpTimes op_times_;
   std::map<int, uint64_t> pass_counter_advance_;
   // Where a step runs its hosted ESTs, side by side on a backend with several
   // lanes: each lane has its own step tensors, fixed-point sums and model for
