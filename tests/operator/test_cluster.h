@@ -26,8 +26,8 @@ namespace httplib {
 class Server;
 }
 #include "easyscale/operator/kube_client.h"
-#include "easyscale/operator/test_apiserver.h"
 #include "stand_in_kubelet.h"
+#include "test_apiserver.h"
 
 namespace easyscale::op::testing {
 

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 #include "testing/object_store.h"
 #include "testing/test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 #include "testing/test_util.h"
 
 namespace easyscale::op {

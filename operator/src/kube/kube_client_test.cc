@@ -10,7 +10,7 @@
 
 #include "easyscale/common/file_io.h"
 #include "easyscale/operator/event_recorder.h"
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 #include "testing/test_util.h"
 
 namespace easyscale::op {

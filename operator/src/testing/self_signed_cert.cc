@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 
 namespace easyscale::op::testing {
 namespace {

@@ -1,6 +1,6 @@
 // The HTTP face of the test API server: routing, request parameters, watch
 // streams, authentication and fault injection.
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 
 #include <httplib.h>
 #include <openssl/pem.h>

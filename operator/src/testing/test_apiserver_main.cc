@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 
 int main(int argc, char** argv) {
   easyscale::op::testing::TestApiServerOptions o;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "easyscale/operator/test_apiserver.h"
+#include "test_apiserver.h"
 
 namespace easyscale::op::testing {
 

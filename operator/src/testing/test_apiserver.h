@@ -1,4 +1,4 @@
-// File: easyscale/operator/test_apiserver.h
+// File: operator/src/testing/test_apiserver.h (test code: the easyscale::test_apiserver target)
 //
 // An in-process stand-in for kube-apiserver, for tests: the REST tree of pods,
 // nodes, events, leases and easyscalejobs with kube-apiserver's wire behaviour
