@@ -293,9 +293,18 @@ void GemmWith(GemmTiles tiles, int M, int N, int K, const float* A, int lda, con
 }
 
 void Transpose(int rows, int cols, const float* src, float* dst) {
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c)
-      dst[static_cast<size_t>(c) * rows + r] = src[static_cast<size_t>(r) * cols + c];
+  // In square blocks, so that both the rows read and the rows written stay in
+  // cache lines already loaded.
+  constexpr int kBlock = 16;
+  for (int r0 = 0; r0 < rows; r0 += kBlock) {
+    const int r1 = std::min(rows, r0 + kBlock);
+    for (int c0 = 0; c0 < cols; c0 += kBlock) {
+      const int c1 = std::min(cols, c0 + kBlock);
+      for (int c = c0; c < c1; ++c) {
+        float* __restrict out = dst + static_cast<size_t>(c) * rows;
+        for (int r = r0; r < r1; ++r) out[r] = src[static_cast<size_t>(r) * cols + c];
+      }
+    }
   }
 }
 

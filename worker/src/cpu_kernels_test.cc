@@ -66,6 +66,18 @@ INSTANTIATE_TEST_SUITE_P(Gemm, GemmTilesTest,
                          ::testing::Values(cpu::GemmTiles::kRows, cpu::GemmTiles::kAvx2,
                                            cpu::GemmTiles::kAvx512));
 
+TEST(Transpose, EveryShapeAroundItsBlocks) {
+  for (const auto& [rows, cols] : {std::pair{1, 1}, {3, 40}, {16, 16}, {17, 33}, {784, 16}}) {
+    const auto src = Random(rows * cols, 3);
+    std::vector<float> dst(src.size(), -1.0f);
+    cpu::Transpose(rows, cols, src.data(), dst.data());
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c)
+        ASSERT_EQ(dst[c * rows + r], src[r * cols + c]) << r << "," << c;
+    }
+  }
+}
+
 TEST(Gemm, LongKSumsChainsOverKBlocksInBlockOrder) {
   // Two full k blocks and a partial one, accumulating into C.
   const int M = 3, N = 5, K = 2 * formulas::kGemmKBlock + 37;
