@@ -13,19 +13,37 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F), batch $batch, 1 thread"
+rounds=${ROUNDS:-1}
 while read -r name knobs; do
+  case " ${MODELS:-cnn resnet18 mobilenetv2 encoder} " in *" $name "*) ;; *) continue ;; esac
   # shellcheck disable=SC2086
   "$py" "$root/deploy/examples/models/export.py" $knobs --seed 1 --dropout 0.1 --out "$tmp/$name.onnx" >/dev/null
   dataset=synthetic
   [ "$name" = encoder ] && dataset=tokens
-  ours=$(OMP_NUM_THREADS=1 "$bin/step_bench" --model-file "$tmp/$name.onnx" --dataset "$dataset" \
-    --batch "$batch" --steps 20 --warmup 3)
-  # shellcheck disable=SC2086
-  theirs=$("$py" "$root/bench/worker/torch_step_bench.py" --models "$name" ${knobs#--model "$name"} \
-    --batch "$batch" --threads 1 --steps 4 --repeats 5)
-  echo "$ours"
-  echo "$theirs"
-  "$py" -c 'import json,sys; o=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]); print(json.dumps({"model": sys.argv[3], "ours_ms": round(o["median_ms"],2), "torch_ms": round(t["ms_median"],2), "ratio_torch_over_ours": round(t["ms_median"]/o["median_ms"],3)}))' "$ours" "$theirs" "$name"
+  : >"$tmp/rounds"
+  for ((round = 0; round < rounds; round++)); do
+    ours=$(OMP_NUM_THREADS=1 "$bin/step_bench" --model-file "$tmp/$name.onnx" --dataset "$dataset" \
+      --batch "$batch" --steps 20 --warmup 3)
+    # shellcheck disable=SC2086
+    theirs=$("$py" "$root/bench/worker/torch_step_bench.py" --models "$name" ${knobs#--model "$name"} \
+      --batch "$batch" --threads 1 --steps 4 --repeats 5)
+    echo "$ours"
+    echo "$theirs"
+    echo "$ours $theirs" >>"$tmp/rounds"
+  done
+  "$py" - "$tmp/rounds" "$name" <<'PY'
+import json, statistics, sys
+pairs = []
+for line in open(sys.argv[1]):
+    ours, theirs = line.split("} {")
+    pairs.append((json.loads(ours + "}")["median_ms"], json.loads("{" + theirs)["ms_median"]))
+ratios = [t / o for o, t in pairs]
+print(json.dumps({"model": sys.argv[2], "rounds": len(pairs),
+                  "ours_ms": round(statistics.median(o for o, _ in pairs), 2),
+                  "torch_ms": round(statistics.median(t for _, t in pairs), 2),
+                  "ratio_torch_over_ours": round(statistics.median(ratios), 3),
+                  "round_ratios": [round(r, 3) for r in ratios]}))
+PY
 done <<'MODELS'
 cnn --model cnn
 resnet18 --model resnet18 --width 16
