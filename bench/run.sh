@@ -8,7 +8,7 @@ echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d:
 "$bin/est_bench" --model cnn --ests 8 --batch 16
 "$bin/est_bench" --model mlp --ests 8 --batch 16
 # The graph runtime's step of each example ONNX model against PyTorch's, one thread.
-bash "$root/bench/worker/graph_vs_torch.sh" 32
+ROUNDS=5 bash "$root/bench/worker/graph_vs_torch.sh" 32
 # The image-folder pipeline against a ResNet-18 training step.
 bash "$root/bench/worker/image_pipeline.sh"
 # Scale events of the standard job, from "stopping" to the first resumed step,
