@@ -328,7 +328,51 @@ thread_local std::vector<float> plane;  // scratch for one PaddedPlane
 
 }  // namespace
 
+namespace {
+
+// Im2ColImage of a stride-1, undilated convolution whose output has the
+// image's size: each row of cols is the channel shifted by (ky - PT, kx - PL)
+// as one flat copy, then zeros where the shift leaves the image (whole output
+// rows above or below it, and the first or last columns of the rows between).
+void Im2ColSameSize(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
+  const int H = g.H, W = g.W;
+  for (int c = 0; c < g.C; ++c) {
+    const float* img = x + static_cast<size_t>(c) * H * W;
+    for (int ky = 0; ky < g.KH; ++ky) {
+      // The output rows [oy0, oy1) read image rows oy + ky - PT inside it.
+      const int oy0 = std::clamp(g.PT - ky, 0, H), oy1 = std::clamp(H + g.PT - ky, oy0, H);
+      for (int kx = 0; kx < g.KW; ++kx) {
+        float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
+        const int dx = kx - g.PL;  // output column ox reads image column ox + dx
+        std::fill(row, row + static_cast<size_t>(oy0) * W, 0.0f);
+        std::fill(row + static_cast<size_t>(oy1) * W, row + static_cast<size_t>(H) * W, 0.0f);
+        if (oy0 == oy1) continue;
+        // The flat copy, less the elements before the image's start or past its
+        // end (both are columns the zeros below cover).
+        const ptrdiff_t shift = static_cast<ptrdiff_t>(ky - g.PT) * W + dx;
+        ptrdiff_t first = static_cast<ptrdiff_t>(oy0) * W, last = static_cast<ptrdiff_t>(oy1) * W;
+        first = std::max(first, -shift);
+        last = std::min(last, static_cast<ptrdiff_t>(H) * W - shift);
+        if (first < last)
+          std::memcpy(row + first, img + first + shift, sizeof(float) * (last - first));
+        const int lo = std::clamp(-dx, 0, W), hi = std::clamp(W - dx, lo, W);  // columns inside
+        // Column by column: a few strided stores, not a library call per row.
+        const auto zero_column = [&](int ox) {
+          for (int oy = oy0; oy < oy1; ++oy) row[static_cast<size_t>(oy) * W + ox] = 0.0f;
+        };
+        for (int ox = 0; ox < lo; ++ox) zero_column(ox);
+        for (int ox = hi; ox < W; ++ox) zero_column(ox);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
+  if (g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.OH == g.H && g.OW == g.W) {
+    return Im2ColSameSize(g, x, cols, ld);
+  }
   // Each channel goes once into a zero-bordered plane (only its interior is
   // rewritten), so each row of cols is a plain copy with no bounds tests.
   const PaddedPlane pp(g);

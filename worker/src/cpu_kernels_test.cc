@@ -115,6 +115,39 @@ TEST(ChannelSum, SumsEachSampleThenTheSamplesInOrder) {
   }
 }
 
+// Every entry as the header defines it, for same-size kernels (the flat-copy
+// route: 3x3 and 5x5 padded, 1x3, an odd pad split) and strided or dilated ones.
+TEST(Im2ColImage, EveryEntryIsTheImageOrZero) {
+  const std::vector<cpu::ConvGeometry> shapes = {
+      {2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 5, 7}, {1, 4, 4, 5, 5, 1, 1, 2, 2, 1, 1, 4, 4},
+      {3, 6, 3, 1, 3, 1, 1, 0, 1, 1, 1, 6, 3}, {2, 4, 6, 2, 2, 1, 1, 1, 0, 1, 1, 4, 6},
+      {1, 3, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 3}, {2, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3},
+      {1, 7, 7, 3, 3, 1, 1, 2, 2, 2, 2, 7, 7}};
+  for (const cpu::ConvGeometry& g : shapes) {
+    const int rows = g.C * g.KH * g.KW, p = g.OH * g.OW, ld = p + 3;
+    const auto x = Random(g.C * g.H * g.W, 9);
+    std::vector<float> cols(static_cast<size_t>(rows) * ld, -7.0f);
+    cpu::Im2ColImage(g, x.data(), cols.data(), ld);
+    for (int c = 0; c < g.C; ++c) {
+      for (int ky = 0; ky < g.KH; ++ky) {
+        for (int kx = 0; kx < g.KW; ++kx) {
+          const int r = (c * g.KH + ky) * g.KW + kx;
+          for (int oy = 0; oy < g.OH; ++oy) {
+            for (int ox = 0; ox < g.OW; ++ox) {
+              const int iy = oy * g.SH - g.PT + ky * g.DH, ix = ox * g.SW - g.PL + kx * g.DW;
+              const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
+              ASSERT_EQ(cols[r * ld + oy * g.OW + ox], inside ? x[(c * g.H + iy) * g.W + ix] : 0.0f)
+                  << "C" << g.C << " K" << g.KH << "x" << g.KW << " at " << r << "," << oy << ","
+                  << ox;
+            }
+          }
+          for (int e = p; e < ld; ++e) ASSERT_EQ(cols[r * ld + e], -7.0f) << "past the row";
+        }
+      }
+    }
+  }
+}
+
 TEST(Im2ColImage, Col2ImImageIsItsAdjoint) {
   // <im2col(x), c> == <x, col2im(c)> for random x, c; strided and padded.
   const cpu::ConvGeometry g = {3, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3};
