@@ -330,6 +330,11 @@ thread_local std::vector<float> plane;  // scratch for one PaddedPlane
 
 namespace {
 
+// A stride-1, undilated convolution whose output has the image's size.
+bool SameSizeUnitStride(const ConvGeometry& g) {
+  return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.OH == g.H && g.OW == g.W;
+}
+
 // Im2ColImage of a stride-1, undilated convolution whose output has the
 // image's size: each row of cols is the channel shifted by (ky - PT, kx - PL)
 // as one flat copy, then zeros where the shift leaves the image (whole output
@@ -370,7 +375,7 @@ void Im2ColSameSize(const ConvGeometry& g, const float* x, float* cols, size_t l
 }  // namespace
 
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) {
-  if (g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.OH == g.H && g.OW == g.W) {
+  if (SameSizeUnitStride(g)) {
     return Im2ColSameSize(g, x, cols, ld);
   }
   // Each channel goes once into a zero-bordered plane (only its interior is
@@ -401,7 +406,38 @@ void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld) 
   }
 }
 
+namespace {
+
+// Col2ImImage of the convolutions Im2ColSameSize serves: each (ky, kx) row of
+// cols adds, in (ky, kx) order, into the image elements its shift lands on
+// inside the image (what would land in the padding is never added).
+void Col2ImSameSize(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
+  const int H = g.H, W = g.W;
+  std::fill(dx, dx + static_cast<size_t>(g.C) * H * W, 0.0f);
+  for (int c = 0; c < g.C; ++c) {
+    float* img = dx + static_cast<size_t>(c) * H * W;
+    for (int ky = 0; ky < g.KH; ++ky) {
+      const int oy0 = std::clamp(g.PT - ky, 0, H), oy1 = std::clamp(H + g.PT - ky, oy0, H);
+      for (int kx = 0; kx < g.KW; ++kx) {
+        const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
+        const int shift = kx - g.PL;
+        const int lo = std::clamp(-shift, 0, W), hi = std::clamp(W - shift, lo, W);
+        for (int oy = oy0; oy < oy1; ++oy) {
+          const float* __restrict src = row + static_cast<size_t>(oy) * W;
+          float* __restrict dst = img + static_cast<size_t>(oy + ky - g.PT) * W + shift;
+          for (int ox = lo; ox < hi; ++ox) dst[ox] += src[ox];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void Col2ImImage(const ConvGeometry& g, const float* cols, size_t ld, float* dx) {
+  if (SameSizeUnitStride(g)) {
+    return Col2ImSameSize(g, cols, ld, dx);
+  }
   // Sums in a zero-bordered plane (per element the same adds, in (ky, kx)
   // order, from 0); what lands in the padding is dropped.
   const PaddedPlane pp(g);

@@ -148,6 +148,42 @@ TEST(Im2ColImage, EveryEntryIsTheImageOrZero) {
   }
 }
 
+// Col2ImImage as the header defines it: each image element the sum, from 0 in
+// (ky, kx) order, of the entries that read it, for the same shapes.
+TEST(Im2ColImage, Col2ImSumsEachElementsReadersInTapOrder) {
+  const std::vector<cpu::ConvGeometry> shapes = {
+      {2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 5, 7}, {1, 4, 4, 5, 5, 1, 1, 2, 2, 1, 1, 4, 4},
+      {3, 6, 3, 1, 3, 1, 1, 0, 1, 1, 1, 6, 3}, {2, 4, 6, 2, 2, 1, 1, 1, 0, 1, 1, 4, 6},
+      {1, 3, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 3}, {2, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3},
+      {1, 7, 7, 3, 3, 1, 1, 2, 2, 2, 2, 7, 7}};
+  for (const cpu::ConvGeometry& g : shapes) {
+    const int rows = g.C * g.KH * g.KW, p = g.OH * g.OW, ld = p + 3;
+    const auto cols = Random(static_cast<size_t>(rows) * ld, 10);
+    std::vector<float> dx(static_cast<size_t>(g.C) * g.H * g.W, -7.0f);
+    cpu::Col2ImImage(g, cols.data(), ld, dx.data());
+    for (int c = 0; c < g.C; ++c) {
+      for (int iy = 0; iy < g.H; ++iy) {
+        for (int ix = 0; ix < g.W; ++ix) {
+          float sum = 0.0f;
+          for (int ky = 0; ky < g.KH; ++ky) {
+            for (int kx = 0; kx < g.KW; ++kx) {
+              for (int oy = 0; oy < g.OH; ++oy) {
+                for (int ox = 0; ox < g.OW; ++ox) {
+                  if (oy * g.SH - g.PT + ky * g.DH != iy || ox * g.SW - g.PL + kx * g.DW != ix)
+                    continue;
+                  sum += cols[((c * g.KH + ky) * g.KW + kx) * ld + oy * g.OW + ox];
+                }
+              }
+            }
+          }
+          ASSERT_EQ(dx[(c * g.H + iy) * g.W + ix], sum)
+              << "K" << g.KH << "x" << g.KW << " at " << c << "," << iy << "," << ix;
+        }
+      }
+    }
+  }
+}
+
 TEST(Im2ColImage, Col2ImImageIsItsAdjoint) {
   // <im2col(x), c> == <x, col2im(c)> for random x, c; strided and padded.
   const cpu::ConvGeometry g = {3, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3};
