@@ -115,15 +115,20 @@ TEST(ChannelSum, SumsEachSampleThenTheSamplesInOrder) {
   }
 }
 
-// Every entry as the header defines it, for same-size kernels (the flat-copy
-// route: 3x3 and 5x5 padded, 1x3, an odd pad split) and strided or dilated ones.
-TEST(Im2ColImage, EveryEntryIsTheImageOrZero) {
-  const std::vector<cpu::ConvGeometry> shapes = {
+// Same-size kernels (the flat-copy routes: 3x3 and 5x5 padded, 1x3, an odd
+// pad split, a kernel wider than the image) and strided or dilated ones.
+const std::vector<cpu::ConvGeometry>& ConvShapes() {
+  static const std::vector<cpu::ConvGeometry> shapes = {
       {2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 5, 7}, {1, 4, 4, 5, 5, 1, 1, 2, 2, 1, 1, 4, 4},
       {3, 6, 3, 1, 3, 1, 1, 0, 1, 1, 1, 6, 3}, {2, 4, 6, 2, 2, 1, 1, 1, 0, 1, 1, 4, 6},
       {1, 3, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 3}, {2, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3},
       {1, 7, 7, 3, 3, 1, 1, 2, 2, 2, 2, 7, 7}};
-  for (const cpu::ConvGeometry& g : shapes) {
+  return shapes;
+}
+
+// Every entry as the header defines it.
+TEST(Im2ColImage, EveryEntryIsTheImageOrZero) {
+  for (const cpu::ConvGeometry& g : ConvShapes()) {
     const int rows = g.C * g.KH * g.KW, p = g.OH * g.OW, ld = p + 3;
     const auto x = Random(g.C * g.H * g.W, 9);
     std::vector<float> cols(static_cast<size_t>(rows) * ld, -7.0f);
@@ -149,14 +154,9 @@ TEST(Im2ColImage, EveryEntryIsTheImageOrZero) {
 }
 
 // Col2ImImage as the header defines it: each image element the sum, from 0 in
-// (ky, kx) order, of the entries that read it, for the same shapes.
+// (ky, kx) order, of the entries that read it.
 TEST(Im2ColImage, Col2ImSumsEachElementsReadersInTapOrder) {
-  const std::vector<cpu::ConvGeometry> shapes = {
-      {2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 5, 7}, {1, 4, 4, 5, 5, 1, 1, 2, 2, 1, 1, 4, 4},
-      {3, 6, 3, 1, 3, 1, 1, 0, 1, 1, 1, 6, 3}, {2, 4, 6, 2, 2, 1, 1, 1, 0, 1, 1, 4, 6},
-      {1, 3, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 3}, {2, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 3, 3},
-      {1, 7, 7, 3, 3, 1, 1, 2, 2, 2, 2, 7, 7}};
-  for (const cpu::ConvGeometry& g : shapes) {
+  for (const cpu::ConvGeometry& g : ConvShapes()) {
     const int rows = g.C * g.KH * g.KW, p = g.OH * g.OW, ld = p + 3;
     const auto cols = Random(static_cast<size_t>(rows) * ld, 10);
     std::vector<float> dx(static_cast<size_t>(g.C) * g.H * g.W, -7.0f);
