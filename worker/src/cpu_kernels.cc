@@ -335,6 +335,13 @@ bool SameSizeUnitStride(const ConvGeometry& g) {
   return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.OH == g.H && g.OW == g.W;
 }
 
+// Such a convolution's output positions [lo, hi) along a dimension of n whose
+// input position, shifted by `shift` (ky - PT or kx - PL), is inside the image.
+std::pair<int, int> InsideShifted(int shift, int n) {
+  const int lo = std::clamp(-shift, 0, n);
+  return {lo, std::clamp(n - shift, lo, n)};
+}
+
 // Im2ColImage of a stride-1, undilated convolution whose output has the
 // image's size: each row of cols is the channel shifted by (ky - PT, kx - PL)
 // as one flat copy, then zeros where the shift leaves the image (whole output
@@ -344,8 +351,7 @@ void Im2ColSameSize(const ConvGeometry& g, const float* x, float* cols, size_t l
   for (int c = 0; c < g.C; ++c) {
     const float* img = x + static_cast<size_t>(c) * H * W;
     for (int ky = 0; ky < g.KH; ++ky) {
-      // The output rows [oy0, oy1) read image rows oy + ky - PT inside it.
-      const int oy0 = std::clamp(g.PT - ky, 0, H), oy1 = std::clamp(H + g.PT - ky, oy0, H);
+      const auto [oy0, oy1] = InsideShifted(ky - g.PT, H);
       for (int kx = 0; kx < g.KW; ++kx) {
         float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int dx = kx - g.PL;  // output column ox reads image column ox + dx
@@ -360,7 +366,7 @@ void Im2ColSameSize(const ConvGeometry& g, const float* x, float* cols, size_t l
         last = std::min(last, static_cast<ptrdiff_t>(H) * W - shift);
         if (first < last)
           std::memcpy(row + first, img + first + shift, sizeof(float) * (last - first));
-        const int lo = std::clamp(-dx, 0, W), hi = std::clamp(W - dx, lo, W);  // columns inside
+        const auto [lo, hi] = InsideShifted(dx, W);
         // Column by column: a few strided stores, not a library call per row.
         const auto zero_column = [&](int ox) {
           for (int oy = oy0; oy < oy1; ++oy) row[static_cast<size_t>(oy) * W + ox] = 0.0f;
@@ -417,11 +423,11 @@ void Col2ImSameSize(const ConvGeometry& g, const float* cols, size_t ld, float* 
   for (int c = 0; c < g.C; ++c) {
     float* img = dx + static_cast<size_t>(c) * H * W;
     for (int ky = 0; ky < g.KH; ++ky) {
-      const int oy0 = std::clamp(g.PT - ky, 0, H), oy1 = std::clamp(H + g.PT - ky, oy0, H);
+      const auto [oy0, oy1] = InsideShifted(ky - g.PT, H);
       for (int kx = 0; kx < g.KW; ++kx) {
         const float* row = cols + (static_cast<size_t>(c * g.KH + ky) * g.KW + kx) * ld;
         const int shift = kx - g.PL;
-        const int lo = std::clamp(-shift, 0, W), hi = std::clamp(W - shift, lo, W);
+        const auto [lo, hi] = InsideShifted(shift, W);
         for (int oy = oy0; oy < oy1; ++oy) {
           const float* __restrict src = row + static_cast<size_t>(oy) * W;
           float* __restrict dst = img + static_cast<size_t>(oy + ky - g.PT) * W + shift;
