@@ -29,14 +29,12 @@ while read -r name knobs; do
       --batch "$batch" --threads 1 --steps 4 --repeats 5)
     echo "$ours"
     echo "$theirs"
-    echo "$ours $theirs" >>"$tmp/rounds"
+    printf '%s\n%s\n' "$ours" "$theirs" >>"$tmp/rounds"
   done
   "$py" - "$tmp/rounds" "$name" <<'PY'
 import json, statistics, sys
-pairs = []
-for line in open(sys.argv[1]):
-    ours, theirs = line.split("} {")
-    pairs.append((json.loads(ours + "}")["median_ms"], json.loads("{" + theirs)["ms_median"]))
+rows = [json.loads(line) for line in open(sys.argv[1])]  # ours, then PyTorch's, each round
+pairs = [(o["median_ms"], t["ms_median"]) for o, t in zip(rows[0::2], rows[1::2])]
 ratios = [t / o for o, t in pairs]
 print(json.dumps({"model": sys.argv[2], "rounds": len(pairs),
                   "ours_ms": round(statistics.median(o for o, _ in pairs), 2),

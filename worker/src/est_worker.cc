@@ -309,8 +309,8 @@ void EstWorker::ComputeHostedEsts() {
   const bool on_device = k.OnDevice();
   if (on_device) {
     pass_counters_.Resize({static_cast<int>(contexts_.size())});
-    for (auto& [id, ctx] : contexts_) pass_counters_.data[hosted++] = ctx.dropout_counter;
-    hosted = 0;
+    size_t slot = 0;
+    for (auto& [id, ctx] : contexts_) pass_counters_.data[slot++] = ctx.dropout_counter;
     k.Upload(pass_counters_);
   }
   std::vector<uintptr_t> addresses;
