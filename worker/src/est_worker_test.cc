@@ -167,6 +167,28 @@ TEST_F(EstWorkerTest, FailedCollectiveRollsBackToTheLastStep) {
   EXPECT_EQ(digest->digest, Train({{0, 1, 2, 3}}));
 }
 
+// Profiling (WorkerConfig::profile_ops) times each op type's forward and
+// backward and changes no bit of the step.
+TEST_F(EstWorkerTest, ProfiledStepsTimeEachOpAndChangeNothing) {
+  auto comm = MakeSingleProcessCollective();
+  WorkerConfig profiled = Config({0, 1, 2, 3});
+  profiled.profile_ops = true;
+  auto plain = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
+  auto timed = EstWorker::Create(profiled, data_, *comm);
+  ASSERT_TRUE(plain.ok() && timed.ok());
+  for (auto* w : {&*plain, &*timed}) {
+    (*w)->Initialize();
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE((*w)->Step(false).ok());
+  }
+  EXPECT_EQ((*timed)->Snapshot(), (*plain)->Snapshot());
+  EXPECT_TRUE((*plain)->op_times().empty());
+  const OpTimes& times = (*timed)->op_times();
+  for (const char* op : {"Conv forward", "Conv backward", "Gemm forward", "Gemm backward"}) {
+    ASSERT_EQ(times.count(op), 1u) << op;
+    EXPECT_GT(times.at(op), 0.0) << op;
+  }
+}
+
 TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsOrAPartialSnapshot) {
   auto comm = MakeSingleProcessCollective();
   auto a = EstWorker::Create(Config({0, 1, 2, 3}), data_, *comm);
