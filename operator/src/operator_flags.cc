@@ -54,6 +54,8 @@ FlagSet MakeFlagSet(OperatorFlags& f) {
   s.Bool("network-policy", &f.networkPolicy,
          "give each job a NetworkPolicy: its workers take traffic only from each other");
   seconds("resync", &f.resyncSeconds, "re-reconcile every job this often");
+  seconds("schedule-window", &f.scheduleWindowSeconds,
+          "one scheduling cycle serves the cluster changes of this window after the first");
   s.String("log-level", &f.logLevel, "debug | info | warn | error (default: info)");
   return s;
 }

@@ -35,6 +35,7 @@ struct OperatorFlags {
   double maxRestartBackoffSeconds = 60;
   bool networkPolicy = true;
   double resyncSeconds = 2;
+  double scheduleWindowSeconds = 0.1;
   std::string logLevel;
   bool help = false;
 };

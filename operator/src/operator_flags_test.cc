@@ -31,6 +31,7 @@ TEST(OperatorFlags, ErrorsNameTheFlag) {
   expect({"--leader-elect=maybe"}, "--leader-elect");
   expect({"--lease-duration=5", "--renew-deadline=6"}, "--renew-deadline");
   expect({"--resync=86401"}, "--resync: must be a number in (0, 86400]");
+  expect({"--schedule-window=0"}, "--schedule-window: must be a number in (0, 86400]");
   expect({"stray"}, "unexpected argument \"stray\"");
   expect({"--health-addr=8081"}, "--health-addr: want host:port");
   expect({"--control-addr=:99999"}, "--control-addr: want host:port");
@@ -42,7 +43,7 @@ TEST(OperatorFlags, HelpListsEveryFlag) {
        {"kubeconfig", "namespace", "leader-elect", "lease-name", "lease-namespace", "identity",
         "lease-duration", "renew-deadline", "retry-period", "metrics-addr", "health-addr",
         "control-addr", "control-url", "worker-backend", "worker-command", "drain-timeout",
-        "resync", "log-level"}) {
+        "resync", "schedule-window", "log-level"}) {
     const std::string flag = std::string("\n  --") + name;
     EXPECT_TRUE(help.find(flag + " VALUE\n") != std::string::npos ||
                 help.find(flag + "\n") != std::string::npos)

@@ -114,6 +114,7 @@ int Run(const OperatorFlags& flags) {
   options.handoverTimeout = Ms(flags.handoverTimeoutSeconds);
   options.maxRestartBackoff = Ms(flags.maxRestartBackoffSeconds);
   options.resyncPeriod = Ms(flags.resyncSeconds);
+  options.scheduleWindow = Ms(flags.scheduleWindowSeconds);
   options.networkPolicy = flags.networkPolicy;
   JobController controller(client->get(), &recorder, &metrics, std::move(*tokens), options);
 

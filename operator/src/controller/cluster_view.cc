@@ -1,5 +1,6 @@
-// The scheduler's input, built from the informer caches: every active job with
-// what it holds now, and every node's GPUs minus inference and draining pods.
+// The scheduling cycle's input and output: every active job with what it
+// holds now, every node's GPUs minus inference and draining pods; then the
+// jobs whose plan differs from what they hold are queued to apply it.
 #include <algorithm>
 #include <set>
 
@@ -10,10 +11,7 @@
 
 namespace easyscale::op {
 
-using nlohmann::json;
-
-ClusterState JobController::BuildCluster(const std::string& key, const JobStatus& self,
-                                         size_t* selfIndex) {
+ClusterState JobController::BuildCluster() {
   struct Entry {
     std::string created;
     std::string key;
@@ -21,32 +19,23 @@ ClusterState JobController::BuildCluster(const std::string& key, const JobStatus
   };
   std::vector<Entry> entries;
   std::map<std::string, std::set<std::string>> members;  // job key -> its planned pods
-  for (const json& cached : jobs_.List()) {
-    const std::string k = ObjectKey(cached);
-    const json job = k == key ? cached : Freshest(k, cached);
-    if (k != key && job["metadata"].contains("deletionTimestamp")) continue;
-    StatusOr<JobSpec> spec = ParseJobSpec(cached.value("spec", json()), "spec");
-    if (!spec.ok()) continue;
-    JobStatus st;
-    if (k == key) {
-      st = self;
-    } else {
-      StatusOr<JobStatus> parsed = ParseJobStatus(job.value("status", json()));
-      if (!parsed.ok()) continue;
-      st = *parsed;
-    }
-    if (st.phase == "Succeeded" || st.phase == "Failed") continue;
-    for (const WorkerRecord& w : st.workers) members[k].insert(w.pod);
+  for (const JobPtr& cached : cache_.Jobs()) {
+    const JobPtr job = Freshest(cached);
+    if (job->deleting || !job->spec.ok() || !job->status.ok()) continue;
+    const JobSpec& spec = *job->spec;
+    const JobStatus& st = *job->status;
+    if (IsTerminal(st.phase)) continue;
+    for (const WorkerRecord& w : st.workers) members[job->key].insert(w.pod);
     JobDemand d;
-    d.key = k;
-    d.ests = spec->ests;
-    d.minWorkers = spec->minWorkers;
-    d.maxWorkers = spec->maxWorkers > 0 ? spec->maxWorkers : spec->ests;
-    d.priority = spec->priority;
-    d.gpuTypes = spec->gpuTypes;
+    d.key = job->key;
+    d.ests = spec.ests;
+    d.minWorkers = spec.minWorkers;
+    d.maxWorkers = spec.maxWorkers;
+    d.priority = spec.priority;
+    d.gpuTypes = spec.gpuTypes;
     d.speed = CompleteSpeeds(st.speed, options_.scheduler);
     d.current = ToPlacements(CountWorkers(st.workers));
-    entries.push_back({cached["metadata"].value("creationTimestamp", ""), k, std::move(d)});
+    entries.push_back({job->creationTimestamp, job->key, std::move(d)});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.created, a.key) < std::tie(b.created, b.key);
@@ -55,26 +44,44 @@ ClusterState JobController::BuildCluster(const std::string& key, const JobStatus
   // Worker pods outside their job's plan (draining, or being removed) still hold their GPU,
   // until they have ended or gone.
   std::map<std::string, std::map<std::string, int>> unavailable;
-  const std::vector<json> pods = pods_.List();
-  for (const json& p : pods) {
-    if (!IsWorkerPod(p) || !PodClaimsGpus(p)) continue;
-    const json& m = p["metadata"];
-    const std::string job = m.value("namespace", "") + "/" + m["labels"].value(kJobLabel, "");
-    auto it = members.find(job);
-    if (it != members.end() && it->second.count(m.value("name", "")) != 0) continue;
-    const std::string node = p.value("spec", json::object()).value("nodeName", "");
-    if (!node.empty()) ++unavailable[node][m["labels"].value(kGpuTypeLabel, "")];
+  const std::vector<PodPtr> pods = cache_.Pods();
+  for (const PodPtr& p : pods) {
+    if (p->role != PodRole::kWorker || !p->ClaimsGpus()) continue;
+    auto it = members.find(p->JobKey());
+    if (it != members.end() && it->second.count(p->name) != 0) continue;
+    if (!p->boundNode.empty()) ++unavailable[p->boundNode][p->gpuType];
   }
 
   ClusterState cluster;
-  cluster.nodes = BuildNodeGpus(nodes_.List(), pods, unavailable);
-  *selfIndex = entries.size();
+  cluster.nodes = BuildNodeGpus(cache_.Nodes(), pods, unavailable);
+  cluster.jobs.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].demand.submitOrder = static_cast<int64_t>(i);
-    if (entries[i].key == key) *selfIndex = i;
     cluster.jobs.push_back(std::move(entries[i].demand));
   }
   return cluster;
+}
+
+void JobController::RunSchedulingCycle() {
+  cycle_.Begin();
+  const auto t0 = std::chrono::steady_clock::now();
+  const ClusterState cluster = BuildCluster();
+  const ScheduleResult result = cycle_.Run(cluster);
+  metrics_->ObserveSchedule(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  int changed = 0;
+  for (size_t i = 0; i < result.allocations.size(); ++i) {
+    if (CountPlacements(result.allocations[i].placements) !=
+        CountPlacements(cluster.jobs[i].current)) {
+      queue_.Add(cluster.jobs[i].key);
+      ++changed;
+    }
+  }
+  LogDebug("controller", "scheduling cycle",
+           {{"cycle", cycle_.cycles()},
+            {"jobs", static_cast<int64_t>(cluster.jobs.size())},
+            {"changed", changed},
+            {"preemptions", static_cast<int64_t>(result.preemptions.size())}});
 }
 
 }  // namespace easyscale::op

@@ -144,9 +144,9 @@ std::chrono::milliseconds RestartBackoff(int restarts, std::chrono::milliseconds
   return std::min(cap, std::chrono::milliseconds(1000) * (int64_t{1} << doublings));
 }
 
-std::string PhaseOf(const JobStatus& st) {
-  if (st.workers.empty()) return st.everPreempted ? "Preempted" : "Pending";
-  return st.runningGeneration == st.generation ? "Running" : "Scaling";
+JobPhase PhaseOf(const JobStatus& st) {
+  if (st.workers.empty()) return st.everPreempted ? JobPhase::kPreempted : JobPhase::kPending;
+  return st.runningGeneration == st.generation ? JobPhase::kRunning : JobPhase::kScaling;
 }
 
 }  // namespace easyscale::op

@@ -59,6 +59,6 @@ bool ReadyToRelease(const JobStatus& st, WallClock::time_point now);
 std::chrono::milliseconds RestartBackoff(int restarts, std::chrono::milliseconds cap);
 
 // Pending, Running, Scaling or Preempted from the plan (terminal phases are set elsewhere).
-std::string PhaseOf(const JobStatus& st);
+JobPhase PhaseOf(const JobStatus& st);
 
 }  // namespace easyscale::op

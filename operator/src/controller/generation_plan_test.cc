@@ -10,6 +10,18 @@ namespace {
 
 using nlohmann::json;
 
+std::vector<NodePtr> Nodes(const std::vector<json>& nodes) {
+  std::vector<NodePtr> out;
+  for (const json& n : nodes) out.push_back(std::make_shared<const NodeView>(ParseNode(n)));
+  return out;
+}
+
+std::vector<PodPtr> Pods(const std::vector<json>& pods) {
+  std::vector<PodPtr> out;
+  for (const json& p : pods) out.push_back(std::make_shared<const PodView>(ParsePod(p)));
+  return out;
+}
+
 JobSpec Spec(int ests) {
   JobSpec s;
   s.image = "x";
@@ -67,7 +79,7 @@ TEST(GenerationPlan, FirstPlacementIsScheduledAndRunsAtOnce) {
   EXPECT_TRUE(st.draining.empty());
   Release(&st);
   EXPECT_EQ(st.runningGeneration, 1);
-  EXPECT_EQ(PhaseOf(st), "Running");
+  EXPECT_EQ(PhaseOf(st), JobPhase::kRunning);
   EXPECT_EQ(st.startTime, "t0");
 }
 
@@ -98,7 +110,7 @@ TEST(GenerationPlan, ScaleOutKeepsPodsAndDrainsTheRunningGeneration) {
   EXPECT_EQ(st.draining[0].worldSize, 2);
   Release(&st);
   EXPECT_EQ(st.runningGeneration, 1);  // not before gen 1 checkpointed
-  EXPECT_EQ(PhaseOf(st), "Scaling");
+  EXPECT_EQ(PhaseOf(st), JobPhase::kScaling);
   int total = 0;
   for (const WorkerRecord& w : st.workers) total += static_cast<int>(w.ests.size());
   EXPECT_EQ(total, 8);
@@ -125,7 +137,7 @@ TEST(GenerationPlan, PreemptionToZeroThenRestore) {
   EXPECT_EQ(c->reason, "Preempted");
   EXPECT_EQ(st.preemptions, 1);
   EXPECT_TRUE(st.workers.empty());
-  EXPECT_EQ(PhaseOf(st), "Preempted");
+  EXPECT_EQ(PhaseOf(st), JobPhase::kPreempted);
   st.draining.clear();
   c = PlanNextGeneration("j", Spec(4), {{"n2", "t4", 1}}, 0, false, "t2", {}, &st);
   ASSERT_TRUE(c.ok());
@@ -153,7 +165,7 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
       R"({"id":"2","type":"warp-drive"}])";
   EXPECT_EQ(NodeGpusByType(node),
             (std::map<std::string, int>{{"h100", 2}}));  // unknown type left out
-  std::vector<NodeGpus> held = BuildNodeGpus({node}, {}, {});
+  std::vector<NodeGpus> held = BuildNodeGpus(Nodes({node}), {}, {});
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].inferenceHeld, 1);  // the plugin's heldBy, without any pod seen
   node["metadata"]["annotations"]["easyscale.io/gpus"] = "not json";
@@ -168,13 +180,13 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   pending["metadata"]["namespace"] = "default";
   pending["status"]["phase"] = "Pending";
   std::vector<NodeGpus> g =
-      BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+      BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].total, 4);
   EXPECT_EQ(g[0].inferenceHeld, 2);
   EXPECT_EQ(g[0].inferencePending, 1);
   // A draining worker's GPU is the one the pending pod waits for.
-  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending},
+  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}),
                     {{"n1", {{"a100", 1}}}});
   EXPECT_EQ(g[0].inferenceHeld, 3);
   EXPECT_EQ(g[0].inferencePending, 0);
@@ -183,11 +195,11 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   // it; the pending one will never start.
   running["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
   pending["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
-  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
   EXPECT_EQ(g[0].inferenceHeld, 2);
   EXPECT_EQ(g[0].inferencePending, 0);
   running["status"]["phase"] = "Succeeded";
-  g = BuildNodeGpus({testing::GpuNode("n1", "a100", 4)}, {running, pending}, {});
+  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
   EXPECT_EQ(g[0].inferenceHeld, 0);
 }
 
@@ -206,16 +218,16 @@ TEST(GpuInventory, CountsGpusByStateFromThePodsThatHoldThem) {
   stopping["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
   const std::vector<json> nodes = {testing::GpuNode("n1", "a100", 4),
                                    testing::GpuNode("n2", "h100", 2)};
-  std::map<std::string, GpuCounts> c =
-      CountGpusByType(nodes, {inference, worker("w-0", "Running"), worker("w-1", "Pending"),
-                              stopping, worker("w-3", "Succeeded")});
+  std::map<std::string, GpuCounts> c = CountGpusByType(
+      Nodes(nodes), Pods({inference, worker("w-0", "Running"), worker("w-1", "Pending"), stopping,
+                          worker("w-3", "Succeeded")}));
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c["a100"].inference, 1);
   EXPECT_EQ(c["a100"].training, 3);
   EXPECT_EQ(c["a100"].idle, 0);
   EXPECT_EQ(c["h100"].idle, 2);
   // Every job ended: nothing trains.
-  c = CountGpusByType(nodes, {inference, worker("w-3", "Succeeded")});
+  c = CountGpusByType(Nodes(nodes), Pods({inference, worker("w-3", "Succeeded")}));
   EXPECT_EQ(c["a100"].training, 0);
   EXPECT_EQ(c["a100"].idle, 3);
 }

@@ -21,44 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-bool HasFinalizer(const json& obj) {
-  for (const json& f : obj["metadata"].value("finalizers", json::array())) {
-    if (f == kCleanupFinalizer) return true;
-  }
-  return false;
-}
-
-std::vector<json> WorkerPodsOf(const json& job, const std::vector<json>& pods) {
-  const std::string ns = job["metadata"].value("namespace", "");
-  const std::string name = job["metadata"].value("name", "");
-  const std::string uid = job["metadata"].value("uid", "");
-  std::vector<json> out;
-  for (const json& p : pods) {
-    if (!IsWorkerPod(p) || p["metadata"].value("namespace", "") != ns ||
-        p["metadata"]["labels"].value(kJobLabel, "") != name) {
-      continue;
-    }
-    for (const json& ref : p["metadata"].value("ownerReferences", json::array())) {
-      if (ref.value("uid", "") == uid && ref.value("controller", false)) out.push_back(p);
-    }
-  }
-  return out;
-}
-
-std::map<std::string, json> ByName(std::vector<json> objects) {
-  std::map<std::string, json> out;
-  for (json& o : objects) {
-    std::string name = o["metadata"].value("name", "");
-    out.emplace(std::move(name), std::move(o));
-  }
-  return out;
-}
-
-int64_t RvNumber(const json& obj) {
-  int64_t v = 0;
-  return absl::SimpleAtoi(ResourceVersionOf(obj), &v) ? v : 0;
-}
-
 std::string RandomHex(int bytes) {
   std::string raw(bytes, '\0');
   RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes);
@@ -71,27 +33,20 @@ std::optional<WorkerReport> Newest(const std::map<std::string, WorkerReport>& re
   return it == reports.end() ? std::nullopt : std::optional<WorkerReport>(it->second);
 }
 
-// How a pod's container ended: "exit code N (Reason)", and whether the worker
-// said retrying cannot help (its permanent-error exit code).
-std::pair<std::string, bool> ContainerEnd(const json& pod) {
-  const json statuses =
-      pod.value("status", json::object()).value("containerStatuses", json::array());
-  if (!statuses.is_array() || statuses.empty()) return {"", false};
-  const json terminated =
-      statuses[0].value("state", json::object()).value("terminated", json::object());
-  if (!terminated.contains("exitCode") || !terminated["exitCode"].is_number_integer()) {
-    return {"", false};
+const char* PodPhaseName(PodPhase phase) {
+  switch (phase) {
+    case PodPhase::kPending:
+      return "Pending";
+    case PodPhase::kRunning:
+      return "Running";
+    case PodPhase::kSucceeded:
+      return "Succeeded";
+    case PodPhase::kFailed:
+      return "Failed";
+    case PodPhase::kUnknown:
+      break;
   }
-  const int code = terminated["exitCode"].get<int>();
-  const std::string reason = terminated.value("reason", "");
-  return {absl::StrCat("exit code ", code, reason.empty() ? "" : " (" + reason + ")"),
-          code == kPermanentExitCode};
-}
-
-int64_t PodGeneration(const json& pod) {
-  int64_t g = 0;
-  (void)absl::SimpleAtoi(pod["metadata"]["labels"].value(kGenerationLabel, ""), &g);
-  return g;
+  return "Unknown";
 }
 
 }  // namespace
@@ -104,37 +59,25 @@ JobController::JobController(KubeClient* client, EventRecorder* recorder, Metric
       tokens_(std::move(tokens)),
       options_(std::move(options)),
       epoch_(RandomHex(4)),
-      scheduler_(options_.scheduler),
       jobs_(client, kEasyScaleJobs, {.ns = options_.ns}),
       pods_(client, kPods, {}),
       nodes_(client, kNodes, {}),
-      queue_(BackoffOptions{std::chrono::milliseconds(50), std::chrono::seconds(30)}) {
-  auto enqueueJob = [this](const json& j) { queue_.Add(ObjectKey(j)); };
-  jobs_.AddHandlers({.onAdd = enqueueJob,
-                     .onUpdate = [enqueueJob](const json&, const json& j) { enqueueJob(j); },
-                     .onDelete = enqueueJob});
-  auto onPod = [this](const json& p) {
-    if (IsWorkerPod(p)) {
-      const json& m = p["metadata"];
-      queue_.Add(m.value("namespace", "") + "/" + m["labels"].value(kJobLabel, ""));
-    } else if (IsInferencePod(p)) {
-      EnqueueAllJobs();  // GPUs were claimed or released
-    }
+      queue_(BackoffOptions{std::chrono::milliseconds(50), std::chrono::seconds(30)}),
+      cycle_(&queue_, options_.scheduler, options_.scheduleWindow) {
+  auto handlers = [this](auto apply, auto remove) {
+    return InformerHandlers{
+        .onAdd = [this, apply](const json& o) { OnChange((cache_.*apply)(o)); },
+        .onUpdate = [this, apply](const json&, const json& o) { OnChange((cache_.*apply)(o)); },
+        .onDelete = [this, remove](const json& o) { OnChange((cache_.*remove)(o)); }};
   };
-  pods_.AddHandlers({.onAdd = onPod,
-                     .onUpdate = [onPod](const json&, const json& p) { onPod(p); },
-                     .onDelete = onPod});
-  nodes_.AddHandlers({.onAdd = [this](const json&) { EnqueueAllJobs(); },
-                      .onUpdate =
-                          [this](const json& old, const json& now) {
-                            if (NodeGpusByType(old) != NodeGpusByType(now)) EnqueueAllJobs();
-                          },
-                      .onDelete = [this](const json&) { EnqueueAllJobs(); }});
+  jobs_.AddHandlers(handlers(&ClusterCache::ApplyJob, &ClusterCache::RemoveJob));
+  pods_.AddHandlers(handlers(&ClusterCache::ApplyPod, &ClusterCache::RemovePod));
+  nodes_.AddHandlers(handlers(&ClusterCache::ApplyNode, &ClusterCache::RemoveNode));
   // The GPU gauges describe the cluster, not a job's reconcile: read from the
   // caches at each scrape, they stay right when no job runs. Only the acting
   // replica (the leader) shows them, as dashboards sum over the replicas.
   metrics_->SetGpuSource([this] {
-    return acting_ && HasSynced() ? CountGpusByType(nodes_.List(), pods_.List())
+    return acting_ && HasSynced() ? CountGpusByType(cache_.Nodes(), cache_.Pods())
                                   : std::map<std::string, GpuCounts>();
   });
 }
@@ -157,6 +100,7 @@ bool JobController::HasSynced() const {
 void JobController::StartWorker() {
   if (worker_.joinable()) return;
   acting_ = true;
+  cycle_.MarkDirty();
   EnqueueAllJobs();
   worker_ = std::thread([this] { WorkerLoop(); });
   resync_ = std::thread([this] { ResyncLoop(); });
@@ -172,8 +116,13 @@ void JobController::Stop() {
   nodes_.Stop();
 }
 
+void JobController::OnChange(const ClusterChange& change) {
+  if (!change.job.empty()) queue_.Add(change.job);
+  if (change.schedulingInput) cycle_.MarkDirty();
+}
+
 void JobController::EnqueueAllJobs() {
-  for (const json& j : jobs_.List()) queue_.Add(ObjectKey(j));
+  for (const JobPtr& j : cache_.Jobs()) queue_.Add(j->key);
 }
 
 void JobController::ResyncLoop() {
@@ -188,6 +137,15 @@ void JobController::ResyncLoop() {
 
 void JobController::WorkerLoop() {
   while (std::optional<std::string> key = queue_.Get()) {
+    if (*key == SchedulingCycle::kQueueKey) {
+      try {
+        RunSchedulingCycle();
+      } catch (const std::exception& e) {  // a bug: never crash, the next change retries
+        LogError("controller", "scheduling cycle failed", {{"error", e.what()}});
+      }
+      queue_.Done(*key);
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
     Status s;
     try {
@@ -212,25 +170,26 @@ void JobController::WorkerLoop() {
   }
 }
 
-json JobController::Freshest(const std::string& key, const json& cached) {
+JobPtr JobController::Freshest(const JobPtr& cached) {
   std::lock_guard<std::mutex> lock(writtenMu_);
-  auto it = written_.find(key);
+  auto it = written_.find(cached->key);
   if (it == written_.end()) return cached;
-  if (RvNumber(it->second) > RvNumber(cached) &&
-      it->second["metadata"].value("uid", "") == cached["metadata"].value("uid", "")) {
+  if (it->second->resourceVersion > cached->resourceVersion && it->second->uid == cached->uid) {
     return it->second;
   }
   written_.erase(it);
   return cached;
 }
 
-void JobController::Remember(const json& job) {
+JobPtr JobController::Remember(json written) {
+  auto view = std::make_shared<const JobView>(ParseJob(std::move(written)));
   std::lock_guard<std::mutex> lock(writtenMu_);
-  written_[ObjectKey(job)] = job;
+  written_[view->key] = view;
+  return view;
 }
 
 Status JobController::Reconcile(const std::string& key) {
-  std::optional<json> cached = jobs_.Get(key);
+  const JobPtr cached = cache_.Job(key);
   if (!cached) {  // deleted: the garbage collector removes its pods
     book_.Forget(key);
     metrics_->ForgetJob(key);
@@ -238,124 +197,110 @@ Status JobController::Reconcile(const std::string& key) {
     written_.erase(key);
     return absl::OkStatus();
   }
-  json job = Freshest(key, *cached);
-  if (job["metadata"].contains("deletionTimestamp")) return Finalize(job);
-  if (!HasFinalizer(job)) {
-    ES_ASSIGN_OR_RETURN(job, UpdateWithRetry(*client_, kEasyScaleJobs, job, [](json& o) {
-                          if (!HasFinalizer(o))
+  JobPtr job = Freshest(cached);
+  if (job->deleting) return Finalize(*job);
+  if (!job->hasFinalizer) {
+    ES_ASSIGN_OR_RETURN(json updated,
+                        UpdateWithRetry(*client_, kEasyScaleJobs, job->object, [](json& o) {
+                          if (!ParseJob(o).hasFinalizer) {
                             o["metadata"]["finalizers"].push_back(kCleanupFinalizer);
+                          }
                         }));
-    Remember(job);
+    job = Remember(std::move(updated));
   }
-  const int64_t generation = job["metadata"].value("generation", int64_t{1});
-  StatusOr<JobStatus> parsed = ParseJobStatus(job.value("status", json()));
-  if (!parsed.ok()) {
+  const int64_t generation = job->metadataGeneration;
+  if (!job->status.ok()) {
     LogWarn("controller", "unreadable status; starting over",
-            {{"job", key}, {"error", parsed.status().ToString()}});
+            {{"job", key}, {"error", job->status.status().ToString()}});
   }
-  JobStatus st = parsed.ok() ? *parsed : JobStatus{};
-  StatusOr<JobSpec> spec = ParseJobSpec(job.value("spec", json()), "spec");
-  if (!spec.ok()) return FailInvalid(job, st, spec.status());
-  if (spec->maxWorkers == 0) spec->maxWorkers = spec->ests;
+  JobStatus st = job->status.ok() ? *job->status : JobStatus{};
+  if (!job->spec.ok()) return FailInvalid(job, st, job->spec.status());
+  const JobSpec& spec = *job->spec;
 
   const json* failed = FindCondition(st.conditions, "Failed");
-  if (st.phase == "Failed" && failed != nullptr && failed->value("reason", "") == "Invalid" &&
+  if (st.phase == JobPhase::kFailed && failed != nullptr &&
+      failed->value("reason", "") == "Invalid" &&
       st.observedGeneration < generation) {  // the spec was fixed: start again
-    st.phase = "Pending";
+    st.phase = JobPhase::kPending;
     SetCondition(st.conditions, "Failed", false, "Valid", "the spec is valid", generation);
   }
-  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job, pods_.List()));
-  if (st.phase == "Succeeded" || st.phase == "Failed") {
-    return SyncPods(job, *spec, st, pods, /*keepNone=*/true);
-  }
-  ES_RETURN_IF_ERROR(EnsureJobObjects(job));
+  const PodsByName pods = cache_.WorkerPodsOf(*job);
+  if (IsTerminal(st.phase)) return SyncPods(*job, spec, st, pods, /*keepNone=*/true);
+  ES_RETURN_IF_ERROR(EnsureJobObjects(*job));
 
   JobStatus next = st;
   next.observedGeneration = generation;
   const std::map<std::string, WorkerReport> reports = book_.Reports(key);
-  MergeReports(reports, pods, &next, job);
-  if (next.phase == "Succeeded") {
-    ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
+  MergeReports(reports, pods, &next, *job);
+  if (next.phase == JobPhase::kSucceeded) {
+    ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
     recorder_->Normal(
-        written, "Succeeded",
+        written->object, "Succeeded",
         absl::StrCat("training finished at step ", next.step, "; digest ", next.digest));
     book_.Forget(key);
-    return SyncPods(written, *spec, next, pods, /*keepNone=*/true);
+    return SyncPods(*written, spec, next, pods, /*keepNone=*/true);
   }
-  const std::vector<WorkerFailure> failures = DropLostWorkers(job, pods, reports, &next);
+  const std::vector<WorkerFailure> failures = DropLostWorkers(*job, pods, reports, &next);
   const int64_t failedBefore = next.failedGeneration;
-  if (RecordFailures(job, *spec, failures, &next)) {
+  if (RecordFailures(*job, spec, failures, &next)) {
     const WorkerFailure& last = failures.back();
     return FailJob(
-        job, *spec, next, last.permanent ? "WorkerFailed" : "BackoffLimitExceeded",
+        job, spec, next, last.permanent ? "WorkerFailed" : "BackoffLimitExceeded",
         last.permanent
             ? absl::StrCat("worker ", last.pod, " failed and retrying cannot help: ", last.message)
             : absl::StrCat(next.restarts, " worker failures, more than the backoff limit ",
-                           spec->runPolicy.backoffLimit, "; the last: ", last.pod, ": ",
+                           spec.runPolicy.backoffLimit, "; the last: ", last.pod, ": ",
                            last.message),
         pods);
   }
   const bool restart = next.failedGeneration != failedBefore;
 
-  size_t self = 0;
-  const ClusterState cluster = BuildCluster(key, next, &self);
-  const auto t0 = std::chrono::steady_clock::now();
-  const ScheduleResult result = scheduler_.Schedule(cluster);
-  metrics_->ObserveSchedule(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  ES_CHECK(self < result.allocations.size()) << "the scheduler dropped a job";
-  int preempted = 0;
-  for (const Preemption& p : result.preemptions) {
-    if (p.job == key) preempted += p.workers;
-  }
+  // The job's part of the latest plan; a job the last cycle did not see yet
+  // keeps what it holds (its arrival has arranged the next cycle).
+  const std::optional<JobPlan> plan = cycle_.PlanFor(key);
+  const std::vector<Placement> desired =
+      plan ? plan->placements : ToPlacements(CountWorkers(next.workers));
+  const int preempted = plan ? plan->preempted : 0;
   ES_ASSIGN_OR_RETURN(PlanChange change,
-                      PlanNextGeneration(job["metadata"].value("name", ""), *spec,
-                                         result.allocations[self].placements, preempted, restart,
-                                         NowTime(), options_.scheduler, &next));
+                      PlanNextGeneration(job->name, spec, desired, preempted, restart, NowTime(),
+                                         options_.scheduler, &next));
   if (ReadyToRelease(next, WallClock::now())) {
     next.runningGeneration = next.generation;
-    PlanRestore(job, *spec, reports, pods, &next);
+    PlanRestore(*job, spec, reports, pods, &next);
   }
-  FinishHandover(job, reports, &next);
+  FinishHandover(*job, reports, &next);
   next.phase = PhaseOf(next);
-  SetCondition(next.conditions, "Running", next.phase == "Running", next.phase,
+  SetCondition(next.conditions, "Running", next.phase == JobPhase::kRunning, PhaseName(next.phase),
                absl::StrCat(next.workers.size(), " workers in generation ", next.generation),
                generation);
-  if (spec->checkpoint.claimName.empty()) {
+  if (spec.checkpoint.claimName.empty()) {
     SetCondition(next.conditions, "DurableCheckpoint", false, "NoClaim",
                  "no spec.checkpoint.claimName: the job survives the loss of some of its "
                  "workers (the others hold its state), not of all of them at once",
                  generation);
   } else {
-    SetCondition(next.conditions, "DurableCheckpoint", true, "Claim",
-                 absl::StrCat("checkpoints every ", spec->training.checkpointEvery,
-                              " steps in claim ", spec->checkpoint.claimName, " at ",
-                              DurableCheckpointDir(*spec, job["metadata"].value("uid", ""))),
-                 generation);
+    SetCondition(
+        next.conditions, "DurableCheckpoint", true, "Claim",
+        absl::StrCat("checkpoints every ", spec.training.checkpointEvery, " steps in claim ",
+                     spec.checkpoint.claimName, " at ", DurableCheckpointDir(spec, job->uid)),
+        generation);
   }
 
-  ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, next));
-  PublishPlan(written, *spec, next);
+  ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
+  PublishPlan(*written, spec, next);
   metrics_->SetJobStep(key, next.step);
-  const Status synced = SyncPods(written, *spec, next, pods, /*keepNone=*/false);
+  const Status synced = SyncPods(*written, spec, next, pods, /*keepNone=*/false);
   if (change.changed) {  // after the pods: an Event must not delay a GPU's use
     metrics_->AddScaleEvent();
     if (preempted > 0) metrics_->AddPreemptions(preempted);
     if (change.reason == "Preempted" || change.reason == "Restarted") {
-      recorder_->Warning(written, change.reason, change.message);
+      recorder_->Warning(written->object, change.reason, change.message);
     } else {
-      recorder_->Normal(written, change.reason, change.message);
+      recorder_->Normal(written->object, change.reason, change.message);
     }
   }
   ES_RETURN_IF_ERROR(synced);
 
-  // Other jobs whose allocation changed apply it in their own reconcile.
-  for (size_t i = 0; i < result.allocations.size(); ++i) {
-    if (i != self && CountPlacements(result.allocations[i].placements) !=
-                         CountPlacements(cluster.jobs[i].current)) {
-      queue_.Add(cluster.jobs[i].key);
-    }
-  }
   if (!next.draining.empty() || !next.handover.empty()) {
     queue_.AddAfter(key, std::chrono::milliseconds(500));
   }
@@ -370,33 +315,34 @@ Status JobController::Reconcile(const std::string& key) {
   return absl::OkStatus();
 }
 
-Status JobController::Finalize(const json& job) {
+Status JobController::Finalize(const JobView& job) {
   // From the API server, not the cache: a pod created just before the deletion
   // may not have reached the informer yet, and the finalizer must wait for it.
-  const std::string ns = job["metadata"].value("namespace", "");
-  StatusOr<json> listed = client_->List(
-      kPods, ns,
-      {.labelSelector = absl::StrCat(kJobLabel, "=", job["metadata"].value("name", ""))});
+  StatusOr<json> listed =
+      client_->List(kPods, job.ns, {.labelSelector = absl::StrCat(kJobLabel, "=", job.name)});
   if (!listed.ok()) return listed.status();
   const json& items = (*listed)["items"];
   if (!items.is_array()) return absl::InternalError("pod list: items is not an array");
-  const std::vector<json> pods = WorkerPodsOf(job, items.get<std::vector<json>>());
-  for (const json& p : pods) {
-    if (p["metadata"].contains("deletionTimestamp")) continue;  // already terminating
-    Status s = client_->Delete(kPods, ns, p["metadata"].value("name", ""));
+  int64_t owned = 0;
+  for (const json& item : items) {
+    const PodView p = ParsePod(item);
+    if (!IsWorkerOf(p, job)) continue;
+    ++owned;
+    if (p.deleting) continue;  // already terminating
+    Status s = client_->Delete(kPods, job.ns, p.name);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
   }
-  book_.Forget(ObjectKey(job));
-  if (!HasFinalizer(job)) return absl::OkStatus();
-  if (!pods.empty()) {
+  book_.Forget(job.key);
+  if (!job.hasFinalizer) return absl::OkStatus();
+  if (owned > 0) {
     // The job goes when its pods have: until then they may still be training
     // on their GPUs (and writing to its checkpoint directory).
-    queue_.AddAfter(ObjectKey(job), std::chrono::milliseconds(500));
+    queue_.AddAfter(job.key, std::chrono::milliseconds(500));
     LogInfo("controller", "finalizing: waiting for worker pods",
-            {{"job", ObjectKey(job)}, {"pods", static_cast<int64_t>(pods.size())}});
+            {{"job", job.key}, {"pods", owned}});
     return absl::OkStatus();
   }
-  StatusOr<json> out = UpdateWithRetry(*client_, kEasyScaleJobs, job, [](json& o) {
+  StatusOr<json> out = UpdateWithRetry(*client_, kEasyScaleJobs, job.object, [](json& o) {
     json kept = json::array();
     for (const json& f : o["metadata"].value("finalizers", json::array())) {
       if (f != kCleanupFinalizer) kept.push_back(f);
@@ -404,39 +350,38 @@ Status JobController::Finalize(const json& job) {
     o["metadata"]["finalizers"] = kept;
   });
   if (!out.ok() && !absl::IsNotFound(out.status())) return out.status();
-  LogInfo("controller", "finalized", {{"job", ObjectKey(job)}});
+  LogInfo("controller", "finalized", {{"job", job.key}});
   return absl::OkStatus();
 }
 
-Status JobController::FailInvalid(const json& job, JobStatus st, const Status& why) {
-  const int64_t generation = job["metadata"].value("generation", int64_t{1});
+Status JobController::FailInvalid(const JobPtr& job, JobStatus st, const Status& why) {
+  const int64_t generation = job->metadataGeneration;
   const std::string message(why.message());
   const json* c = FindCondition(st.conditions, "Failed");
-  if (st.phase == "Failed" && c != nullptr && c->value("reason", "") == "Invalid" &&
+  if (st.phase == JobPhase::kFailed && c != nullptr && c->value("reason", "") == "Invalid" &&
       c->value("message", "") == message && st.observedGeneration == generation) {
     return absl::OkStatus();  // already reported; a bad spec is not retried
   }
-  st.phase = "Failed";
+  st.phase = JobPhase::kFailed;
   st.observedGeneration = generation;
   SetCondition(st.conditions, "Failed", true, "Invalid", message, generation);
   SetCondition(st.conditions, "Running", false, "Failed", message, generation);
-  StatusOr<json> written = WriteStatus(job, st);
-  if (!written.ok()) return written.status();
-  recorder_->Warning(*written, "Failed", "Invalid spec: " + message);
-  book_.Forget(ObjectKey(job));
-  const std::map<std::string, json> pods = ByName(WorkerPodsOf(job, pods_.List()));
-  return SyncPods(*written, JobSpec{}, st, pods, /*keepNone=*/true);
+  ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, st));
+  recorder_->Warning(written->object, "Failed", "Invalid spec: " + message);
+  book_.Forget(job->key);
+  return SyncPods(*written, JobSpec{}, st, cache_.WorkerPodsOf(*job), /*keepNone=*/true);
 }
 
-Status JobController::EnsureJobObjects(const json& job) {
-  const std::string uid = job["metadata"].value("uid", "");
+Status JobController::EnsureJobObjects(const JobView& job) {
+  const std::string& uid = job.uid;
   if (ensured_.count(uid) != 0) return absl::OkStatus();
-  const std::string ns = job["metadata"].value("namespace", "");
   std::vector<std::pair<const Resource*, json>> objects = {
-      {&kSecrets, BuildControlSecret(job, tokens_.TokenFor(uid))}};
-  if (options_.networkPolicy) objects.push_back({&kNetworkPolicies, BuildWorkerNetworkPolicy(job)});
+      {&kSecrets, BuildControlSecret(job.object, tokens_.TokenFor(uid))}};
+  if (options_.networkPolicy) {
+    objects.push_back({&kNetworkPolicies, BuildWorkerNetworkPolicy(job.object)});
+  }
   for (const auto& [resource, object] : objects) {
-    StatusOr<json> created = client_->Create(*resource, ns, object);
+    StatusOr<json> created = client_->Create(*resource, job.ns, object);
     if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
   }
   ensured_.insert(uid);
@@ -444,13 +389,12 @@ Status JobController::EnsureJobObjects(const json& job) {
 }
 
 void JobController::MergeReports(const std::map<std::string, WorkerReport>& reports,
-                                 const std::map<std::string, json>& pods, JobStatus* st,
-                                 const json& job) {
+                                 const PodsByName& pods, JobStatus* st, const JobView& job) {
   // A drained worker that leaves the job stays to serve the state only when no
   // worker that stays holds it (every worker of a generation holds all of it).
   const bool staying = std::any_of(st->workers.begin(), st->workers.end(), [&](const auto& w) {
     auto it = pods.find(w.pod);
-    return it != pods.end() && PodGeneration(it->second) < st->generation;
+    return it != pods.end() && it->second->generation < st->generation;
   });
   std::erase_if(st->draining, [&](const DrainingRecord& d) {
     if (!DrainedBy(d, Newest(reports, d.worker.pod))) return false;
@@ -478,34 +422,35 @@ void JobController::MergeReports(const std::map<std::string, WorkerReport>& repo
       sum += r->samplesPerSecond;
       ++n;
     }
-    if (r->state == WorkerState::kSucceeded && !r->digest.empty() && st->phase != "Succeeded") {
-      st->phase = "Succeeded";
+    if (r->state == WorkerState::kSucceeded && !r->digest.empty() &&
+        st->phase != JobPhase::kSucceeded) {
+      st->phase = JobPhase::kSucceeded;
       st->digest = r->digest;
       st->testAccuracy = r->testAccuracy;
       st->output = r->output;
       st->completionTime = NowTime();
       SetCondition(st->conditions, "Succeeded", true, "Completed", "digest " + r->digest,
-                   job["metadata"].value("generation", int64_t{1}));
+                   job.metadataGeneration);
       SetCondition(st->conditions, "Running", false, "Succeeded", "training finished",
-                   job["metadata"].value("generation", int64_t{1}));
+                   job.metadataGeneration);
     }
   }
   for (const auto& [type, sn] : speed) st->speed[type] = sn.first / sn.second;
 }
 
 std::vector<WorkerFailure> JobController::DropLostWorkers(
-    const json& job, const std::map<std::string, json>& pods,
-    const std::map<std::string, WorkerReport>& reports, JobStatus* st) {
+    const JobView& job, const PodsByName& pods, const std::map<std::string, WorkerReport>& reports,
+    JobStatus* st) {
   const auto now = WallClock::now();
   auto gone = [&](const std::string& pod) {
     auto it = pods.find(pod);
-    return it == pods.end() || PodTerminated(it->second);
+    return it == pods.end() || it->second->Terminated();
   };
   std::erase_if(st->draining, [&](const DrainingRecord& d) {
     if (gone(d.worker.pod)) return true;  // nothing to wait for
     StatusOr<WallClock::time_point> since = ParseTime(d.since);
     if (since.ok() && now - *since > options_.drainTimeout) {
-      recorder_->Warning(job, "DrainTimeout",
+      recorder_->Warning(job.object, "DrainTimeout",
                          absl::StrCat("worker ", d.worker.pod, " did not stop generation ",
                                       d.generation, " in time"));
       return true;
@@ -516,20 +461,23 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
   std::vector<WorkerFailure> failures;
   std::erase_if(st->workers, [&](const WorkerRecord& w) {
     auto it = pods.find(w.pod);
-    if (it == pods.end() || !PodTerminated(it->second)) return false;  // missing = to create
-    const auto [ended, permanent] = ContainerEnd(it->second);
-    std::string message = absl::StrCat(
-        "worker pod ", w.pod, " on ", w.node,
-        " ended: ", it->second.value("status", json::object()).value("phase", "deleted"),
-        ended.empty() ? "" : ", " + ended);
+    if (it == pods.end() || !it->second->Terminated()) return false;  // missing = to create
+    const PodView& pod = *it->second;
+    const bool permanent = pod.exit && pod.exit->code == kPermanentExitCode;
+    std::string message =
+        absl::StrCat("worker pod ", w.pod, " on ", w.node, " ended: ", PodPhaseName(pod.phase));
+    if (pod.exit) {
+      absl::StrAppend(&message, ", exit code ", pod.exit->code,
+                      pod.exit->reason.empty() ? "" : " (" + pod.exit->reason + ")");
+    }
     if (std::optional<WorkerReport> r = Newest(reports, w.pod); r && !r->message.empty()) {
       absl::StrAppend(&message, "; it said: ", r->message);
     }
-    recorder_->Warning(job, "WorkerLost", message);
-    failures.push_back({w.pod, permanent ? kPermanentErrorReason : "WorkerLost", message, permanent,
-                        // It failed the generation it was running, else the one it waited for.
-                        PodGeneration(it->second) <= st->runningGeneration ? st->runningGeneration
-                                                                           : st->generation});
+    recorder_->Warning(job.object, "WorkerLost", message);
+    failures.push_back(
+        {w.pod, permanent ? kPermanentErrorReason : "WorkerLost", message, permanent,
+         // It failed the generation it was running, else the one it waited for.
+         pod.generation <= st->runningGeneration ? st->runningGeneration : st->generation});
     return true;
   });
   // A member of the released generation that stopped it on its own: a peer
@@ -552,7 +500,7 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
   return failures;
 }
 
-bool JobController::RecordFailures(const json& job, const JobSpec& spec,
+bool JobController::RecordFailures(const JobView& job, const JobSpec& spec,
                                    const std::vector<WorkerFailure>& failures, JobStatus* st) {
   int64_t generation = 0;
   bool permanent = false;
@@ -565,9 +513,9 @@ bool JobController::RecordFailures(const json& job, const JobSpec& spec,
   st->failedGeneration = std::max(st->failedGeneration, generation);
   ++st->restarts;
   const WorkerFailure& first = failures.front();
-  const int64_t observed = job["metadata"].value("generation", int64_t{1});
-  SetCondition(st->conditions, "Restarting", true, first.reason, first.message, observed);
-  recorder_->Warning(job, "WorkerFailed",
+  SetCondition(st->conditions, "Restarting", true, first.reason, first.message,
+               job.metadataGeneration);
+  recorder_->Warning(job.object, "WorkerFailed",
                      absl::StrCat(first.message, " (failure ", st->restarts, " of at most ",
                                   spec.runPolicy.backoffLimit + 1, ")"));
   if (permanent || st->restarts > spec.runPolicy.backoffLimit) return true;
@@ -577,29 +525,29 @@ bool JobController::RecordFailures(const json& job, const JobSpec& spec,
   return false;
 }
 
-Status JobController::FailJob(const json& job, const JobSpec& spec, JobStatus st,
+Status JobController::FailJob(const JobPtr& job, const JobSpec& spec, JobStatus st,
                               const std::string& reason, const std::string& message,
-                              const std::map<std::string, json>& pods) {
-  const int64_t observed = job["metadata"].value("generation", int64_t{1});
-  st.phase = "Failed";
+                              const PodsByName& pods) {
+  const int64_t observed = job->metadataGeneration;
+  st.phase = JobPhase::kFailed;
   st.completionTime = NowTime();
   SetCondition(st.conditions, "Failed", true, reason, message, observed);
   SetCondition(st.conditions, "Running", false, reason, message, observed);
   SetCondition(st.conditions, "Restarting", false, reason, "the job failed", observed);
-  ES_ASSIGN_OR_RETURN(json written, WriteStatus(job, st));
-  recorder_->Warning(written, "Failed", message);
-  book_.Forget(ObjectKey(job));
-  return SyncPods(written, spec, st, pods, /*keepNone=*/true);
+  ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, st));
+  recorder_->Warning(written->object, "Failed", message);
+  book_.Forget(job->key);
+  return SyncPods(*written, spec, st, pods, /*keepNone=*/true);
 }
 
-void JobController::PlanRestore(const json& job, const JobSpec& spec,
+void JobController::PlanRestore(const JobView& job, const JobSpec& spec,
                                 const std::map<std::string, WorkerReport>& reports,
-                                const std::map<std::string, json>& pods, JobStatus* st) {
+                                const PodsByName& pods, JobStatus* st) {
   // Workers that hold the whole job's state: those that stay first.
   std::vector<std::pair<const WorkerReport*, bool>> holders;
   for (const auto& [pod, r] : reports) {
     auto it = pods.find(pod);
-    if (r.stateStep < 0 || r.stateUrl.empty() || it == pods.end() || PodTerminated(it->second)) {
+    if (r.stateStep < 0 || r.stateUrl.empty() || it == pods.end() || it->second->Terminated()) {
       continue;
     }
     const bool member = std::any_of(st->workers.begin(), st->workers.end(),
@@ -625,7 +573,7 @@ void JobController::PlanRestore(const json& job, const JobSpec& spec,
   } else {
     plan.from = RestoreFrom::kFresh;
     if (st->step > 0) {
-      recorder_->Warning(job, "StateLost",
+      recorder_->Warning(job.object, "StateLost",
                          absl::StrCat("no worker holding the job's state at step ", st->step,
                                       " is left and the job has no durable checkpoint "
                                       "(spec.checkpoint.claimName): training starts over"));
@@ -640,7 +588,7 @@ void JobController::PlanRestore(const json& job, const JobSpec& spec,
   });
 }
 
-void JobController::FinishHandover(const json& job,
+void JobController::FinishHandover(const JobView& job,
                                    const std::map<std::string, WorkerReport>& reports,
                                    JobStatus* st) {
   if (st->runningGeneration < st->generation || st->workers.empty()) return;
@@ -650,7 +598,7 @@ void JobController::FinishHandover(const json& job,
            (r->state == WorkerState::kRunning || r->state == WorkerState::kCheckpointed ||
             r->state == WorkerState::kSucceeded);
   });
-  const int64_t observed = job["metadata"].value("generation", int64_t{1});
+  const int64_t observed = job.metadataGeneration;
   const json* restarting = FindCondition(st->conditions, "Restarting");
   if (restored && restarting != nullptr && restarting->value("status", "") == "True") {
     SetCondition(st->conditions, "Restarting", false, "Recovered",
@@ -663,26 +611,25 @@ void JobController::FinishHandover(const json& job,
   StatusOr<WallClock::time_point> since = ParseTime(st->restore.since);
   const bool late = since.ok() && WallClock::now() - *since > options_.handoverTimeout;
   if (late && !restored) {
-    recorder_->Warning(job, "HandoverTimeout",
+    recorder_->Warning(job.object, "HandoverTimeout",
                        absl::StrCat("generation ", st->runningGeneration,
                                     " did not take the state from the leaving workers in time"));
   }
   if (restored || late) st->handover.clear();
 }
 
-StatusOr<json> JobController::WriteStatus(const json& job, const JobStatus& st) {
+StatusOr<JobPtr> JobController::WriteStatus(const JobPtr& job, const JobStatus& st) {
   const json wanted = ToJson(st);
-  if (job.value("status", json()) == wanted) return job;
-  ES_ASSIGN_OR_RETURN(json written, UpdateStatusWithRetry(*client_, kEasyScaleJobs, job,
+  if (job->object.value("status", json()) == wanted) return job;
+  ES_ASSIGN_OR_RETURN(json written, UpdateStatusWithRetry(*client_, kEasyScaleJobs, job->object,
                                                           [&](json& o) { o["status"] = wanted; }));
-  Remember(written);
-  return written;
+  return Remember(std::move(written));
 }
 
-void JobController::PublishPlan(const json& job, const JobSpec& spec, const JobStatus& st) {
-  const std::string uid = job["metadata"].value("uid", "");
+void JobController::PublishPlan(const JobView& job, const JobSpec& spec, const JobStatus& st) {
+  const std::string& uid = job.uid;
   ControlPlan p;
-  p.job = ObjectKey(job);
+  p.job = job.key;
   p.token = tokens_.TokenFor(uid);
   p.generation = st.generation;
   p.runningGeneration = st.runningGeneration;
@@ -700,8 +647,8 @@ void JobController::PublishPlan(const json& job, const JobSpec& spec, const JobS
   book_.Publish(std::move(p));
 }
 
-Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobStatus& st,
-                               const std::map<std::string, json>& pods, bool keepNone) {
+Status JobController::SyncPods(const JobView& job, const JobSpec& spec, const JobStatus& st,
+                               const PodsByName& pods, bool keepNone) {
   std::set<std::string> members;
   if (!keepNone) {
     for (const WorkerRecord& w : st.workers) members.insert(w.pod);
@@ -714,8 +661,8 @@ Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobSt
                             after.ok() && *after > WallClock::now();
     for (const WorkerRecord& w : st.workers) {
       if (backingOff || pods.count(w.pod) != 0) continue;
-      const json pod = BuildWorkerPod(job, spec, w, st.generation, options_.pod);
-      StatusOr<json> created = client_->Create(kPods, job["metadata"].value("namespace", ""), pod);
+      const json pod = BuildWorkerPod(job.object, spec, w, st.generation, options_.pod);
+      StatusOr<json> created = client_->Create(kPods, job.ns, pod);
       if (!created.ok()) {
         if (absl::IsAlreadyExists(created.status())) continue;  // the cache lags our own create
         return created.status();
@@ -728,8 +675,8 @@ Status JobController::SyncPods(const json& job, const JobSpec& spec, const JobSt
     }
   }
   for (const auto& [name, pod] : pods) {
-    if (members.count(name) != 0 || pod["metadata"].contains("deletionTimestamp")) continue;
-    Status s = client_->Delete(kPods, pod["metadata"].value("namespace", ""), name);
+    if (members.count(name) != 0 || pod->deleting) continue;
+    Status s = client_->Delete(kPods, pod->ns, name);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     LogInfo("controller", "worker pod deleted", {{"pod", name}});
   }

@@ -1,11 +1,15 @@
 // File: operator/src/controller/job_controller.h
 //
 // The EasyScaleJob controller, in sample-controller's shape: informers on
-// jobs, pods and nodes whose handlers only enqueue job keys; one worker that
-// takes keys off a rate-limited queue and runs Reconcile(key), which re-reads
-// the cache, is idempotent, writes status on a copy, and whose Status decides
-// requeue (transient) or drop. One worker, because every reconcile runs the
-// inter-job scheduler over all jobs: a single writer keeps that view coherent.
+// jobs, pods and nodes whose handlers parse each object once into the typed
+// cache (cluster_cache.h), enqueue the job a change concerns and mark the
+// cluster dirty when a scheduler input changed; one worker takes keys off a
+// rate-limited queue. A job's key runs Reconcile(key), which re-reads the
+// cache, applies the job's part of the latest scheduling plan, is idempotent,
+// writes status on a copy, and whose Status decides requeue (transient) or
+// drop. The scheduling cycle's key (scheduling_cycle.h) runs the inter-job
+// scheduler over every job once per batch of changes. One worker: a single
+// writer keeps the plan coherent with the statuses it was computed from.
 #pragma once
 
 #include <atomic>
@@ -17,9 +21,11 @@
 #include <string>
 #include <thread>
 
+#include "controller/cluster_cache.h"
 #include "controller/control_book.h"
 #include "controller/control_token.h"
 #include "controller/metrics.h"
+#include "controller/scheduling_cycle.h"
 #include "controller/worker_pod.h"
 #include "easyscale/operator/event_recorder.h"
 #include "easyscale/operator/informer.h"
@@ -28,8 +34,6 @@
 #include "easyscale/operator/work_queue.h"
 
 namespace easyscale::op {
-
-inline constexpr const char* kCleanupFinalizer = "easyscale.io/cleanup";
 
 struct ControllerOptions {
   std::string ns;  // namespace of jobs to manage; empty = all
@@ -40,7 +44,11 @@ struct ControllerOptions {
   // generation that holds none of it.
   std::chrono::milliseconds handoverTimeout{std::chrono::seconds(30)};
   std::chrono::milliseconds maxRestartBackoff{std::chrono::seconds(60)};
+  // Every job is reconciled this often (its step and speed reach the status).
   std::chrono::milliseconds resyncPeriod{std::chrono::seconds(2)};
+  // Changes within this window after the first are served by one scheduling
+  // cycle: longer batches more changes, shorter frees a GPU sooner.
+  std::chrono::milliseconds scheduleWindow{std::chrono::milliseconds(100)};
   // One NetworkPolicy per job: its worker pods take traffic from each other only.
   bool networkPolicy = true;
   SchedulerOptions scheduler;
@@ -55,6 +63,8 @@ struct WorkerFailure {
   int64_t generation = 0;  // the generation it broke
 };
 
+using PodsByName = std::map<std::string, PodPtr>;
+
 class JobController {
  public:
   JobController(KubeClient* client, EventRecorder* recorder, Metrics* metrics, ControlTokens tokens,
@@ -68,48 +78,50 @@ class JobController {
   void Stop();
 
   Status Reconcile(const std::string& key);
+  // One scheduling cycle over every job; enqueues the jobs whose plan changed.
+  void RunSchedulingCycle();
   ControlBook& book() { return book_; }
   // The controller's cached view of a Pod ("namespace/name"): what it schedules
   // on, which may lag the API server (tests wait on it before acting).
-  std::optional<nlohmann::json> CachedPod(const std::string& key) const { return pods_.Get(key); }
+  PodPtr CachedPod(const std::string& key) const { return cache_.Pod(key); }
   WorkQueue& queue() { return queue_; }
+  const SchedulingCycle& cycle() const { return cycle_; }
 
  private:
-  struct JobView;  // a job as the scheduler sees it
   void WorkerLoop();
   void ResyncLoop();
   void EnqueueAllJobs();
-  nlohmann::json Freshest(const std::string& key, const nlohmann::json& cached);
-  void Remember(const nlohmann::json& job);
-  Status Finalize(const nlohmann::json& job);
-  Status FailInvalid(const nlohmann::json& job, JobStatus st, const Status& why);
+  void OnChange(const ClusterChange& change);
+  // Our own newest write of the job when the cache has not caught up with it.
+  JobPtr Freshest(const JobPtr& cached);
+  JobPtr Remember(nlohmann::json written);
+  Status Finalize(const JobView& job);
+  Status FailInvalid(const JobPtr& job, JobStatus st, const Status& why);
   // The job's control-token Secret and NetworkPolicy, once per job incarnation.
-  Status EnsureJobObjects(const nlohmann::json& job);
-  void MergeReports(const std::map<std::string, WorkerReport>& reports,
-                    const std::map<std::string, nlohmann::json>& pods, JobStatus* st,
-                    const nlohmann::json& job);
-  std::vector<WorkerFailure> DropLostWorkers(const nlohmann::json& job,
-                                             const std::map<std::string, nlohmann::json>& pods,
+  Status EnsureJobObjects(const JobView& job);
+  void MergeReports(const std::map<std::string, WorkerReport>& reports, const PodsByName& pods,
+                    JobStatus* st, const JobView& job);
+  std::vector<WorkerFailure> DropLostWorkers(const JobView& job, const PodsByName& pods,
                                              const std::map<std::string, WorkerReport>& reports,
                                              JobStatus* st);
   // Counts the running generation's failures once; true when the job failed.
-  bool RecordFailures(const nlohmann::json& job, const JobSpec& spec,
+  bool RecordFailures(const JobView& job, const JobSpec& spec,
                       const std::vector<WorkerFailure>& failures, JobStatus* st);
-  Status FailJob(const nlohmann::json& job, const JobSpec& spec, JobStatus st,
-                 const std::string& reason, const std::string& message,
-                 const std::map<std::string, nlohmann::json>& pods);
+  Status FailJob(const JobPtr& job, const JobSpec& spec, JobStatus st, const std::string& reason,
+                 const std::string& message, const PodsByName& pods);
   // At release: where the new generation takes the job's state from.
-  void PlanRestore(const nlohmann::json& job, const JobSpec& spec,
-                   const std::map<std::string, WorkerReport>& reports,
-                   const std::map<std::string, nlohmann::json>& pods, JobStatus* st);
+  void PlanRestore(const JobView& job, const JobSpec& spec,
+                   const std::map<std::string, WorkerReport>& reports, const PodsByName& pods,
+                   JobStatus* st);
   // Ends the hand-over once every member restored (or it timed out).
-  void FinishHandover(const nlohmann::json& job, const std::map<std::string, WorkerReport>& reports,
+  void FinishHandover(const JobView& job, const std::map<std::string, WorkerReport>& reports,
                       JobStatus* st);
-  ClusterState BuildCluster(const std::string& key, const JobStatus& self, size_t* selfIndex);
-  StatusOr<nlohmann::json> WriteStatus(const nlohmann::json& job, const JobStatus& st);
-  void PublishPlan(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st);
-  Status SyncPods(const nlohmann::json& job, const JobSpec& spec, const JobStatus& st,
-                  const std::map<std::string, nlohmann::json>& pods, bool keepNone);
+  // The scheduler's input: every active job and every node's GPUs.
+  ClusterState BuildCluster();
+  StatusOr<JobPtr> WriteStatus(const JobPtr& job, const JobStatus& st);
+  void PublishPlan(const JobView& job, const JobSpec& spec, const JobStatus& st);
+  Status SyncPods(const JobView& job, const JobSpec& spec, const JobStatus& st,
+                  const PodsByName& pods, bool keepNone);
 
   KubeClient* client_;
   EventRecorder* recorder_;
@@ -118,15 +130,16 @@ class JobController {
   ControllerOptions options_;
   // Names rendezvous prefixes: a new leader's store never mixes with an old one's.
   std::string epoch_;
-  InterJobScheduler scheduler_;
   Informer jobs_;
   Informer pods_;
   Informer nodes_;
+  ClusterCache cache_;
   WorkQueue queue_;
+  SchedulingCycle cycle_;
   ControlBook book_;
   std::mutex writtenMu_;
-  std::map<std::string, nlohmann::json> written_;  // our newest write per job
-  std::set<std::string> ensured_;                  // UIDs whose Secret and policy exist
+  std::map<std::string, JobPtr> written_;  // our newest write per job
+  std::set<std::string> ensured_;          // UIDs whose Secret and policy exist
   std::atomic<bool> stopped_{false};
   std::atomic<bool> acting_{false};  // StartWorker was called
   std::thread worker_;

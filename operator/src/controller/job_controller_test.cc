@@ -94,8 +94,8 @@ class JobControllerTest : public ::testing::Test {
         client_->MergePatch(kPods, "default", name, {{"status", {{"phase", "Running"}}}}, true)
             .ok());
     ASSERT_TRUE(Eventually([&] {
-      const auto pod = controller_->CachedPod("default/" + name);
-      return pod && (*pod)["status"].value("phase", "") == "Running";
+      const PodPtr pod = controller_->CachedPod("default/" + name);
+      return pod && pod->phase == PodPhase::kRunning;
     }));
   }
   StatusOr<WorkerAssignment> Assignment(const std::string& pod) {
@@ -174,8 +174,8 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   // Informers deliver independently: without this wait the job can be placed on
   // n1 before the controller sees inf-1 holding it (then it is preempted at once).
   ASSERT_TRUE(Eventually([&] {
-    const auto pod = controller_->CachedPod("default/inf-1");
-    return pod && (*pod)["status"].value("phase", "") == "Running";
+    const PodPtr pod = controller_->CachedPod("default/inf-1");
+    return pod && pod->phase == PodPhase::kRunning;
   }));
   json spec = kGoodSpec;
   spec["output"] = {{"path", "/models/j"}};
@@ -509,7 +509,7 @@ TEST_F(JobControllerTest, DeletionWaitsForPodsTheCacheHasNotSeen) {
   ASSERT_TRUE(
       client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
   ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
-  ASSERT_FALSE(controller_->CachedPod("default/j-w-1-0").has_value());
+  ASSERT_EQ(controller_->CachedPod("default/j-w-1-0"), nullptr);
   ASSERT_TRUE(client_->Delete(kEasyScaleJobs, "default", "j").ok());
   // The pods are found and deleted although the cache has never seen them, and
   // the finalizer stays while they terminate.

@@ -58,14 +58,37 @@ json DrainingJson(const std::vector<DrainingRecord>& records) {
   return out;
 }
 
+constexpr std::pair<JobPhase, const char*> kPhaseNames[] = {
+    {JobPhase::kPending, "Pending"},     {JobPhase::kRunning, "Running"},
+    {JobPhase::kScaling, "Scaling"},     {JobPhase::kPreempted, "Preempted"},
+    {JobPhase::kSucceeded, "Succeeded"}, {JobPhase::kFailed, "Failed"}};
+
 }  // namespace
+
+const char* PhaseName(JobPhase phase) {
+  for (const auto& [p, name] : kPhaseNames) {
+    if (p == phase) return name;
+  }
+  return "Pending";
+}
+
+StatusOr<JobPhase> ParseJobPhase(const std::string& name, const std::string& path) {
+  for (const auto& [p, n] : kPhaseNames) {
+    if (n == name) return p;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, ": unknown phase \"", name, "\""));
+}
 
 StatusOr<JobStatus> ParseJobStatus(const json& status) {
   JobStatus s;
   if (status.is_null()) return s;
   if (!status.is_object()) return absl::InvalidArgumentError("status: must be an object");
   FieldReader r(status, "status");
-  r.String("phase", &s.phase);
+  std::string phase;
+  r.String("phase", &phase);
+  if (!phase.empty()) {
+    ES_ASSIGN_OR_RETURN(s.phase, ParseJobPhase(phase, "status.phase"));
+  }
   r.Int("observedGeneration", &s.observedGeneration);
   r.Int("generation", &s.generation, false, 0);
   r.Int("runningGeneration", &s.runningGeneration, false, 0);
@@ -130,7 +153,7 @@ json ToJson(const JobStatus& s) {
     workers.push_back(WorkerJson(w));
     ests += static_cast<int>(w.ests.size());
   }
-  json out = {{"phase", s.phase},
+  json out = {{"phase", PhaseName(s.phase)},
               {"observedGeneration", s.observedGeneration},
               {"generation", s.generation},
               {"runningGeneration", s.runningGeneration},

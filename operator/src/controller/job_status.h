@@ -59,8 +59,16 @@ struct RestoreRecord {
   bool operator==(const RestoreRecord&) const = default;
 };
 
+// status.phase; the CRD lists the same names.
+enum class JobPhase { kPending, kRunning, kScaling, kPreempted, kSucceeded, kFailed };
+const char* PhaseName(JobPhase phase);
+StatusOr<JobPhase> ParseJobPhase(const std::string& name, const std::string& path);
+inline bool IsTerminal(JobPhase phase) {
+  return phase == JobPhase::kSucceeded || phase == JobPhase::kFailed;
+}
+
 struct JobStatus {
-  std::string phase = "Pending";
+  JobPhase phase = JobPhase::kPending;
   int64_t observedGeneration = 0;
   int64_t generation = 0;
   int64_t runningGeneration = 0;
