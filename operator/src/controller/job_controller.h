@@ -84,6 +84,7 @@ class JobController {
   // The controller's cached view of a Pod ("namespace/name"): what it schedules
   // on, which may lag the API server (tests wait on it before acting).
   PodPtr CachedPod(const std::string& key) const { return cache_.Pod(key); }
+  JobPtr CachedJob(const std::string& key) const { return cache_.Job(key); }
   WorkQueue& queue() { return queue_; }
   const SchedulingCycle& cycle() const { return cycle_; }
 

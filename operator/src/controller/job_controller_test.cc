@@ -33,13 +33,14 @@ class JobControllerTest : public ::testing::Test {
     ControllerOptions o;
     o.pod.controlUrl = "http://127.0.0.1:9";
     o.workerBackend = "cpu";
-    o.resyncPeriod = 200ms;
+    o.resyncPeriod = resyncPeriod_;
+    o.scheduleWindow = scheduleWindow_;
     o.maxRestartBackoff = 300ms;
     controller_ = std::make_unique<JobController>(client_.get(), recorder_.get(), &metrics_,
                                                   ControlTokens::Random(), o);
     controller_->StartInformers();
     ASSERT_TRUE(Eventually([&] { return controller_->HasSynced(); }));
-    controller_->StartWorker();
+    if (startWorker_) controller_->StartWorker();
   }
   void TearDown() override { controller_->Stop(); }
 
@@ -107,6 +108,9 @@ class JobControllerTest : public ::testing::Test {
     return out;
   }
 
+  std::chrono::milliseconds resyncPeriod_ = 200ms;
+  std::chrono::milliseconds scheduleWindow_ = 100ms;
+  bool startWorker_ = true;
   std::unique_ptr<testing::TestApiServer> server_;
   std::unique_ptr<KubeClient> client_;
   Metrics metrics_;
@@ -518,6 +522,82 @@ TEST_F(JobControllerTest, DeletionWaitsForPodsTheCacheHasNotSeen) {
   ASSERT_FALSE(Get("j").is_null());
   EXPECT_EQ(Get("j")["metadata"]["finalizers"][0], kCleanupFinalizer);
   server_->HoldWatches("pods", false);
+}
+
+// The test drives the controller's worker by hand: nothing reconciles or
+// schedules unless the test calls it.
+class JobControllerStepTest : public JobControllerTest {
+ protected:
+  JobControllerStepTest() { startWorker_ = false; }
+};
+
+TEST_F(JobControllerStepTest, AJobsReconcileAppliesTheLatestPlanAndNeverSchedules) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
+
+  // No plan yet: the job waits, holding nothing, and its reconciles schedule nothing.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  EXPECT_EQ(controller_->cycle().cycles(), 0);
+  EXPECT_EQ(StatusOf("j").value("phase", ""), "Pending");
+  EXPECT_TRUE(StatusOf("j").value("workers", json::array()).empty());
+  EXPECT_TRUE(WorkerPods("j").empty());
+
+  // One cycle plans both GPUs for the job; its next reconcile applies that.
+  controller_->RunSchedulingCycle();
+  EXPECT_EQ(controller_->cycle().cycles(), 1);
+  const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->placements, (std::vector<Placement>{{"n1", "a100", 2}}));
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  EXPECT_EQ(StatusOf("j")["workers"].size(), 2u);
+  EXPECT_EQ(WorkerPods("j").size(), 2u);
+
+  // Inference claims a GPU: only a cycle sees it; the job's reconciles keep
+  // the old plan until one runs.
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod("inf", "n1", 1)).ok());
+  ASSERT_TRUE(Eventually([&] { return controller_->CachedPod("default/inf") != nullptr; }));
+  ASSERT_TRUE(Eventually([&] {
+    const JobPtr j = controller_->CachedJob("default/j");
+    return j && j->status.ok() && j->status->workers.size() == 2;
+  }));
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  EXPECT_EQ(StatusOf("j")["workers"].size(), 2u);
+  EXPECT_EQ(controller_->cycle().cycles(), 1);
+  controller_->RunSchedulingCycle();
+  EXPECT_EQ(controller_->cycle().PlanFor("default/j")->preempted, 1);
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  const json st = StatusOf("j");
+  EXPECT_EQ(st["workers"].size(), 1u);
+  EXPECT_EQ(st.value("preemptions", 0), 1);
+  EXPECT_EQ(controller_->cycle().cycles(), 2);
+}
+
+// A long window and no resync: every cycle comes from a change.
+class JobControllerWindowTest : public JobControllerTest {
+ protected:
+  JobControllerWindowTest() {
+    scheduleWindow_ = 2s;
+    resyncPeriod_ = 600s;
+  }
+};
+
+TEST_F(JobControllerWindowTest, ChangesWithinTheWindowAreServedByOneCycle) {
+  ASSERT_TRUE(Eventually([&] { return controller_->cycle().cycles() == 1; }, 10s));  // the first
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(
+        client_->Create(kNodes, "", testing::GpuNode("n" + std::to_string(i), "a100", 4)).ok());
+  }
+  const auto created = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(Eventually([&] { return controller_->cycle().cycles() >= 2; }, 10s));
+  std::this_thread::sleep_for(2500ms);  // longer than a window: any second cycle would show
+  if (created < 1500ms) {
+    EXPECT_EQ(controller_->cycle().cycles(), 2) << "20 node changes in one window";
+  } else {  // a very loaded machine: the creations spanned two windows
+    EXPECT_LE(controller_->cycle().cycles(), 3);
+  }
 }
 
 }  // namespace
