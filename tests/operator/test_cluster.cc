@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "easyscale/common/checks.h"
@@ -42,7 +43,11 @@ std::vector<std::string> FastLeaderElectionArgs() {
           "0.2"};
 }
 
-std::string OperatorBinary() { return EASYSCALE_OPERATOR_BIN; }
+std::string OperatorBinary() {
+  // Another build's operator, for a bench's before/after.
+  const char* other = std::getenv("EASYSCALE_OPERATOR_BIN");
+  return other != nullptr && *other != '\0' ? other : EASYSCALE_OPERATOR_BIN;
+}
 
 std::string WorkerBinary() {
   // The worker is another part's target; look beside the operator, then in the

@@ -1,0 +1,374 @@
+// operator_scale_bench: the operator at cluster scale, in the test API server.
+// N EasyScaleJobs (20 ESTs, up to 10 workers each) on N * 10 GPUs (8 a100s a
+// node), so the cluster is full once every job runs; the easyscale-operator
+// process as the chart runs it (its default 2 s resync). The bench plays the
+// kubelet (worker pods become Running; deletions complete at once) and the
+// workers: each worker of a released generation reports its step every
+// --report-seconds, and a worker asked to drain reports its checkpoint at
+// once. No training runs. It measures:
+//   steady state: the operator's CPU seconds (utime + stime, /proc) per minute
+//                 once every job runs, over --steady-seconds;
+//   preemption:   an inference pod claims a GPU on a full node -> the job
+//                 holding it has the preemption in its status (ordered: the
+//                 plan with the worker to drain is written and published);
+//   release:      that inference pod goes -> a worker pod is created on the
+//                 freed GPU's node;
+// each over --trials nodes, as median and p99 (the slowest of fewer than 100).
+//   operator_scale_bench [--jobs 100] [--trials 10] [--steady-seconds 20]
+//                        [--report-seconds 10]
+// EASYSCALE_OPERATOR_BIN runs another build's operator (for a before/after).
+// Prints one JSON line of results.
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "controller/cluster_objects.h"
+#include "controller/control_token.h"
+#include "easyscale/common/checks.h"
+#include "easyscale/common/control_protocol.h"
+#include "easyscale/common/flags.h"
+#include "easyscale/operator/informer.h"
+#include "easyscale/operator/work_queue.h"
+#include "test_cluster.h"
+#include "testing/test_util.h"
+
+namespace easyscale::op::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kGpusPerNode = 8;
+constexpr int kWorkersPerJob = 10;
+
+struct BenchOptions {
+  int jobs = 100;
+  int trials = 10;
+  double steadySeconds = 20;
+  double reportSeconds = 10;
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The process's CPU time so far (user + system), from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "(comm) "
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i >= 14) ticks += std::stod(f);  // utime (14), stime (15)
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A pooled keep-alive connection the server has closed fails once: try again.
+const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const StatusOr<T>& s) {
+  return s.status();
+}
+
+template <typename Call>
+auto WithRetries(Call call) {
+  auto result = call();
+  for (int i = 0; i < 3 && absl::IsUnavailable(StatusOf(result)); ++i) result = call();
+  return result;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - 1)];
+}
+
+// The kubelet and the workers of every job, played from informers.
+class StandIns {
+ public:
+  StandIns(KubeClient* client, const OperatorProcess* op, double reportSeconds)
+      : client_(client),
+        jobs_(client, kEasyScaleJobs, {.ns = "default"}),
+        pods_(client, kPods, {.ns = "default"}),
+        control_("127.0.0.1", op->controlPort),
+        reportEvery_(reportSeconds) {
+    control_.set_keep_alive(true);
+    auto onPod = [this](const json& p) {
+      const PodView v = ParsePod(p);
+      if (v.role == PodRole::kWorker && !v.deleting && v.phase == PodPhase::kPending) {
+        std::lock_guard<std::mutex> lock(mu_);
+        added_.push_back({v.node, Clock::now()});
+      }
+      kubelet_.Add(v.key);
+    };
+    pods_.AddHandlers(
+        {.onAdd = onPod, .onUpdate = [onPod](const json&, const json& p) { onPod(p); }});
+    jobs_.AddHandlers({.onUpdate = [this](const json& old, const json& now) {
+      auto preemptions = [](const json& j) {
+        return j.value("status", json::object()).value("preemptions", int64_t{0});
+      };
+      if (preemptions(now) > preemptions(old)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        preempted_.push_back(Clock::now());
+      }
+    }});
+  }
+
+  ~StandIns() {
+    stopped_ = true;
+    kubelet_.ShutDown();
+    for (std::thread& t : threads_) t.join();
+    jobs_.Stop();
+    pods_.Stop();
+  }
+
+  void Start(const ControlTokens& tokens) {
+    tokens_ = tokens;
+    jobs_.Start();
+    pods_.Start();
+    for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { KubeletLoop(); });
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+
+  // Jobs whose newest generation runs with all its workers, and Running worker pods.
+  std::pair<int, int> Settled() const {
+    int jobs = 0;
+    for (const json& j : jobs_.List()) {
+      const JobView v = ParseJob(j);
+      if (v.status.ok() && v.status->workers.size() == kWorkersPerJob &&
+          v.status->runningGeneration == v.status->generation && v.status->draining.empty()) {
+        ++jobs;
+      }
+    }
+    int pods = 0;
+    for (const json& p : pods_.List()) {
+      const PodView v = ParsePod(p);
+      if (v.role == PodRole::kWorker && !v.deleting && v.phase == PodPhase::kRunning) ++pods;
+    }
+    return {jobs, pods};
+  }
+  int LiveWorkersOn(const std::string& node) const {
+    int n = 0;
+    for (const json& p : pods_.List()) {
+      const PodView v = ParsePod(p);
+      if (v.role == PodRole::kWorker && !v.Terminated() && v.node == node) ++n;
+    }
+    return n;
+  }
+  // The first worker pod created on `node` after `since`.
+  std::optional<Clock::time_point> PodAddedOn(const std::string& node, Clock::time_point since) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [n, t] : added_) {
+      if (n == node && t >= since) return t;
+    }
+    return std::nullopt;
+  }
+  std::optional<Clock::time_point> PreemptionAfter(Clock::time_point since) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Clock::time_point t : preempted_) {
+      if (t >= since) return t;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Pending worker pods start; pods being deleted are gone at once.
+  void KubeletLoop() {
+    while (std::optional<std::string> key = kubelet_.Get()) {
+      const std::optional<json> pod = pods_.Get(*key);
+      if (pod) {
+        const PodView v = ParsePod(*pod);
+        if (v.deleting) {
+          (void)WithRetries([&] { return client_->Delete(kPods, v.ns, v.name, 0); });
+        } else if (v.role == PodRole::kWorker && v.phase == PodPhase::kPending) {
+          (void)WithRetries([&] {
+            return client_->MergePatch(kPods, v.ns, v.name, {{"status", {{"phase", "Running"}}}},
+                                       true);
+          });
+        }
+      }
+      kubelet_.Done(*key);
+    }
+  }
+
+  void Report(const JobView& job, const WorkerReport& r) {
+    httplib::Headers h = {{kAuthorizationHeader, BearerToken(tokens_->TokenFor(job.uid))}};
+    (void)control_.Post("/v1/report", h, ToJson(r).dump(), "application/json");
+  }
+
+  // Every worker of a released generation reports its step now and then; a
+  // worker asked to drain checkpoints at once.
+  void WorkerLoop() {
+    const auto start = Clock::now();
+    while (!stopped_) {
+      std::this_thread::sleep_for(200ms);
+      const int64_t step = static_cast<int64_t>(Seconds(Clock::now() - start));
+      for (const json& j : jobs_.List()) {
+        const JobView job = ParseJob(j);
+        if (!job.status.ok()) continue;
+        const JobStatus& st = *job.status;
+        for (const DrainingRecord& d : st.draining) {
+          if (!drained_.insert(d.worker.pod + "@" + std::to_string(d.generation)).second) continue;
+          Report(job, {.job = job.key,
+                       .pod = d.worker.pod,
+                       .generation = d.generation,
+                       .state = WorkerState::kCheckpointed,
+                       .step = step,
+                       .stateStep = step,
+                       .stateUrl = "http://" + d.worker.pod + ":29400"});
+        }
+        auto& last = lastReport_[job.key];
+        if (st.runningGeneration != st.generation || st.workers.empty() ||
+            Clock::now() - last < std::chrono::duration<double>(reportEvery_)) {
+          continue;
+        }
+        last = Clock::now();
+        for (const WorkerRecord& w : st.workers) {
+          Report(job, {.job = job.key,
+                       .pod = w.pod,
+                       .generation = st.generation,
+                       .rank = w.rank,
+                       .state = WorkerState::kRunning,
+                       .step = step,
+                       .samplesPerSecond = 10.0});
+        }
+      }
+    }
+  }
+
+  KubeClient* client_;
+  Informer jobs_;
+  Informer pods_;
+  WorkQueue kubelet_;
+  httplib::Client control_;
+  double reportEvery_;
+  std::optional<ControlTokens> tokens_;
+  std::atomic<bool> stopped_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, Clock::time_point>> added_;
+  std::vector<Clock::time_point> preempted_;
+  std::set<std::string> drained_;                        // WorkerLoop's
+  std::map<std::string, Clock::time_point> lastReport_;  // WorkerLoop's
+};
+
+int Run(const BenchOptions& o) {
+  const int nodes = (o.jobs * kWorkersPerJob + kGpusPerNode - 1) / kGpusPerNode;
+  TestCluster cluster("scale-bench");
+  ES_CHECK(cluster.StartApiServer().ok());
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < nodes; ++i) specs.push_back({"n" + std::to_string(i), "a100", kGpusPerNode});
+  ES_CHECK(cluster.AddNodes(specs).ok());
+  // The chart's defaults (2 s resync); the cluster's other flags as tests run it.
+  OperatorProcess* op = cluster.StartOperator("op", {"--resync", "2", "--log-level", "warn"});
+  ES_CHECK(Eventually([&] { return op->Ready(); }, 60s)) << "the operator did not get ready";
+  StatusOr<ControlTokens> tokens =
+      ControlTokens::FromSecret(cluster.client(), "default", "easyscale-control-key");
+  ES_CHECK(tokens.ok()) << tokens.status();
+
+  StandIns standIns(&cluster.client(), op, o.reportSeconds);
+  standIns.Start(*tokens);
+  const auto created = Clock::now();
+  for (int i = 0; i < o.jobs; ++i) {
+    const json spec = {{"image", "easyscale/worker:bench"},
+                       {"ests", 2 * kWorkersPerJob},
+                       {"minWorkers", 1},
+                       {"maxWorkers", kWorkersPerJob}};
+    ES_CHECK(WithRetries([&] {
+               return cluster.client().Create(kEasyScaleJobs, "default",
+                                              EasyScaleJob("job-" + std::to_string(i), spec));
+             }).ok());
+  }
+  auto allSettled = [&] {
+    const auto [jobs, pods] = standIns.Settled();
+    return jobs == o.jobs && pods == o.jobs * kWorkersPerJob;
+  };
+  const bool settled = Eventually(allSettled, std::chrono::seconds(60 + o.jobs / 2));
+  const double setupSeconds = Seconds(Clock::now() - created);
+  const auto [settledJobs, runningPods] = standIns.Settled();
+  std::fprintf(stderr, "setup: %d/%d jobs settled, %d worker pods running, %.1f s\n", settledJobs,
+               o.jobs, runningPods, setupSeconds);
+  if (!settled) return 1;
+
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.reportSeconds));  // reports flow
+  const pid_t pid = op->process->pid();
+  const double cpu0 = CpuSeconds(pid);
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.steadySeconds));
+  const double cores = (CpuSeconds(pid) - cpu0) / Seconds(Clock::now() - t0);
+
+  std::vector<double> preemption, release;
+  for (int i = 0; i < o.trials; ++i) {
+    const std::string node = "n" + std::to_string((i * 7919) % nodes);
+    const std::string inference = "inference-" + std::to_string(i);
+    // A full cluster: the claim has no idle GPU to take.
+    ES_CHECK(Eventually(allSettled, 120s)) << "the cluster did not settle before trial " << i;
+    auto start = Clock::now();
+    const StatusOr<json> claimed = WithRetries([&] {
+      return cluster.client().Create(kPods, "default", InferencePod(inference, node, 1));
+    });
+    ES_CHECK(claimed.ok()) << claimed.status();
+    ES_CHECK(Eventually([&] { return standIns.PreemptionAfter(start).has_value(); }, 30s))
+        << "no preemption for " << inference << " on " << node;
+    preemption.push_back(Seconds(*standIns.PreemptionAfter(start) - start));
+    ES_CHECK(Eventually([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode - 1; }, 30s));
+
+    start = Clock::now();
+    const Status released =
+        WithRetries([&] { return cluster.client().Delete(kPods, "default", inference, 0); });
+    ES_CHECK(released.ok()) << released;
+    ES_CHECK(Eventually([&] { return standIns.PodAddedOn(node, start).has_value(); }, 30s))
+        << "no worker pod took the GPU " << inference << " released on " << node;
+    release.push_back(Seconds(*standIns.PodAddedOn(node, start) - start));
+    ES_CHECK(Eventually([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode; }, 30s));
+  }
+  const json result = {{"jobs", o.jobs},
+                       {"nodes", nodes},
+                       {"gpus", nodes * kGpusPerNode},
+                       {"setupSeconds", setupSeconds},
+                       {"steadySeconds", o.steadySeconds},
+                       {"reportSeconds", o.reportSeconds},
+                       {"operatorCores", cores},
+                       {"operatorCpuSecondsPerMinute", cores * 60},
+                       {"trials", o.trials},
+                       {"preemptionMedianS", Quantile(preemption, 0.5)},
+                       {"preemptionP99S", Quantile(preemption, 0.99)},
+                       {"releaseMedianS", Quantile(release, 0.5)},
+                       {"releaseP99S", Quantile(release, 0.99)}};
+  std::printf("%s\n", result.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace easyscale::op::testing
+
+int main(int argc, char** argv) {
+  easyscale::op::testing::BenchOptions o;
+  easyscale::FlagSet flags("operator_scale_bench");
+  flags.Int("jobs", &o.jobs, "EasyScaleJobs (10 GPUs each; 8-GPU nodes for all of them)");
+  flags.Int("trials", &o.trials, "preemption and release trials, each on its own node");
+  flags.Double("steady-seconds", &o.steadySeconds, "how long the operator's CPU is measured");
+  flags.Double("report-seconds", &o.reportSeconds, "how often each stand-in worker reports");
+  auto rest = flags.Parse(argc, argv, 1);
+  if (!rest.ok() || !rest->empty()) {
+    std::fprintf(stderr, "%s\n%s",
+                 rest.ok() ? "unexpected argument" : rest.status().ToString().c_str(),
+                 flags.Help().c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  return easyscale::op::testing::Run(o);
+}
