@@ -83,8 +83,18 @@ const Status& StatusOf(const StatusOr<T>& s) {
 template <typename Call>
 auto WithRetries(Call call) {
   auto result = call();
-  for (int i = 0; i < 3 && absl::IsUnavailable(StatusOf(result)); ++i) result = call();
+  for (int i = 0; i < 10 && absl::IsUnavailable(StatusOf(result)); ++i) result = call();
   return result;
+}
+
+// Polls `cond` every 50 ms (the checks list every pod) until it holds or `limit` passes.
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!cond()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -100,9 +110,8 @@ class StandIns {
       : client_(client),
         jobs_(client, kEasyScaleJobs, {.ns = "default"}),
         pods_(client, kPods, {.ns = "default"}),
-        control_("127.0.0.1", op->controlPort),
+        controlPort_(op->controlPort),
         reportEvery_(reportSeconds) {
-    control_.set_keep_alive(true);
     auto onPod = [this](const json& p) {
       const PodView v = ParsePod(p);
       if (v.role == PodRole::kWorker && !v.deleting && v.phase == PodPhase::kPending) {
@@ -137,7 +146,8 @@ class StandIns {
     jobs_.Start();
     pods_.Start();
     for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { KubeletLoop(); });
-    threads_.emplace_back([this] { WorkerLoop(); });
+    threads_.emplace_back([this] { DrainLoop(); });
+    threads_.emplace_back([this] { StepLoop(); });
   }
 
   // Jobs whose newest generation runs with all its workers, and Running worker pods.
@@ -164,6 +174,22 @@ class StandIns {
       if (v.role == PodRole::kWorker && !v.Terminated() && v.node == node) ++n;
     }
     return n;
+  }
+  // The node's pods and their jobs' generations, for a trial that stalls.
+  std::string Describe(const std::string& node) const {
+    std::string out;
+    std::set<std::string> jobs;
+    for (const json& p : pods_.List()) {
+      const PodView v = ParsePod(p);
+      if (v.node != node) continue;
+      out += v.name + (v.deleting ? " (deleting)" : "") + "; ";
+      if (v.role == PodRole::kWorker) jobs.insert(v.JobKey());
+    }
+    for (const std::string& key : jobs) {
+      const std::optional<json> j = jobs_.Get(key);
+      if (j) out += "\n" + key + ": " + j->value("status", json::object()).dump();
+    }
+    return out;
   }
   // The first worker pod created on `node` after `since`.
   std::optional<Clock::time_point> PodAddedOn(const std::string& node, Clock::time_point since) {
@@ -201,65 +227,97 @@ class StandIns {
     }
   }
 
-  void Report(const JobView& job, const WorkerReport& r) {
-    httplib::Headers h = {{kAuthorizationHeader, BearerToken(tokens_->TokenFor(job.uid))}};
-    (void)control_.Post("/v1/report", h, ToJson(r).dump(), "application/json");
+  // True once the operator took the report (a closed keep-alive connection
+  // fails once; the next attempt reconnects).
+  static bool Report(httplib::Client& control, const std::string& token, const WorkerReport& r) {
+    httplib::Headers h = {{kAuthorizationHeader, BearerToken(token)}};
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      httplib::Result res = control.Post("/v1/report", h, ToJson(r).dump(), "application/json");
+      if (res) return res->status / 100 == 2;
+    }
+    return false;
   }
 
-  // Every worker of a released generation reports its step now and then; a
-  // worker asked to drain checkpoints at once.
-  void WorkerLoop() {
-    const auto start = Clock::now();
+  // A worker asked to drain checkpoints at once: its own thread, so that the
+  // step reports of a thousand jobs never hold it up.
+  void DrainLoop() {
+    httplib::Client control = Control();
+    std::set<std::string> drained;  // pod@generation the operator took
     while (!stopped_) {
-      std::this_thread::sleep_for(200ms);
-      const int64_t step = static_cast<int64_t>(Seconds(Clock::now() - start));
+      std::this_thread::sleep_for(50ms);
+      const int64_t step = Step();
       for (const json& j : jobs_.List()) {
         const JobView job = ParseJob(j);
         if (!job.status.ok()) continue;
-        const JobStatus& st = *job.status;
-        for (const DrainingRecord& d : st.draining) {
-          if (!drained_.insert(d.worker.pod + "@" + std::to_string(d.generation)).second) continue;
-          Report(job, {.job = job.key,
-                       .pod = d.worker.pod,
-                       .generation = d.generation,
-                       .state = WorkerState::kCheckpointed,
-                       .step = step,
-                       .stateStep = step,
-                       .stateUrl = "http://" + d.worker.pod + ":29400"});
-        }
-        auto& last = lastReport_[job.key];
-        if (st.runningGeneration != st.generation || st.workers.empty() ||
-            Clock::now() - last < std::chrono::duration<double>(reportEvery_)) {
-          continue;
-        }
-        last = Clock::now();
-        for (const WorkerRecord& w : st.workers) {
-          Report(job, {.job = job.key,
-                       .pod = w.pod,
-                       .generation = st.generation,
-                       .rank = w.rank,
-                       .state = WorkerState::kRunning,
-                       .step = step,
-                       .samplesPerSecond = 10.0});
+        for (const DrainingRecord& d : job.status->draining) {
+          const std::string key = d.worker.pod + "@" + std::to_string(d.generation);
+          if (drained.count(key) != 0) continue;
+          if (Report(control, tokens_->TokenFor(job.uid),
+                     {.job = job.key,
+                      .pod = d.worker.pod,
+                      .generation = d.generation,
+                      .state = WorkerState::kCheckpointed,
+                      .step = step,
+                      .stateStep = step,
+                      .stateUrl = "http://" + d.worker.pod + ":29400"})) {
+            drained.insert(key);
+          }
         }
       }
     }
   }
 
+  // Every worker of a released generation reports its step every reportEvery_.
+  void StepLoop() {
+    httplib::Client control = Control();
+    std::map<std::string, Clock::time_point> last;  // job -> its last reports
+    while (!stopped_) {
+      std::this_thread::sleep_for(200ms);
+      for (const json& j : jobs_.List()) {
+        const JobView job = ParseJob(j);
+        if (!job.status.ok() || stopped_) continue;
+        const JobStatus& st = *job.status;
+        Clock::time_point& sent = last[job.key];
+        if (st.runningGeneration != st.generation || st.workers.empty() ||
+            Clock::now() - sent < std::chrono::duration<double>(reportEvery_)) {
+          continue;
+        }
+        sent = Clock::now();
+        for (const WorkerRecord& w : st.workers) {
+          (void)Report(control, tokens_->TokenFor(job.uid),
+                       {.job = job.key,
+                        .pod = w.pod,
+                        .generation = st.generation,
+                        .rank = w.rank,
+                        .state = WorkerState::kRunning,
+                        .step = Step(),
+                        .samplesPerSecond = 10.0});
+        }
+      }
+    }
+  }
+
+  httplib::Client Control() const {
+    httplib::Client c("127.0.0.1", controlPort_);
+    c.set_keep_alive(true);
+    c.set_read_timeout(5, 0);
+    return c;
+  }
+  int64_t Step() const { return static_cast<int64_t>(Seconds(Clock::now() - start_)); }
+
   KubeClient* client_;
   Informer jobs_;
   Informer pods_;
   WorkQueue kubelet_;
-  httplib::Client control_;
+  int controlPort_;
   double reportEvery_;
+  const Clock::time_point start_ = Clock::now();
   std::optional<ControlTokens> tokens_;
   std::atomic<bool> stopped_{false};
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::vector<std::pair<std::string, Clock::time_point>> added_;
   std::vector<Clock::time_point> preempted_;
-  std::set<std::string> drained_;                        // WorkerLoop's
-  std::map<std::string, Clock::time_point> lastReport_;  // WorkerLoop's
 };
 
 int Run(const BenchOptions& o) {
@@ -293,7 +351,7 @@ int Run(const BenchOptions& o) {
     const auto [jobs, pods] = standIns.Settled();
     return jobs == o.jobs && pods == o.jobs * kWorkersPerJob;
   };
-  const bool settled = Eventually(allSettled, std::chrono::seconds(60 + o.jobs / 2));
+  const bool settled = WaitFor(allSettled, std::chrono::seconds(60 + o.jobs / 2));
   const double setupSeconds = Seconds(Clock::now() - created);
   const auto [settledJobs, runningPods] = standIns.Settled();
   std::fprintf(stderr, "setup: %d/%d jobs settled, %d worker pods running, %.1f s\n", settledJobs,
@@ -312,7 +370,7 @@ int Run(const BenchOptions& o) {
     const std::string node = "n" + std::to_string((i * 7919) % nodes);
     const std::string inference = "inference-" + std::to_string(i);
     // A full cluster: the claim has no idle GPU to take.
-    ES_CHECK(Eventually(allSettled, 120s)) << "the cluster did not settle before trial " << i;
+    ES_CHECK(WaitFor(allSettled, 120s)) << "the cluster did not settle before trial " << i;
     auto start = Clock::now();
     const StatusOr<json> claimed = WithRetries([&] {
       return cluster.client().Create(kPods, "default", InferencePod(inference, node, 1));
@@ -321,7 +379,8 @@ int Run(const BenchOptions& o) {
     ES_CHECK(Eventually([&] { return standIns.PreemptionAfter(start).has_value(); }, 30s))
         << "no preemption for " << inference << " on " << node;
     preemption.push_back(Seconds(*standIns.PreemptionAfter(start) - start));
-    ES_CHECK(Eventually([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode - 1; }, 30s));
+    ES_CHECK(WaitFor([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode - 1; }, 30s))
+        << "the preempted worker did not leave " << node << ": " << standIns.Describe(node);
 
     start = Clock::now();
     const Status released =
@@ -330,7 +389,8 @@ int Run(const BenchOptions& o) {
     ES_CHECK(Eventually([&] { return standIns.PodAddedOn(node, start).has_value(); }, 30s))
         << "no worker pod took the GPU " << inference << " released on " << node;
     release.push_back(Seconds(*standIns.PodAddedOn(node, start) - start));
-    ES_CHECK(Eventually([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode; }, 30s));
+    ES_CHECK(WaitFor([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode; }, 30s))
+        << "the released GPU on " << node << " was not used: " << standIns.Describe(node);
   }
   const json result = {{"jobs", o.jobs},
                        {"nodes", nodes},
