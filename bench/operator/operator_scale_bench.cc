@@ -128,7 +128,7 @@ class StandIns {
       };
       if (preemptions(now) > preemptions(old)) {
         std::lock_guard<std::mutex> lock(mu_);
-        preempted_.push_back(Clock::now());
+        preempted_.push_back({ObjectKey(now), Clock::now()});
       }
     }});
   }
@@ -199,12 +199,23 @@ class StandIns {
     }
     return std::nullopt;
   }
-  std::optional<Clock::time_point> PreemptionAfter(Clock::time_point since) {
+  // The first preemption after `since` of one of `jobs`.
+  std::optional<Clock::time_point> PreemptionAfter(Clock::time_point since,
+                                                   const std::set<std::string>& jobs) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Clock::time_point t : preempted_) {
-      if (t >= since) return t;
+    for (const auto& [job, t] : preempted_) {
+      if (t >= since && jobs.count(job) != 0) return t;
     }
     return std::nullopt;
+  }
+  // The jobs with live workers on `node`.
+  std::set<std::string> JobsOn(const std::string& node) const {
+    std::set<std::string> out;
+    for (const json& p : pods_.List()) {
+      const PodView v = ParsePod(p);
+      if (v.role == PodRole::kWorker && !v.Terminated() && v.node == node) out.insert(v.JobKey());
+    }
+    return out;
   }
 
  private:
@@ -317,7 +328,7 @@ class StandIns {
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::vector<std::pair<std::string, Clock::time_point>> added_;
-  std::vector<Clock::time_point> preempted_;
+  std::vector<std::pair<std::string, Clock::time_point>> preempted_;  // job, when
 };
 
 int Run(const BenchOptions& o) {
@@ -371,14 +382,17 @@ int Run(const BenchOptions& o) {
     const std::string inference = "inference-" + std::to_string(i);
     // A full cluster: the claim has no idle GPU to take.
     ES_CHECK(WaitFor(allSettled, 120s)) << "the cluster did not settle before trial " << i;
+    ES_CHECK(standIns.LiveWorkersOn(node) == kGpusPerNode) << node << " is not full";
+    const std::set<std::string> jobsOnNode = standIns.JobsOn(node);
     auto start = Clock::now();
     const StatusOr<json> claimed = WithRetries([&] {
       return cluster.client().Create(kPods, "default", InferencePod(inference, node, 1));
     });
     ES_CHECK(claimed.ok()) << claimed.status();
-    ES_CHECK(Eventually([&] { return standIns.PreemptionAfter(start).has_value(); }, 30s))
+    ES_CHECK(
+        Eventually([&] { return standIns.PreemptionAfter(start, jobsOnNode).has_value(); }, 30s))
         << "no preemption for " << inference << " on " << node;
-    preemption.push_back(Seconds(*standIns.PreemptionAfter(start) - start));
+    preemption.push_back(Seconds(*standIns.PreemptionAfter(start, jobsOnNode) - start));
     ES_CHECK(WaitFor([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode - 1; }, 30s))
         << "the preempted worker did not leave " << node << ": " << standIns.Describe(node);
 
