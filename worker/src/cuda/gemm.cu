@@ -10,6 +10,7 @@
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "tiled_gemm.cuh"
 
 namespace easyscale::cuda {
 namespace {
@@ -416,8 +417,6 @@ bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-int KBlocks(int K) { return K <= kGemmKBlock ? 1 : (K + kGemmKBlock - 1) / kGemmKBlock; }
-
 // Validates the shape and runs launch(args, z) for it, z the grid's depth: 1
 // when K fits one k block; else one z-slice per k block into partial sums
 // (stream-ordered scratch, so it is captured into a CUDA graph too), then their
@@ -428,7 +427,7 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
   if (M == 0 || N == 0) return cudaSuccess;
   const GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
-  const int blocks = KBlocks(K);
+  const int blocks = tiled::KBlocks(K);
   if (blocks == 1) return launch(g, 1);
   if (blocks > 65535) return cudaErrorInvalidValue;
   const size_t count = static_cast<size_t>(M) * N;
@@ -439,18 +438,21 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   split.out = static_cast<float*>(parts);
   split.ldo = N;
   err = launch(split, blocks);
-  if (err == cudaSuccess) {
-    constexpr int kThreads = 256;
-    const auto grid =
-        static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
-    GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, split.out, C, ldc);
-    err = cudaGetLastError();
-  }
+  if (err == cudaSuccess) err = tiled::SumKBlocks(M, N, blocks, split.out, C, ldc, stream);
   const cudaError_t freed = cudaFreeAsync(parts, stream);
   return err != cudaSuccess ? err : freed;
 }
 
 }  // namespace
+
+cudaError_t tiled::SumKBlocks(int M, int N, int blocks, const float* parts, float* C, int ldc,
+                              cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(M) * N;
+  const auto grid =
+      static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
+  GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, parts, C, ldc);
+  return cudaGetLastError();
+}
 
 // The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
 // Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.909-0.912): BK=8 (~0.80), 1

@@ -168,6 +168,30 @@ TEST_F(GraphDeviceTest, Conv) {
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"}),
       {RandomValue({8, 2, 30, 30}, 16), RandomValue({3, 2, 3, 3}, 17), RandomValue({3}, 18)});
+  // Whole and partial 128x128 tiles of the implicit GEMMs: more filters than
+  // a tile's rows, images whose positions are no multiple of the slice depth
+  // (k running across samples), a strided 1x1 kernel (taps reading no output),
+  // a 1x1 kernel, a forward product over two k blocks (C*KH*KW > 4096), and a
+  // chain over more filters than one k block (the input gradient's fallback).
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({2, 32, 14, 14}, 19), RandomValue({160, 32, 3, 3}, 20), RandomValue({160}, 21)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"strides", Ints{2, 2}}}),
+                 {RandomValue({3, 64, 9, 9}, 22), RandomValue({130, 64, 1, 1}, 23)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({4, 136, 6, 6}, 24), RandomValue({140, 136, 1, 1}, 25)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({2, 460, 3, 3}, 26), RandomValue({5, 460, 3, 3}, 27)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({1, 2, 2, 2}, 28), RandomValue({4100, 2, 1, 1}, 29)});
+  // Depthwise: strided with a weight gradient over two k blocks, and 5x5.
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"},
+               {{"group", int64_t{3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({5, 3, 64, 64}, 30), RandomValue({3, 1, 3, 3}, 31), RandomValue({3}, 32)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{4}}, {"pads", Ints{2, 2, 2, 2}}}),
+      {RandomValue({2, 4, 9, 9}, 33), RandomValue({4, 1, 5, 5}, 34)});
 }
 
 TEST_F(GraphDeviceTest, BatchNormalization) {
