@@ -168,8 +168,8 @@ TEST_F(GraphDeviceTest, Conv) {
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"}),
       {RandomValue({8, 2, 30, 30}, 16), RandomValue({3, 2, 3, 3}, 17), RandomValue({3}, 18)});
-  // Whole and partial 128x128 tiles of the implicit GEMMs: more filters than
-  // a tile's rows, images whose positions are no multiple of the slice depth
+  // Whole and partial tiles of the implicit GEMMs: more filters than a
+  // tile's rows, images whose positions are no multiple of the slice depth
   // (k running across samples), a strided 1x1 kernel (taps reading no output),
   // a 1x1 kernel, a forward product over two k blocks (C*KH*KW > 4096), and a
   // chain over more filters than one k block (the input gradient's fallback).
@@ -184,6 +184,15 @@ TEST_F(GraphDeviceTest, Conv) {
                  {RandomValue({2, 460, 3, 3}, 26), RandomValue({5, 460, 3, 3}, 27)});
   ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
                  {RandomValue({1, 2, 2, 2}, 28), RandomValue({4100, 2, 1, 1}, 29)});
+  // Large enough for each tile shape of cuda::tiled::WithTiles: 128x128 tiles
+  // for the forward product (256 filters) and for the input gradient (130
+  // channels), 64x128 for 64 filters.
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({4, 8, 66, 66}, 35), RandomValue({256, 8, 3, 3}, 36)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({4, 130, 66, 66}, 37), RandomValue({8, 130, 3, 3}, 38)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({8, 4, 66, 66}, 39), RandomValue({64, 4, 3, 3}, 40)});
   // Depthwise: strided with a weight gradient over two k blocks, and 5x5.
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"},

@@ -1,6 +1,7 @@
 // File: worker/src/cuda/tiled_gemm.cuh
 //
-// The 128x128 tiled fp32 GEMM over operand *sources* and an output *sink*, so
+// The tiled fp32 GEMM (128x128, 64x128 or 64x64 tiles) over operand
+// *sources* and an output *sink*, so
 // a product whose operands are not plain matrices (a convolution's columns,
 // gathered as the tile needs them: an implicit GEMM) runs the same tiling as
 // cuda::Gemm. C[r, c] = the fma chain over k of A[r, k] * B[k, c] in
@@ -26,24 +27,26 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "easyscale/worker/kernel_formulas.h"
 
 namespace easyscale::cuda::tiled {
 
-inline constexpr int kTileM = 128;
-inline constexpr int kTileN = 128;
-inline constexpr int kThreads = 256;
-inline constexpr int kBK = 16;  // slice depth
+inline constexpr int kThreads = 256;  // a 16x16 thread grid
+inline constexpr int kBK = 16;        // slice depth
 
-// Register tile entry i of thread row ty (or column tx): 4x4 sub-tiles 64 apart.
+// Register tile entry i of thread row ty (or column tx): 4x4 sub-tiles 64
+// apart (one of them in a 64-wide tile).
 __device__ __forceinline__ int TileOffset(int t, int i) { return t * 4 + i % 4 + (i / 4) * 64; }
 
-// A dense row-major A: element (r, k) at p[r * ld + k], loaded as float4s
-// along k when aligned.
+// A dense row-major A over kTile rows: element (r, k) at p[r * ld + k],
+// loaded as float4s along k when aligned.
+template <int kTile>
 struct RowsSource {
+  static constexpr int kTileRows = kTile;
   static constexpr int kPad = 4;  // keeps float4 alignment, shifts banks between k rows
-  static constexpr int kVec = kTileM * kBK / 4 / kThreads;
+  static constexpr int kVec = kTile * kBK / 4 / kThreads;
   static constexpr int kRegs = 4 * kVec;
   const float* p;
   int ld, rows;
@@ -58,7 +61,7 @@ struct RowsSource {
   }
   __device__ void Tap(int t) { base_ = p + k_begin_ + t * tap_step; }
   __device__ void Load(int k0, float (&regs)[kRegs]) const {
-    const bool full = vector_ok && r0_ + kTileM <= rows && k0 + kBK <= k_count_;
+    const bool full = vector_ok && r0_ + kTile <= rows && k0 + kBK <= k_count_;
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int idx = threadIdx.x + v * kThreads;
@@ -79,7 +82,7 @@ struct RowsSource {
       const int idx = threadIdx.x + v * kThreads;
       const int r = idx / (kBK / 4), k = (idx % (kBK / 4)) * 4;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) slice[(k + q) * (kTileM + kPad) + r] = regs[4 * v + q];
+      for (int q = 0; q < 4; ++q) slice[(k + q) * (kTile + kPad) + r] = regs[4 * v + q];
     }
   }
 
@@ -88,33 +91,31 @@ struct RowsSource {
   int r0_, k_begin_, k_count_;
 };
 
-// Element-wise gathered operands: each thread loads kRegs elements of the
-// slice, either one tile column (or row) at kRegs k rows (kAlongTile: the
-// warp's loads run along the tile, e.g. along an image row) or one k at kRegs
-// tile columns (along k).
-inline constexpr int kGatherRegs = kTileN * kBK / kThreads;
+// Element-wise gathered operands over kTile rows or columns: each thread
+// loads kRegs elements of the slice, either one tile column (or row) at kRegs
+// k rows (AlongTile: the warp's loads run along the tile, e.g. along an image
+// row) or one k at kRegs tile columns (AlongK).
+template <int kTile>
 struct AlongTile {
-  static constexpr int kPad = 0;
-  __device__ static int Index() { return threadIdx.x % kTileN; }  // the thread's tile index
-  __device__ static int K(int v) { return threadIdx.x / kTileN + (kThreads / kTileN) * v; }
+  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads, kPad = 0;
+  __device__ static int Index() { return threadIdx.x % kTile; }  // the thread's tile index
+  __device__ static int K(int v) { return threadIdx.x / kTile + (kThreads / kTile) * v; }
+  __device__ static void Store(const float (&regs)[kRegs], float* slice) {
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) slice[K(v) * (kTile + kPad) + Index()] = regs[v];
+  }
 };
+template <int kTile>
 struct AlongK {
+  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads;
   static constexpr int kPad = 4;  // threads of one column store to banks 4 apart
   __device__ static int K() { return threadIdx.x % kBK; }
   __device__ static int Index(int v) { return threadIdx.x / kBK + (kThreads / kBK) * v; }
-};
-template <class Layout>
-__device__ __forceinline__ void StoreGathered(const float (&regs)[kGatherRegs], float* slice) {
-  constexpr int kLd = kTileN + Layout::kPad;
+  __device__ static void Store(const float (&regs)[kRegs], float* slice) {
 #pragma unroll
-  for (int v = 0; v < kGatherRegs; ++v) {
-    if constexpr (Layout::kPad == 0) {
-      slice[Layout::K(v) * kLd + Layout::Index()] = regs[v];
-    } else {
-      slice[Layout::K() * kLd + Layout::Index(v)] = regs[v];
-    }
+    for (int v = 0; v < kRegs; ++v) slice[K() * (kTile + kPad) + Index(v)] = regs[v];
   }
-}
+};
 
 // A dense row-major output [M][N] (ld apart) from init (same layout) or 0;
 // with k blocks, block z writes its partial sums [z][M][N] into `parts`.
@@ -147,6 +148,7 @@ struct DenseSink {
 template <int kMinBlocks, class ASource, class BSource, class Sink>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     TiledGemmKernel(int M, int N, int K, ASource a, BSource b, Sink sink) {
+  constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   constexpr int kLdA = kTileM + ASource::kPad, kLdB = kTileN + BSource::kPad;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
   extern __shared__ __align__(16) float tiled_smem[];
@@ -271,34 +273,60 @@ inline int KBlocks(int K) {
 }
 
 // One launch of the kernel over `z` k blocks (the sink handles them).
+// kMinBlocks: the thread blocks per SM the registers must allow with 128x128
+// tiles; smaller tiles need fewer registers and ask for 2.
 template <int kMinBlocks, class ASource, class BSource, class Sink>
 cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSource& b,
                         const Sink& sink, cudaStream_t stream) {
+  constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
   if (grid.y > 65535 || z > 65535) return cudaErrorInvalidValue;
   constexpr int kBytes =
       2 * kBK * (kTileM + ASource::kPad + kTileN + BSource::kPad) * static_cast<int>(sizeof(float));
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-  TiledGemmKernel<kMinBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, a, b, sink);
+  constexpr int kBlocks = kTileM * kTileN < 128 * 128 ? 2 : kMinBlocks;
+  TiledGemmKernel<kBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, a, b, sink);
   return cudaGetLastError();
 }
 
-// C [M][N] (ldc apart) = the product, from C itself (accumulate) or 0: one
+// Calls launch(tile_m, tile_n) (std::integral_constants) with the tile shape
+// for an M x N product of z k blocks: 128x128 where those tiles are mostly
+// real and fill the GPU (kFillBlocks: about two per SM of an H100/H200),
+// 64-row tiles for 64 rows or fewer, 64x64 where larger tiles would leave SMs
+// idle. The shape only decides which thread computes an output, never its
+// value.
+template <typename Launch>
+cudaError_t WithTiles(int M, int N, int z, Launch&& launch) {
+  constexpr long long kFillBlocks = 264;
+  auto blocks = [&](int tm, int tn) {
+    return static_cast<long long>((M + tm - 1) / tm) * ((N + tn - 1) / tn) * z;
+  };
+  using Wide = std::integral_constant<int, 128>;
+  using Narrow = std::integral_constant<int, 64>;
+  if (M > 64 && blocks(128, 128) >= kFillBlocks) return launch(Wide{}, Wide{});
+  if (blocks(64, 128) >= kFillBlocks) return launch(Narrow{}, Wide{});
+  return launch(Narrow{}, Narrow{});
+}
+
+// C [M][N] (ldc apart) = the product, from C itself (accumulate) or 0, with
+// the sources make_a(tile_m) and make_b(tile_n) for WithTiles' shape: one
 // launch when K fits a k block, else the blocks' partial sums in
 // stream-ordered scratch (captured into a CUDA graph too) and their sum.
-// kMinBlocks: the thread blocks per SM the registers must allow.
-template <int kMinBlocks, class ASource, class BSource>
-cudaError_t RunTiledDense(int M, int N, int K, const ASource& a, const BSource& b, float* C,
-                          int ldc, bool accumulate, cudaStream_t stream) {
+template <int kMinBlocks, class MakeA, class MakeB>
+cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, float* C, int ldc,
+                          bool accumulate, cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
   DenseSink sink{C, ldc, accumulate ? C : nullptr, nullptr, M, N};
   const int blocks = KBlocks(K);
-  if (blocks == 1) return LaunchTiled<kMinBlocks>(M, N, K, 1, a, b, sink, stream);
+  auto launch = [&](auto tm, auto tn) {
+    return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream);
+  };
+  if (blocks == 1) return WithTiles(M, N, 1, launch);
   const size_t count = static_cast<size_t>(M) * N;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&sink.parts),
                                     blocks * count * sizeof(float), stream);
   if (err != cudaSuccess) return err;
-  err = LaunchTiled<kMinBlocks>(M, N, K, blocks, a, b, sink, stream);
+  err = WithTiles(M, N, blocks, launch);
   if (err == cudaSuccess) err = SumKBlocks(M, N, blocks, sink.parts, C, ldc, stream);
   const cudaError_t freed = cudaFreeAsync(sink.parts, stream);
   return err != cudaSuccess ? err : freed;

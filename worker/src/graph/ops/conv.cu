@@ -12,9 +12,7 @@ namespace {
 
 using cuda::tiled::AlongK;
 using cuda::tiled::AlongTile;
-using cuda::tiled::kBK;
-using cuda::tiled::kGatherRegs;
-using cuda::tiled::StoreGathered;
+using cuda::tiled::RowsSource;
 
 // Where sample b's group starts in an NCHW tensor of `groups` groups of
 // `channels` planes of `plane` elements.
@@ -66,7 +64,7 @@ struct PositionWalk {
   int tile0, k0, k_count;
   __device__ void Start(const cpu::ConvGeometry& g, int tile_start, int k_begin, int count) {
     tile0 = tile_start;
-    at.Start(g, k_begin + AlongK::K());
+    at.Start(g, k_begin + AlongK<64>::K());  // K() is the same for every tile
     k0 = 0;
     k_count = count;
   }
@@ -74,21 +72,23 @@ struct PositionWalk {
   __device__ bool Next(const cpu::ConvGeometry& g, int k_slice) {
     at.Advance(g, k_slice - k0);
     k0 = k_slice;
-    return k_slice + AlongK::K() < k_count;
+    return k_slice + AlongK<64>::K() < k_count;
   }
 };
 
 // The forward product's B: column (kc, (b, p)) of the group's columns, one
 // column (output position) per thread.
+template <int kTile>
 struct ColumnsSource {
-  static constexpr int kPad = AlongTile::kPad, kRegs = kGatherRegs;
+  using Layout = AlongTile<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* x;
   const int2* table;
   cpu::ConvGeometry g;
   int groups, group, columns;
 
   __device__ void Start(int tile0, int k_begin, int k_count) {
-    const int n = tile0 + AlongTile::Index(), P = g.OH * g.OW;
+    const int n = tile0 + Layout::Index(), P = g.OH * g.OW;
     ok_ = n < columns;
     const int b = ok_ ? n / P : 0, p = n % P;
     iy0_ = p / g.OW * g.SH - g.PT;
@@ -102,7 +102,7 @@ struct ColumnsSource {
   __device__ void Load(int k0, float (&regs)[kRegs]) {
 #pragma unroll
     for (int v = 0; v < kRegs; ++v) {
-      const int k = k0 + AlongTile::K(v);
+      const int k = k0 + Layout::K(v);
       float value = 0.0f;
       if (ok_ && k < k_count_) {
         const int2 tap = __ldg(table + k_begin_ + k);
@@ -111,8 +111,9 @@ struct ColumnsSource {
       regs[v] = value;
     }
   }
+
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
-    StoreGathered<AlongTile>(regs, slice);
+    Layout::Store(regs, slice);
   }
 
   // The thread's state, set by Start.
@@ -142,14 +143,16 @@ struct NchwSink {
 
 // The input gradient's B for tap t: (m, (b, iy, ix)) = dY[b, m, the position
 // tap t reads] (0 where it reads none), one input element per thread.
+template <int kTile>
 struct OutputGradSource {
-  static constexpr int kPad = AlongTile::kPad, kRegs = kGatherRegs;
+  using Layout = AlongTile<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* dy;
   cpu::ConvGeometry g;
   int groups, group, M, columns;
 
   __device__ void Start(int tile0, int, int k_count) {
-    const int n = tile0 + AlongTile::Index(), image = g.H * g.W;
+    const int n = tile0 + Layout::Index(), image = g.H * g.W;
     ok_ = n < columns;
     b_ = ok_ ? n / image : 0;
     iy_ = n % image / g.W;
@@ -166,12 +169,13 @@ struct OutputGradSource {
     const size_t P = static_cast<size_t>(g.OH) * g.OW;
 #pragma unroll
     for (int v = 0; v < kRegs; ++v) {
-      const int m = k0 + AlongTile::K(v);
+      const int m = k0 + Layout::K(v);
       regs[v] = reads_ && m < k_count_ ? dy[at_ + m * P] : 0.0f;
     }
   }
+
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
-    StoreGathered<AlongTile>(regs, slice);
+    Layout::Store(regs, slice);
   }
 
   // The thread's state, set by Start and Tap.
@@ -210,8 +214,10 @@ struct InputGradSink {
 
 // The weight gradient's A: (m, k = (b, p)) = dY[b, group*M + m, p], one k per
 // thread.
+template <int kTile>
 struct OutputGradRowsSource {
-  static constexpr int kPad = AlongK::kPad, kRegs = kGatherRegs;
+  using Layout = AlongK<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* dy;
   cpu::ConvGeometry g;
   int groups, group, M;
@@ -228,12 +234,13 @@ struct OutputGradRowsSource {
         GroupStart(at.b, groups, group, M, P) + static_cast<size_t>(at.oy) * g.OW + at.ox;
 #pragma unroll
     for (int v = 0; v < kRegs; ++v) {
-      const int m = walk_.tile0 + AlongK::Index(v);
+      const int m = walk_.tile0 + Layout::Index(v);
       regs[v] = ok && m < M ? dy[base + m * P] : 0.0f;
     }
   }
+
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
-    StoreGathered<AlongK>(regs, slice);
+    Layout::Store(regs, slice);
   }
 
   PositionWalk walk_;  // the thread's state
@@ -241,8 +248,10 @@ struct OutputGradRowsSource {
 
 // The weight gradient's B: (k = (b, p), kc) = column (kc, (b, p)), one k per
 // thread.
+template <int kTile>
 struct ColumnsByPositionSource {
-  static constexpr int kPad = AlongK::kPad, kRegs = kGatherRegs;
+  using Layout = AlongK<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* x;
   const int2* table;
   cpu::ConvGeometry g;
@@ -261,7 +270,7 @@ struct ColumnsByPositionSource {
         static_cast<ptrdiff_t>(iy0) * g.W + ix0;
 #pragma unroll
     for (int v = 0; v < kRegs; ++v) {
-      const int c = walk_.tile0 + AlongK::Index(v);
+      const int c = walk_.tile0 + Layout::Index(v);
       float value = 0.0f;
       if (ok && c < kc) {
         const int2 tap = __ldg(table + c);
@@ -270,8 +279,9 @@ struct ColumnsByPositionSource {
       regs[v] = value;
     }
   }
+
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
-    StoreGathered<AlongK>(regs, slice);
+    Layout::Store(regs, slice);
   }
 
   PositionWalk walk_;  // the thread's state
@@ -292,18 +302,21 @@ cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeom
                         const int2* table, const float* x, const float* w, const float* bias,
                         float* cm, float* y, cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
-  const cuda::tiled::RowsSource a{w, kc, M, 0,
-                                  kc % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0};
-  const ColumnsSource b{x, table, g, groups, group, columns};
-  // The gathered columns need more than 128 registers a thread: one block per SM.
+  const bool w_vectors = kc % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  auto make_a = [&](auto tm) { return RowsSource<tm>{w, kc, M, 0, w_vectors}; };
+  auto make_b = [&](auto tn) { return ColumnsSource<tn>{x, table, g, groups, group, columns}; };
+  // The gathered columns need more than 128 registers a thread in 128x128
+  // tiles: one block per SM there.
   if (kc <= formulas::kGemmKBlock) {
     const NchwSink sink{y, bias, P, groups * M, group * M};
-    return cuda::tiled::LaunchTiled<1>(M, columns, kc, 1, a, b, sink, stream);
+    return cuda::tiled::WithTiles(M, columns, 1, [&](auto tm, auto tn) {
+      return cuda::tiled::LaunchTiled<1>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
+    });
   }
   // Several k blocks: their sum into channel-major rows, then into y.
   cudaError_t err = FillRows(M, columns, bias, cm, stream);
   if (err == cudaSuccess) {
-    err = cuda::tiled::RunTiledDense<1>(M, columns, kc, a, b, cm, columns, true, stream);
+    err = cuda::tiled::RunTiledDense<1>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
   }
   return err == cudaSuccess ? GroupLayout(B, groups * M, group, M, P, true, cm, y, stream) : err;
 }
@@ -321,21 +334,27 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
         wt[e] = w[static_cast<size_t>(m) * kc + c * taps + t];
       });
   if (err != cudaSuccess) return err;
-  const cuda::tiled::RowsSource a{wt, M, C, static_cast<size_t>(C) * M,
-                                  M % 4 == 0 && reinterpret_cast<uintptr_t>(wt) % 16 == 0};
+  const bool wt_vectors = M % 4 == 0 && reinterpret_cast<uintptr_t>(wt) % 16 == 0;
   const int columns = B * g.H * g.W;
-  const OutputGradSource b{dy, g, groups, group, M, columns};
   const InputGradSink sink{dx, g, groups, group};
-  return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
+  return cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
+    const RowsSource<tm> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
+    const OutputGradSource<tn> b{dy, g, groups, group, M, columns};
+    return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
+  });
 }
 
 cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
                            const int2* table, const float* x, const float* dy, float* dw,
                            cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW;
-  const OutputGradRowsSource a{dy, g, groups, group, M};
-  const ColumnsByPositionSource b{x, table, g, groups, group, kc};
-  return cuda::tiled::RunTiledDense<2>(M, kc, B * g.OH * g.OW, a, b, dw, kc, false, stream);
+  return cuda::tiled::RunTiledDense<2>(
+      M, kc, B * g.OH * g.OW,
+      [&](auto tm) {
+        return OutputGradRowsSource<tm>{dy, g, groups, group, M};
+      },
+      [&](auto tn) { return ColumnsByPositionSource<tn>{x, table, g, groups, group, kc}; }, dw, kc,
+      false, stream);
 }
 
 cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, const float* x,
