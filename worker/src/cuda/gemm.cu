@@ -29,6 +29,9 @@ struct GemmArgs {
   int ldi;
   float* out;
   int ldo;
+  // A batched product (GemmBatched: one k block, grid z-slice z is entry z):
+  // the steps between entries of A, B and out (and init); 0 otherwise.
+  size_t batch_a = 0, batch_b = 0, batch_o = 0;
 };
 
 // This thread block's part of a k-blocked product: grid z-slice z runs k block z
@@ -36,7 +39,15 @@ struct GemmArgs {
 // 0 starts from init.
 __device__ __forceinline__ GemmArgs KBlockOf(GemmArgs g) {
   if (gridDim.z == 1) return g;
-  const int z = static_cast<int>(blockIdx.z), k0 = z * kGemmKBlock;
+  const int z = static_cast<int>(blockIdx.z);
+  if (g.batch_o != 0) {  // batch entry z
+    g.A += z * g.batch_a;
+    g.B += z * g.batch_b;
+    if (g.init != nullptr) g.init += z * g.batch_o;
+    g.out += z * g.batch_o;
+    return g;
+  }
+  const int k0 = z * kGemmKBlock;
   g.A += k0;
   g.B += static_cast<size_t>(k0) * g.ldb;
   g.K = min(kGemmKBlock, g.K - k0);
@@ -566,6 +577,37 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
 cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
   return LaunchGemmPerOutput<kStripRows>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+
+cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
+                        const float* B, int ldb, size_t stride_b, float* C, int ldc,
+                        size_t stride_c, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc) || batch < 0 || batch > 65535 || K > kGemmKBlock ||
+      (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
+    return cudaErrorInvalidValue;
+  }
+  if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
+  GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
+  g.batch_a = stride_a;
+  g.batch_b = stride_b;
+  g.batch_o = stride_c;
+  // The tiled kernel where Gemm would take it for the whole batch's tiles, else
+  // one thread per output: both in GemmOutput's order.
+  const int64_t tiles =
+      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
+  if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks) {
+    const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
+                           Aligned16(A) && Aligned16(B);
+    const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, batch);
+    if (grid.y > 65535) return cudaErrorInvalidValue;
+    GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>
+        <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK>(), stream>>>(g, vector_ok);
+    return cudaGetLastError();
+  }
+  constexpr int kThreads = 128;
+  const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535), batch);
+  GemmPerOutputKernel<1><<<grid, kThreads, 0, stream>>>(g);
+  return cudaGetLastError();
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,

@@ -292,6 +292,12 @@ TEST_F(GraphDeviceTest, BinaryElementwise) {
                  {RandomValue({32}, 3), RandomValue({3, 16, 32}, 4)});
   ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
                  {RandomValue({3, 16, 32}, 5), RandomValue({1, 16, 32}, 6)});
+  // Bias gradients over many rows (several of the row kernel's chunks, a
+  // partial column tile), and a Mul whose term reads the other operand.
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({600, 45}, 15), RandomValue({45}, 16)});
+  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 1, 40, 7}, 17), RandomValue({7}, 18)});
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 16}, 7), Scalar(0.35f)});
   ExpectSameBits(MakeNode("Div", {"a", "b"}, {"y"}), {RandomValue({3, 16, 128}, 8), Scalar(1.41f)});
@@ -361,6 +367,15 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({3, 16, 32}, 1), RandomValue({32, 128}, 2)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
+  // Batched on the tiled kernel (64 tiles); a shared B whose weight gradient
+  // takes several k blocks of rows (4 batches of 1000, then 1) or one batch
+  // per block (rows past a k block).
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({8, 8, 128, 16}, 11), RandomValue({8, 8, 16, 128}, 12)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({5, 1000, 6}, 13), RandomValue({6, 7}, 14)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({2, 4100, 3}, 15), RandomValue({3, 5}, 16)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
@@ -376,6 +391,11 @@ TEST_F(GraphDeviceTest, Gather) {
   for (int i = 0; i < 3 * 16; ++i) ids.push_back((i * 37) % 100 % 23);
   ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
                  {RandomValue({100, 32}, 1), testing::IntValue({3, 16}, ids)});
+  // More positions than one chunk of the kernel's, rows past several blocks'.
+  std::vector<int64_t> many;
+  for (int i = 0; i < 700; ++i) many.push_back((i * 7919) % 97 - (i % 5 == 0 ? 97 : 0));
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
+                 {RandomValue({97, 300}, 3), testing::IntValue({7, 100}, many)});
   ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}, {{"axis", int64_t{1}}}),
                  {RandomValue({2, 5, 3}, 2), testing::IntValue({4}, {-1, 0, 4, -5})});
 }
