@@ -376,6 +376,9 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({5, 1000, 6}, 13), RandomValue({6, 7}, 14)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 4100, 3}, 15), RandomValue({3, 5}, 16)});
+  // The weight gradient on the tiled kernel: two batches of 2000 rows, then one.
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 2000, 64}, 17), RandomValue({64, 72}, 18)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
