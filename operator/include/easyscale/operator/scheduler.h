@@ -112,9 +112,11 @@ class InterJobScheduler {
   //     are released;
   //  2. in (priority desc, submitOrder, key) order, a job below minWorkers gets
   //     its minimum from idle GPUs or from lower-priority jobs, or nothing;
-  //  3. idle GPUs go to the step with the largest throughput gain per GPU; a
-  //     job that held workers keeps its old plan unless it gains > minGain;
-  //     then a bounded pass of GPU transfers between jobs;
+  //  3. idle GPUs go to the step with the largest relative throughput gain
+  //     per GPU (a step may also drop a slower type the job holds), never
+  //     past maxIdleFraction; a job that held workers keeps its old plan
+  //     unless it gains > minGain; then a bounded pass of GPU transfers
+  //     between jobs;
   //  4. placements: current ones stay, new workers pack onto few nodes.
   // Deterministic and independent of input order: equal inputs give equal
   // outputs. Bad counts (negative, min > max) are clamped, never fatal.
