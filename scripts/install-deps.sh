@@ -19,6 +19,7 @@ apt_packages=(
   iproute2  # `ip`: the pod network of isolated test clusters
   python3-kubernetes  # the official Python client, for the test API server's conformance suite
   python3-yaml  # the test API server compiles crds/ in as JSON
+  buildah mmdebstrap  # the images: built with buildah on base images made with mmdebstrap
   nodejs npm
 )
 

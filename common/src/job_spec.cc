@@ -13,7 +13,7 @@ namespace easyscale {
 
 const std::vector<std::string>& KnownGpuTypes() {
   static const std::vector<std::string> kTypes = {"h200", "h100", "a100", "a10",
-                                                  "l4",   "v100", "t4",   "cpu"};
+                                                  "l4",   "v100", "p100", "t4",   "cpu"};
   return kTypes;
 }
 

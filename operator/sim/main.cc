@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "easyscale/common/flags.h"
 #include "easyscale/common/log.h"
 #include "generator.h"
+#include "paper_workload.h"
 #include "report.h"
 #include "simulator.h"
 #include "trace.h"
@@ -24,6 +26,7 @@ namespace {
 
 struct Flags {
   std::string trace = EASYSCALE_SIM_DEFAULT_TRACE;
+  std::string paperWorkload, stepProfile = EASYSCALE_SIM_PAPER_PROFILE;
   bool generate = false, noSimulate = false, help = false;
   GeneratorOptions gen;
   int64_t seed = static_cast<int64_t>(
@@ -42,6 +45,10 @@ FlagSet MakeFlagSet(Flags& f) {
       "Replays a cluster trace under several scheduling policies. Without --trace or\n"
       "--generate the bundled default trace is used.");
   s.String("trace", &f.trace, "trace file to replay");
+  s.String("paper-workload", &f.paperWorkload,
+           "replay a workload in the EasyScale artifact's format (PAPER_WORKLOAD.md) on its "
+           "cluster (32 v100, 16 p100, 16 t4) instead of a trace");
+  s.String("step-profile", &f.stepProfile, "per-model, per-GPU step times for --paper-workload");
   s.Bool("generate", &f.generate, "generate a trace instead of reading one");
   s.Int("gpus", &f.gen.gpus, "generated cluster's GPUs", 1, 1000000);
   s.Int("jobs", &f.gen.jobs, "generated training jobs", 0, 1000000);
@@ -80,6 +87,9 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
   }
   if (f.generate) ES_RETURN_IF_ERROR(ValidateGeneratorOptions(f.gen));
   if (!f.generate && !f.out.empty()) return absl::InvalidArgumentError("--out needs --generate");
+  if (f.generate && !f.paperWorkload.empty()) {
+    return absl::InvalidArgumentError("--generate and --paper-workload exclude each other");
+  }
   return f;
 }
 
@@ -103,6 +113,16 @@ int Main(int argc, char** argv) {
       }
       LogInfo("sim", "trace written", {{"path", flags->out}, {"jobs", trace.jobs.size()}});
     }
+  } else if (!flags->paperWorkload.empty()) {
+    StatusOr<StepProfile> profile = ReadStepProfileFile(flags->stepProfile);
+    StatusOr<Trace> t = profile.ok()
+                            ? ReadPaperWorkloadFile(flags->paperWorkload, *profile, PaperCluster{})
+                            : StatusOr<Trace>(profile.status());
+    if (!t.ok()) {
+      std::cerr << "easyscale-sim: " << t.status().message() << "\n";
+      return 1;
+    }
+    trace = std::move(*t);
   } else {
     StatusOr<Trace> t = ReadTraceFile(flags->trace);
     if (!t.ok()) {
@@ -128,6 +148,22 @@ int Main(int argc, char** argv) {
               trace.TotalGpus(), trace.nodes.size(), trace.jobs.size(), trace.horizon / 86400.0,
               seconds);
   std::fputs(FormatTable(results).c_str(), stdout);
+  std::fputs(FormatJobTable(results).c_str(), stdout);
+  // The ratios the EasyScale paper reports on its workload (plot/jct_makespan.csv).
+  auto meanJct = [&](Policy p) {
+    for (const PolicyResult& r : results) {
+      if (r.policy == p && r.jobsCompleted == r.jobsSubmitted) return r.completionSeconds.mean;
+    }
+    return std::numeric_limits<double>::quiet_NaN();
+  };
+  const double heterogeneous = meanJct(Policy::kEasyScale);
+  for (auto [p, paper] : {std::pair{Policy::kYarnCs, 13.2}, {Policy::kHomogeneous, 1.58}}) {
+    const double ratio = meanJct(p) / heterogeneous;
+    if (std::isfinite(ratio)) {
+      std::printf("mean JCT of %s / easyscale: %.2fx (paper: %s / heterogeneous %.2fx)\n",
+                  PolicyName(p), ratio, p == Policy::kYarnCs ? "YARN-CS" : "homogeneous", paper);
+    }
+  }
   for (Policy p : {Policy::kEasyScale, Policy::kHomogeneous}) {
     const double g = UtilisationGainOverStatic(results, p);
     if (std::isfinite(g)) {

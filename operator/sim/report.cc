@@ -20,6 +20,13 @@ nlohmann::json SummaryJson(const Summary& s) {
   return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}};
 }
 
+nlohmann::json GpuTimeJson(const GpuTime& g) {
+  return {{"allocated", g.allocated},
+          {"useful", g.useful},
+          {"idleInStep", g.idleInStep},
+          {"paused", g.paused}};
+}
+
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -42,13 +49,13 @@ double UtilisationGainOverStatic(const std::vector<PolicyResult>& results, Polic
 std::string FormatTable(const std::vector<PolicyResult>& results) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-12s %6s %6s %6s %9s %9s %9s %9s %9s %8s %10s %9s\n", "policy",
+  std::snprintf(line, sizeof line, "%-17s %6s %6s %6s %9s %9s %9s %9s %9s %8s %10s %9s\n", "policy",
                 "util", "train", "infer", "done", "jct_mean", "jct_p95", "queue_p50", "queue_p95",
                 "preempt", "inf_wait", "sched_ms");
   out << line;
   for (const PolicyResult& r : results) {
     std::snprintf(line, sizeof line,
-                  "%-12s %5.1f%% %5.1f%% %5.1f%% %4d/%-4d %9s %9s %9s %9s %8d %9.4f%% %9.2f\n",
+                  "%-17s %5.1f%% %5.1f%% %5.1f%% %4d/%-4d %9s %9s %9s %9s %8d %9.4f%% %9.2f\n",
                   PolicyName(r.policy), 100 * r.utilisation, 100 * r.trainingShare,
                   100 * r.inferenceShare, r.jobsCompleted, r.jobsSubmitted,
                   Hours(r.completionSeconds.mean).c_str(), Hours(r.completionSeconds.p95).c_str(),
@@ -62,10 +69,43 @@ std::string FormatTable(const std::vector<PolicyResult>& results) {
   return out.str();
 }
 
+std::string FormatJobTable(const std::vector<PolicyResult>& results) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-17s %9s %9s %9s %7s %7s %7s %8s %8s %8s\n", "policy",
+                "jct_mean", "jct_p95", "makespan", "useful", "alloc", "waste", "reconf", "slow_avg",
+                "slow_p95");
+  out << line;
+  for (const PolicyResult& r : results) {
+    const double span = std::max(r.makespan, 1e-9) * r.totalGpus;
+    std::snprintf(line, sizeof line,
+                  "%-17s %8.0fs %8.0fs %8.0fs %6.1f%% %6.1f%% %6.1f%% %8d %8.2f %8.2f\n",
+                  PolicyName(r.policy), r.completionSeconds.mean, r.completionSeconds.p95,
+                  r.makespan, 100 * r.usefulUtilisation, 100 * r.gpuTime.allocated / span,
+                  100 * r.wasteFraction, r.reconfigurations, r.slowdown.mean, r.slowdown.p95);
+    out << line;
+  }
+  out << "over the makespan (last finish): useful = GPU time computing / all GPU time; alloc =\n"
+         "GPU time held by training; waste = idle within steps / held; slow = JCT / JCT alone on\n"
+         "the preferred GPUs.\n";
+  return out.str();
+}
+
 nlohmann::json ToJson(const std::vector<PolicyResult>& results, const Trace& trace,
                       const SimOptions& options) {
   nlohmann::json policies = nlohmann::json::array();
   for (const PolicyResult& r : results) {
+    nlohmann::json byType = nlohmann::json::object();
+    for (const auto& [type, g] : r.gpuTimeByType) byType[type] = GpuTimeJson(g);
+    nlohmann::json perJob = nlohmann::json::array();
+    for (const JobOutcome& o : r.jobs) {
+      perJob.push_back({{"name", o.name},
+                        {"jctSeconds", o.jct},
+                        {"aloneSeconds", o.aloneJct},
+                        {"slowdown", o.slowdown},
+                        {"reconfigurations", o.reconfigurations},
+                        {"gpuSeconds", GpuTimeJson(o.gpuTime)}});
+    }
     policies.push_back({
         {"policy", PolicyName(r.policy)},
         {"utilisation",
@@ -86,6 +126,13 @@ nlohmann::json ToJson(const std::vector<PolicyResult>& results, const Trace& tra
          {{"gpuSeconds", r.inferenceWaitGpuSeconds},
           {"fractionOfDemand", r.inferenceWaitFraction}}},
         {"trainedSamples", r.trainedSamples},
+        {"makespanSeconds", r.makespan},
+        {"usefulUtilisation", r.usefulUtilisation},
+        {"wasteFraction", r.wasteFraction},
+        {"slowdown", SummaryJson(r.slowdown)},
+        {"gpuSeconds", GpuTimeJson(r.gpuTime)},
+        {"gpuSecondsByType", byType},
+        {"perJob", perJob},
         {"scheduler",
          {{"decisions", r.decisions},
           {"meanMs", r.decisionMs.mean},

@@ -17,6 +17,8 @@ namespace easyscale::sim {
 double UtilisationGainOverStatic(const std::vector<PolicyResult>& results, Policy policy);
 
 std::string FormatTable(const std::vector<PolicyResult>& results);
+// Job completion, makespan, useful GPU time, waste and slowdown per policy.
+std::string FormatJobTable(const std::vector<PolicyResult>& results);
 nlohmann::json ToJson(const std::vector<PolicyResult>& results, const Trace& trace,
                       const SimOptions& options);
 std::string RenderSvg(const std::vector<PolicyResult>& results, const std::string& title);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "baselines.h"
 #include "easyscale/operator/scheduler.h"
 
 namespace easyscale::sim {
@@ -18,16 +19,24 @@ const char* PolicyName(Policy p) {
       return "homogeneous";
     case Policy::kStatic:
       return "static";
+    case Policy::kPaper:
+      return "paper";
+    case Policy::kPaperHomogeneous:
+      return "paper-homogeneous";
+    case Policy::kYarnCs:
+      return "yarn-cs";
   }
   return "?";
 }
 
 StatusOr<Policy> ParsePolicy(const std::string& name) {
-  for (Policy p : {Policy::kEasyScale, Policy::kHomogeneous, Policy::kStatic}) {
+  for (Policy p : {Policy::kEasyScale, Policy::kHomogeneous, Policy::kStatic, Policy::kPaper,
+                   Policy::kPaperHomogeneous, Policy::kYarnCs}) {
     if (name == PolicyName(p)) return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown policy '", name, "' (known: easyscale, homogeneous, static)"));
+      absl::StrCat("unknown policy '", name,
+                   "' (known: easyscale, homogeneous, static, paper, paper-homogeneous, yarn-cs)"));
 }
 
 Summary Summarise(std::vector<double> v) {
@@ -47,6 +56,48 @@ Summary Summarise(std::vector<double> v) {
   return s;
 }
 
+void GpuTime::Add(const GpuTime& o) {
+  allocated += o.allocated;
+  useful += o.useful;
+  idleInStep += o.idleInStep;
+  paused += o.paused;
+}
+
+namespace {
+
+// The scheduler's view of a trace job that holds nothing yet.
+op::JobDemand Demand(const TraceJob& t) {
+  op::JobDemand d;
+  d.key = t.name;
+  d.ests = t.ests;
+  d.minWorkers = t.minWorkers;
+  d.maxWorkers = t.maxWorkers;
+  d.priority = t.priority;
+  d.gpuTypes = t.gpuTypes;
+  d.speed = t.speed;
+  return d;
+}
+
+}  // namespace
+
+double AloneSeconds(const Trace& trace, const TraceJob& job, const SimOptions& options) {
+  const op::JobDemand d = Demand(job);
+  const op::SchedulerOptions o;
+  std::map<std::string, int> gpus;
+  for (const TraceNode& n : trace.nodes) gpus[n.gpuType] += n.gpus;
+  double best = 0.0;
+  for (const auto& [type, n] : gpus) {
+    if (!job.preferredGpu.empty() && type != job.preferredGpu) continue;
+    if (!job.gpuTypes.empty() &&
+        std::find(job.gpuTypes.begin(), job.gpuTypes.end(), type) == job.gpuTypes.end()) {
+      continue;
+    }
+    best = std::max(best, op::PredictThroughput(d, {{"", type, std::min(n, job.maxWorkers)}}, o));
+  }
+  return best > 0.0 ? options.rescalePause + job.workSamples / best
+                    : std::numeric_limits<double>::infinity();
+}
+
 namespace {
 
 struct NodeState {
@@ -60,15 +111,18 @@ struct JobState {
   double remaining = 0.0;
   double tp = 0.0;
   std::vector<op::Placement> placements;
+  std::vector<op::GpuTypeUse> use;  // of the placements, per type
+  int reconfigurations = 0;
+  std::map<std::string, GpuTime> gpuTime;
   double start = -1.0, finish = -1.0, resumeAt = 0.0;
 };
 
 class Replay {
  public:
   Replay(const Trace& t, Policy p, const SimOptions& o) : trace_(t), policy_(p), opt_(o) {
-    sched_.homogeneous = p != Policy::kEasyScale;
-    sched_.preemptForInference = p != Policy::kStatic;
-    sched_.reclaimForPriority = p != Policy::kStatic;
+    sched_.homogeneous = p == Policy::kHomogeneous || p == Policy::kStatic;
+    sched_.preemptForInference = p == Policy::kEasyScale || p == Policy::kHomogeneous;
+    sched_.reclaimForPriority = sched_.preemptForInference;
     for (size_t i = 0; i < t.nodes.size(); ++i) {
       nodeIndex_[t.nodes[i].name] = static_cast<int>(i);
       nodes_.push_back(NodeState{t.nodes[i].gpus, 0, 0, 0});
@@ -129,7 +183,14 @@ class Replay {
       AddToSeries(now_, to, static_cast<double>(granted), &result_.inferenceSeries);
       for (int j : active_) {
         JobState& s = jobs_[j];
-        const double running = to - std::max(now_, s.resumeAt);
+        const double running = std::clamp(to - std::max(now_, s.resumeAt), 0.0, dt);
+        for (const op::GpuTypeUse& u : s.use) {
+          GpuTime& g = s.gpuTime[u.gpuType];
+          g.allocated += u.workers * dt;
+          g.paused += u.workers * (dt - running);
+          g.useful += u.workers * u.usefulFraction * running;
+          g.idleInStep += u.workers * (1.0 - u.usefulFraction) * running;
+        }
         if (s.tp <= 0.0 || running <= 0.0) continue;
         const double done = std::min(s.remaining, s.tp * running);
         s.remaining -= done;
@@ -168,6 +229,7 @@ class Replay {
       if (s.tp > 0.0 && s.remaining <= 1e-9 * trace_.jobs[active_[k]].workSamples + 1e-6) {
         s.finish = now_;
         SetPlacements(&s, {});
+        s.use.clear();
         active_.erase(active_.begin() + k);
         dirty_ = true;
       } else {
@@ -200,22 +262,29 @@ class Replay {
       c.nodes.push_back(op::NodeGpus{trace_.nodes[i].name, trace_.nodes[i].gpuType, n.total,
                                      n.granted, n.demand - n.granted});
     }
+    const bool keepPreferred = policy_ != Policy::kEasyScale && policy_ != Policy::kPaper;
     for (int j : active_) {
       const TraceJob& t = trace_.jobs[j];
-      op::JobDemand d;
-      d.key = t.name;
-      d.ests = t.ests;
-      d.minWorkers = policy_ == Policy::kStatic ? t.maxWorkers : t.minWorkers;
-      d.maxWorkers = t.maxWorkers;
-      d.priority = t.priority;
-      d.gpuTypes = t.gpuTypes;
-      d.speed = t.speed;
+      op::JobDemand d = Demand(t);
+      if (policy_ == Policy::kStatic) d.minWorkers = t.maxWorkers;
+      if (keepPreferred && !t.preferredGpu.empty()) d.gpuTypes = {t.preferredGpu};
       d.current = jobs_[j].placements;
       d.submitOrder = j;
       c.jobs.push_back(std::move(d));
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const op::ScheduleResult r = op::InterJobScheduler(sched_).Schedule(c);
+    op::ScheduleResult r;
+    switch (policy_) {
+      case Policy::kPaper:
+      case Policy::kPaperHomogeneous:
+        r = PaperPolicy(c, sched_);
+        break;
+      case Policy::kYarnCs:
+        r = YarnCs(c, sched_);
+        break;
+      default:
+        r = op::InterJobScheduler(sched_).Schedule(c);
+    }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     decisionMs_.push_back(ms);
@@ -231,8 +300,12 @@ class Replay {
       JobState& s = jobs_[active_[k]];
       const op::JobAllocation& a = r.allocations[k];
       if (a.placements == s.placements) continue;
-      if (!s.placements.empty()) ++result_.reconfigurations;
+      if (!s.placements.empty()) {
+        ++result_.reconfigurations;
+        ++s.reconfigurations;
+      }
       SetPlacements(&s, a.placements);
+      s.use = op::PredictGpuUse(c.jobs[k], a.placements, sched_);
       s.tp = a.throughput;
       if (!a.placements.empty()) {
         if (s.start < 0.0) s.start = now_;
@@ -267,6 +340,33 @@ class Replay {
     result_.queueingSeconds = Summarise(queueing);
     result_.decisions = static_cast<int>(decisionMs_.size());
     result_.decisionMs = Summarise(decisionMs_);
+    std::vector<double> slowdowns;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      const JobState& s = jobs_[j];
+      JobOutcome o;
+      o.name = trace_.jobs[j].name;
+      o.aloneJct = AloneSeconds(trace_, trace_.jobs[j], opt_);
+      o.reconfigurations = s.reconfigurations;
+      for (const auto& [type, g] : s.gpuTime) {
+        o.gpuTime.Add(g);
+        result_.gpuTimeByType[type].Add(g);
+      }
+      result_.gpuTime.Add(o.gpuTime);
+      if (s.finish >= 0.0) {
+        o.jct = s.finish - trace_.jobs[j].submit;
+        o.slowdown = o.jct / o.aloneJct;
+        slowdowns.push_back(o.slowdown);
+        result_.makespan = std::max(result_.makespan, s.finish);
+      }
+      result_.jobs.push_back(std::move(o));
+    }
+    result_.slowdown = Summarise(slowdowns);
+    if (result_.makespan > 0.0) {
+      result_.usefulUtilisation = result_.gpuTime.useful / (result_.totalGpus * result_.makespan);
+    }
+    if (result_.gpuTime.allocated > 0.0) {
+      result_.wasteFraction = result_.gpuTime.idleInStep / result_.gpuTime.allocated;
+    }
     return result_;
   }
 

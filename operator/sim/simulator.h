@@ -7,9 +7,15 @@
 //   homogeneous  elastic, but a job's workers share one GPU type
 //   static       gang scheduling: a job waits for maxWorkers GPUs of one type
 //                and keeps them to the end; inference waits for training
+//   paper, paper-homogeneous, yarn-cs
+//                the EasyScale paper's policy (heterogeneous, or every job on
+//                one type) and its YARN-CS baseline (baselines.h)
+// Every policy but easyscale and paper keeps a job with a preferred GPU type
+// on that type, as the paper's homogeneous runs do.
 //   PolicyResult r = Simulate(trace, Policy::kEasyScale, SimOptions{});
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,7 +23,7 @@
 
 namespace easyscale::sim {
 
-enum class Policy { kEasyScale, kHomogeneous, kStatic };
+enum class Policy { kEasyScale, kHomogeneous, kStatic, kPaper, kPaperHomogeneous, kYarnCs };
 const char* PolicyName(Policy p);
 StatusOr<Policy> ParsePolicy(const std::string& name);
 
@@ -33,6 +39,23 @@ struct Summary {
   int count = 0;
 };
 Summary Summarise(std::vector<double> values);
+
+// GPU-seconds training held, and how they were spent: computing, idle within a
+// step waiting for the job's slowest worker, or paused while the job
+// (re)configures.
+struct GpuTime {
+  double allocated = 0.0, useful = 0.0, idleInStep = 0.0, paused = 0.0;
+  void Add(const GpuTime& o);
+};
+
+struct JobOutcome {
+  std::string name;
+  double jct = -1.0;       // finish - submit; -1 unfinished
+  double aloneJct = 0.0;   // alone on its preferred GPUs: AloneSeconds()
+  double slowdown = -1.0;  // jct / aloneJct; -1 unfinished
+  int reconfigurations = 0;
+  GpuTime gpuTime;
+};
 
 struct PolicyResult {
   Policy policy = Policy::kEasyScale;
@@ -55,7 +78,19 @@ struct PolicyResult {
   int decisions = 0;
   Summary decisionMs;
   double decisionMaxMs = 0.0;
+  double makespan = 0.0;  // last finish, from time 0; 0 if none finished
+  std::map<std::string, GpuTime> gpuTimeByType;
+  GpuTime gpuTime;                 // all types
+  double usefulUtilisation = 0.0;  // useful GPU-s / (all GPUs x makespan)
+  double wasteFraction = 0.0;      // idle-in-step / allocated GPU-s
+  Summary slowdown;                // completed jobs
+  std::vector<JobOutcome> jobs;    // trace order
 };
+
+// Seconds `job` takes alone in the cluster on min(maxWorkers, GPUs of the
+// type) GPUs of its preferred type (else its fastest allowed type), with one
+// rescale pause: the reference of its slowdown.
+double AloneSeconds(const Trace& trace, const TraceJob& job, const SimOptions& options);
 
 PolicyResult Simulate(const Trace& trace, Policy policy, const SimOptions& options);
 

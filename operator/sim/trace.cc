@@ -9,83 +9,13 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "csv_record.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/job_spec.h"
 
 namespace easyscale::sim {
 namespace {
-
-// 315360000 rather than StrCat's 3.1536e+08.
-std::string Plain(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  return buf;
-}
-
-// Reads the fields of one CSV record; every error names the line and field.
-class Record {
- public:
-  Record(std::vector<std::string> fields, std::string where)
-      : fields_(std::move(fields)), where_(std::move(where)) {}
-
-  Status Arity(const std::vector<const char*>& names) {
-    names_ = names;
-    if (fields_.size() != names.size() + 1) {
-      return Error(absl::StrCat("'", fields_[0], "' record needs ", names.size(),
-                                " fields after the record type (", absl::StrJoin(names, ","),
-                                "), got ", fields_.size() - 1));
-    }
-    return absl::OkStatus();
-  }
-  // Field i counts from 1, after the record type.
-  const std::string& Text(int i) const { return fields_[i]; }
-  Status Int(int i, int lo, int hi, int* out) const {
-    const std::string& s = fields_[i];
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
-    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || *out < lo || *out > hi) {
-      return FieldError(i,
-                        absl::StrCat("must be an integer in [", lo, ", ", hi, "], got '", s, "'"));
-    }
-    return absl::OkStatus();
-  }
-  Status Number(int i, double lo, double hi, double* out) const {
-    const std::string& s = fields_[i];
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
-    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || !(*out >= lo && *out <= hi)) {
-      return FieldError(
-          i, absl::StrCat("must be a number in [", Plain(lo), ", ", Plain(hi), "], got '", s, "'"));
-    }
-    return absl::OkStatus();
-  }
-  Status Name(int i) const {
-    const std::string& s = fields_[i];
-    if (s.empty() || s.find_first_of(" \t|=") != std::string::npos) {
-      return FieldError(
-          i, absl::StrCat("must be a non-empty name without spaces, '|' or '=', got '", s, "'"));
-    }
-    return absl::OkStatus();
-  }
-  Status FieldError(int i, const std::string& msg) const {
-    return Error(absl::StrCat("field ", i + 1, " (", names_[i - 1], ") ", msg));
-  }
-  Status Error(const std::string& msg) const {
-    return absl::InvalidArgumentError(absl::StrCat(where_, ": ", msg));
-  }
-
- private:
-  std::vector<std::string> fields_;
-  std::vector<const char*> names_;
-  std::string where_;
-};
-
-Status GpuType(const Record& r, int i, const std::string& type) {
-  if (!IsKnownGpuType(type)) {
-    return r.FieldError(i, absl::StrCat("unknown GPU type '", type,
-                                        "' (known: ", absl::StrJoin(KnownGpuTypes(), ", "), ")"));
-  }
-  return absl::OkStatus();
-}
 
 Status ParseJob(const Record& r, TraceJob* j) {
   ES_RETURN_IF_ERROR(r.Number(1, 0.0, kMaxTraceSeconds, &j->submit));

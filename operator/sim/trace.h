@@ -38,6 +38,10 @@ struct TraceJob {
   double workSamples = 0.0;             // samples to train until done
   std::vector<std::string> gpuTypes;    // empty = any
   std::map<std::string, double> speed;  // samples/s of one worker; missing = defaults
+  // The type the job would be run on alone (the paper's workloads name one;
+  // the CSV trace format does not): homogeneous policies keep it there, and a
+  // job's slowdown is measured against running alone on it. Empty = none.
+  std::string preferredGpu;
 };
 
 struct Trace {

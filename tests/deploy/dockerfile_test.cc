@@ -1,7 +1,8 @@
 // deploy/docker: the Dockerfile has a target per binary, built on Debian
 // bookworm with scripts/install-deps.sh, running as non-root, the worker on a
-// CUDA runtime base; collect-runtime-libs.sh really produces a runnable tree.
-// (No Docker daemon here: the images themselves are not built by the tests.)
+// CUDA runtime base (and worker-cpu on the slim one); collect-runtime-libs.sh
+// really produces a runnable tree. (The images themselves are built and run
+// by tests/images, with buildah.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -62,7 +63,9 @@ TEST(Dockerfile, HasANonRootTargetPerBinary) {
     for (const auto& l : stage.lines) {
       std::smatch m;
       if (std::regex_search(l, m, std::regex("--from=(\\S+)"))) {
-        EXPECT_TRUE(by_name.count(m[1])) << name << " copies from unknown or later stage " << m[1];
+        // host-build: the build context of a host build's binaries (build-images.sh).
+        EXPECT_TRUE(by_name.count(m[1]) || m[1] == "host-build")
+            << name << " copies from unknown or later stage " << m[1];
       }
       if (l.rfind("COPY ", 0) == 0 && l.find("--from") == std::string::npos && l != "COPY . .") {
         std::istringstream words(l.substr(5));
@@ -80,7 +83,11 @@ TEST(Dockerfile, HasANonRootTargetPerBinary) {
   EXPECT_TRUE(std::any_of(deps.begin(), deps.end(), [](const std::string& l) {
     return l.find("scripts/install-deps.sh") != std::string::npos && l.rfind("RUN", 0) == 0;
   }));
-  for (const std::string target : {"operator", "device-plugin", "worker"}) {
+  for (const auto& [target, binary] :
+       std::map<std::string, std::string>{{"operator", "easyscale-operator"},
+                                          {"device-plugin", "easyscale-device-plugin"},
+                                          {"worker", "easyscale-worker"},
+                                          {"worker-cpu", "easyscale-worker"}}) {
     ASSERT_TRUE(by_name.count(target)) << target;
     const Stage& s = by_name[target];
     std::string user, entrypoint;
@@ -91,12 +98,13 @@ TEST(Dockerfile, HasANonRootTargetPerBinary) {
     EXPECT_FALSE(user.empty()) << target << " runs as root";
     EXPECT_NE(user.substr(0, user.find(':')), "0") << target;
     EXPECT_NE(user, "root") << target;
-    EXPECT_EQ(entrypoint, "[\"/opt/easyscale/bin/easyscale-" + target + "\"]");
+    EXPECT_EQ(entrypoint, "[\"/opt/easyscale/bin/" + binary + "\"]") << target;
     EXPECT_EQ(s.base.find("debian:bookworm") == 0 || s.base.find("nvidia/cuda:") == 0, true)
         << s.base;
   }
   EXPECT_EQ(by_name["worker"].base.find("nvidia/cuda:"), 0u);
   EXPECT_NE(by_name["worker"].base.find("-runtime-"), std::string::npos);
+  EXPECT_EQ(by_name["worker-cpu"].base, "debian:bookworm-slim");
 }
 
 TEST(Dockerfile, CollectRuntimeLibsMakesARunnableTree) {

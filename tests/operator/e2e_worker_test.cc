@@ -25,31 +25,6 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-// Runs the reference: the same training on a fixed layout of 8 workers (one
-// EST each) with `easyscale-worker local`, and reads its `digest:` line.
-// `model`: the model's flags (the built-in MLP unless told).
-std::string ReferenceDigest(const std::string& bin, const std::string& dir, int64_t steps,
-                            const std::vector<std::string>& model = {"--model", "mlp"}) {
-  std::vector<std::string> argv = {bin,
-                                   "local",
-                                   "--ests",
-                                   "8",
-                                   "--schedule",
-                                   "0:8",
-                                   "--steps",
-                                   std::to_string(steps),
-                                   "--checkpoint-dir",
-                                   dir + "/ref-ckpt"};
-  argv.insert(argv.end(), model.begin(), model.end());
-  StatusOr<CommandResult> r = RunCommand({.argv = std::move(argv),
-                                          .stdoutTo = Output::Pipe(),
-                                          .stderrTo = Output::File(dir + "/reference.stderr")},
-                                         300s);
-  if (!r.ok() || r->exitCode != 0) return "";
-  const size_t at = r->out.rfind("\ndigest: ");
-  return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
-}
-
 json Spec(int64_t steps, int maxWorkers, const json& checkpoint) {
   return {{"image", "easyscale/worker:test"},
           {"ests", 8},
@@ -98,7 +73,7 @@ TEST_F(IsolatedEndToEnd, ElasticJobSurvivesEveryEventWithTheFixedRunDigest) {
   TestCluster c("e2e-elastic", {.isolatePods = true});
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 2000;  // ~25 s: long enough for every event below
-  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
   ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
   // Inference holds n1; the job starts on n2 and n3 (4 ESTs a worker) and a
   // release of n1 halves that: a scale-out worth making.
@@ -179,7 +154,7 @@ TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
   TestCluster c("e2e-claim", {.isolatePods = true});
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 400;
-  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
   ASSERT_EQ(reference.size(), 64u);
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
   StartOperators(c);
@@ -232,7 +207,7 @@ TEST_F(IsolatedEndToEnd, AModelFileOnAReadOnlyClaimTrainsToTheLocalRunsDigest) {
       << (exported.ok() ? exported->out : exported.status().ToString());
   const int64_t steps = 40;
   const std::string reference =
-      ReferenceDigest(worker_, c.dir(), steps, {"--model-file", claim + "/cnn.onnx"});
+      FixedRunDigest(worker_, c.dir(), steps, {"--model-file", claim + "/cnn.onnx"});
   ASSERT_EQ(reference.size(), 64u) << "the local run printed no digest";
 
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}}).ok());
@@ -289,7 +264,7 @@ TEST_F(IsolatedEndToEnd, NoHostFolderIsSharedByThePods) {
   TestCluster c("e2e-no-shared-folder", {.isolatePods = true});
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 120;
-  const std::string reference = ReferenceDigest(worker_, c.dir(), steps);
+  const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
   ASSERT_EQ(reference.size(), 64u);
   ASSERT_TRUE(c.AddNodes({{"n1", "a100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
   const std::string shared = c.dir() + "/shared";

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/common/log.h"
 #include "easyscale/operator/scheduler.h"
@@ -20,10 +21,14 @@ ProcessRuntime::ProcessRuntime(std::string binary, std::string logDir,
 
 Status ProcessRuntime::Start(const json& pod, const std::map<std::string, std::string>& env,
                              const PodSandbox* sandbox) {
-  std::vector<std::string> argv =
-      pod["spec"]["containers"][0].value("command", std::vector<std::string>());
+  const json& container = pod["spec"]["containers"][0];
+  std::vector<std::string> argv = container.value("command", std::vector<std::string>());
+  if (argv.empty() && !binary_.empty()) argv.push_back(binary_);  // the image's entrypoint
   if (argv.empty()) return absl::InvalidArgumentError("the container has no command");
   if (!binary_.empty()) argv[0] = binary_;
+  for (const std::string& arg : container.value("args", std::vector<std::string>())) {
+    argv.push_back(arg);
+  }
   std::map<std::string, std::string> all = extraEnv_;
   for (const auto& [k, v] : env) all[k] = v;
   const std::string name = pod["metadata"].value("name", "");
@@ -60,6 +65,56 @@ std::optional<int> ProcessRuntime::Exited(const std::string& pod) {
 void ProcessRuntime::Remove(const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
   processes_.erase(pod);
+}
+
+ImageRuntimes::ImageRuntimes(std::map<std::string, std::unique_ptr<PodRuntime>> byRepository)
+    : byRepository_(std::move(byRepository)) {}
+
+PodRuntime* ImageRuntimes::For(const json& pod) const {
+  std::string image = pod["spec"]["containers"][0].value("image", "");
+  image = image.substr(0, image.find('@'));
+  // The tag follows the last colon after the last slash (a registry may have a port).
+  if (const size_t colon = image.rfind(':');
+      colon != std::string::npos && image.find('/', colon) == std::string::npos) {
+    image.resize(colon);
+  }
+  auto it = byRepository_.find(image);
+  return it == byRepository_.end() ? nullptr : it->second.get();
+}
+
+PodRuntime* ImageRuntimes::Running(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(pod);
+  return it == pods_.end() ? nullptr : it->second;
+}
+
+bool ImageRuntimes::Runs(const json& pod) const { return For(pod) != nullptr; }
+
+Status ImageRuntimes::Start(const json& pod, const std::map<std::string, std::string>& env,
+                            const PodSandbox* sandbox) {
+  PodRuntime* runtime = For(pod);
+  if (runtime == nullptr) return absl::NotFoundError("no runtime plays the pod's image");
+  ES_RETURN_IF_ERROR(runtime->Start(pod, env, sandbox));
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_[ObjectKey(pod)] = runtime;
+  return absl::OkStatus();
+}
+
+void ImageRuntimes::Signal(const std::string& pod, int signal) {
+  if (PodRuntime* r = Running(pod)) r->Signal(pod, signal);
+}
+
+std::optional<int> ImageRuntimes::Exited(const std::string& pod) {
+  PodRuntime* r = Running(pod);
+  return r == nullptr ? std::nullopt : r->Exited(pod);
+}
+
+void ImageRuntimes::Remove(const std::string& pod) {
+  PodRuntime* r = Running(pod);
+  if (r == nullptr) return;
+  r->Remove(pod);
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_.erase(pod);
 }
 
 std::unique_ptr<ProcessRuntime> WorkerRuntime(const std::string& worker, const std::string& logDir,

@@ -2,7 +2,8 @@
 //
 // What runs in a pod for the stand-in kubelet:
 //  - ProcessRuntime: a real process, e.g. `easyscale-worker k8s`, running the
-//    container's command with the pod's env;
+//    container's command (else the image's entrypoint) and args with the pod's env;
+//  - ImageRuntimes: one of those per image, as kubelet runs each pod's image;
 //  - ProtocolWorkerRuntime: a thread that speaks the control protocol like a
 //    worker (poll the assignment once per mini-batch, train while told Run,
 //    checkpoint on a newer generation or CheckpointAndStop, exit on 404),
@@ -24,11 +25,11 @@ namespace easyscale::op::testing {
 
 class ProcessRuntime : public PodRuntime {
  public:
-  // `binary` plays the image: it runs in place of the command's first word;
-  // empty, the command runs as it is. Output goes to <logDir>/<pod name>.log,
-  // `extraEnv` is added to every pod's env, a sandbox is entered between fork
-  // and exec, and the processes die with the thread that starts them (the
-  // kubelet's).
+  // `binary` plays the image: it runs in place of the command's first word,
+  // or as the entrypoint of a container without a command; the container's
+  // args follow, as kubelet runs them. Empty: the command runs as it is. Output goes to
+  // <logDir>/<pod name>.log, `extraEnv` is added to every pod's env, a sandbox is entered between
+  // fork and exec, and the processes die with the thread that starts them (the kubelet's).
   ProcessRuntime(std::string binary, std::string logDir,
                  std::map<std::string, std::string> extraEnv);
   Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
@@ -43,6 +44,28 @@ class ProcessRuntime : public PodRuntime {
   std::map<std::string, std::string> extraEnv_;
   std::mutex mu_;
   std::map<std::string, Subprocess> processes_;
+};
+
+// Pods by their container's image repository (the image without its tag),
+// each to the runtime that plays that image; a pod of another image only
+// holds its GPUs.
+class ImageRuntimes : public PodRuntime {
+ public:
+  explicit ImageRuntimes(std::map<std::string, std::unique_ptr<PodRuntime>> byRepository);
+  bool Runs(const nlohmann::json& pod) const override;
+  Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
+               const PodSandbox* sandbox) override;
+  void Signal(const std::string& pod, int signal) override;
+  std::optional<int> Exited(const std::string& pod) override;
+  void Remove(const std::string& pod) override;
+
+ private:
+  PodRuntime* For(const nlohmann::json& pod) const;
+  PodRuntime* Running(const std::string& pod);
+
+  std::map<std::string, std::unique_ptr<PodRuntime>> byRepository_;
+  std::mutex mu_;
+  std::map<std::string, PodRuntime*> pods_;  // the runtime each started pod runs in
 };
 
 // Real `easyscale-worker k8s` pods: `worker` plays the image, and reads the

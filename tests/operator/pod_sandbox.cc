@@ -27,7 +27,7 @@ StatusOr<std::vector<BindMount>> PodVolumes::Prepare(const json& pod) const {
   for (const json& v : pod["spec"].value("volumes", json::array())) {
     const std::string volume = v.value("name", "");
     if (v.contains("emptyDir")) {
-      sources[volume] = {.source = root_ + "/pods/" + ns + "/" + name + "/" + volume};
+      sources[volume] = {.source = PodDir(ns, name) + "/" + volume};
     } else if (v.contains("persistentVolumeClaim")) {
       const json& source = v["persistentVolumeClaim"];
       const std::string claim = source.value("claimName", "");
@@ -62,9 +62,13 @@ std::string PodVolumes::ClaimDir(const std::string& ns, const std::string& claim
   return root_ + "/claims/" + ns + "/" + claimName;
 }
 
+std::string PodVolumes::PodDir(const std::string& ns, const std::string& pod) const {
+  return root_ + "/pods/" + ns + "/" + pod;
+}
+
 void PodVolumes::Release(const std::string& ns, const std::string& pod) const {
   std::error_code ignored;
-  std::filesystem::remove_all(root_ + "/pods/" + ns + "/" + pod, ignored);
+  std::filesystem::remove_all(PodDir(ns, pod), ignored);
 }
 
 StatusOr<SandboxEntry> SandboxEntry::Open(PodSandbox sandbox) {

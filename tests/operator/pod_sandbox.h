@@ -50,6 +50,8 @@ class PodVolumes {
   // missing mount points. Those stay, empty: removing one would unmount it in
   // the pods of another test process that mounts the same path.
   StatusOr<std::vector<BindMount>> Prepare(const nlohmann::json& pod) const;
+  // The pod's own folder, holding its emptyDirs (deleted with the pod).
+  std::string PodDir(const std::string& ns, const std::string& pod) const;
   // A deleted pod's emptyDirs go; claims stay.
   void Release(const std::string& ns, const std::string& pod) const;
 

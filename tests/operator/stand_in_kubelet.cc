@@ -8,7 +8,9 @@
 #include "absl/strings/escaping.h"
 #include "controller/gpu_inventory.h"
 #include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
+#include "easyscale/operator/kube_config.h"
 #include "easyscale/operator/kube_time.h"
 
 namespace easyscale::op::testing {
@@ -26,6 +28,8 @@ std::string Namespace(const json& pod) { return pod["metadata"].value("namespace
 std::string Name(const json& pod) { return pod["metadata"].value("name", ""); }
 const json& Container(const json& pod) { return pod["spec"]["containers"][0]; }
 bool HasCommand(const json& pod) { return !Container(pod).value("command", json::array()).empty(); }
+
+const Resource kServices{"", "v1", "services", "Service"};
 
 // The grace the deletion asked for, else the pod's own (30 s by default).
 int GraceSeconds(const json& pod) {
@@ -60,6 +64,8 @@ json ContainerStatus(const json& pod, const json& state) {
 }
 
 }  // namespace
+
+bool PodRuntime::Runs(const json& pod) const { return HasCommand(pod); }
 
 StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const json& pod, KubeClient& client) {
   std::map<std::string, std::string> env;
@@ -256,7 +262,7 @@ bool StandInKubelet::Admit(const json& p) {
       true);
   if (!running.ok()) return false;
   Admitted& a = admitted_[key];
-  if (runtime_ == nullptr || !HasCommand(p)) return true;
+  if (runtime_ == nullptr || !runtime_->Runs(p)) return true;
   if (Status s = StartContainer(*running, *env); !s.ok()) {
     LogError("kubelet", "cannot start the pod's container",
              {{"pod", key}, {"error", std::string(s.message())}});
@@ -273,13 +279,67 @@ StatusOr<std::string> StandInKubelet::PodIp(const std::string& key) {
   return net.ip;
 }
 
-Status StandInKubelet::StartContainer(const json& pod,
-                                      const std::map<std::string, std::string>& env) {
+Status StandInKubelet::StartContainer(const json& pod, std::map<std::string, std::string> env) {
   if (!isolation_.has_value()) return runtime_->Start(pod, env, nullptr);
   ES_ASSIGN_OR_RETURN(const PodNetwork::Pod net, isolation_->network->AddPod(ObjectKey(pod)));
   ES_ASSIGN_OR_RETURN(std::vector<BindMount> mounts, isolation_->volumes->Prepare(pod));
+  ES_ASSIGN_OR_RETURN(std::vector<BindMount> files, KubeletFiles(pod));
+  mounts.insert(mounts.end(), files.begin(), files.end());
+  if (const auto& api = isolation_->apiServer) {
+    env.emplace("KUBERNETES_SERVICE_HOST", api->host);
+    env.emplace("KUBERNETES_SERVICE_PORT", std::to_string(api->port));
+  }
   const PodSandbox sandbox{net.netns, std::move(mounts), isolation_->volumes->root()};
   return runtime_->Start(pod, env, &sandbox);
+}
+
+StatusOr<std::vector<BindMount>> StandInKubelet::KubeletFiles(const json& pod) {
+  const std::string dir = isolation_->volumes->PodDir(Namespace(pod), Name(pod));
+  std::vector<BindMount> mounts;
+  // The folders' names cannot be volume names (DNS labels), which live beside them.
+  ES_RETURN_IF_ERROR(MakeDirs(dir));
+  ES_RETURN_IF_ERROR(WriteFileAtomic(dir + "/.etc-hosts", HostsFile(pod)));
+  mounts.push_back({.source = dir + "/.etc-hosts", .target = "/etc/hosts", .readOnly = true});
+  const auto& api = isolation_->apiServer;
+  if (api.has_value() && pod["spec"].value("automountServiceAccountToken", true)) {
+    const std::string account = dir + "/.kube-api-access";
+    ES_RETURN_IF_ERROR(MakeDirs(account));
+    ES_RETURN_IF_ERROR(WriteFileAtomic(account + "/token", api->token));
+    ES_RETURN_IF_ERROR(WriteFileAtomic(account + "/ca.crt", api->caPem));
+    ES_RETURN_IF_ERROR(WriteFileAtomic(account + "/namespace", Namespace(pod)));
+    ES_RETURN_IF_ERROR(MakeDirs(kServiceAccountDir));
+    mounts.push_back({.source = account, .target = kServiceAccountDir, .readOnly = true});
+  }
+  return mounts;
+}
+
+std::string StandInKubelet::HostsFile(const json& pod) {
+  std::string hosts = "127.0.0.1\tlocalhost\n";
+  if (std::optional<PodNetwork::Pod> net = isolation_->network->FindPod(ObjectKey(pod))) {
+    hosts += net->ip + "\t" + Name(pod) + "\n";
+  }
+  StatusOr<json> services = client_->List(kServices, "", {});
+  if (!services.ok()) return hosts;
+  const std::vector<json> pods = pods_.List();
+  for (const json& svc : (*services)["items"]) {
+    const json selector = svc["spec"].value("selector", json::object());
+    if (selector.empty()) continue;
+    for (const json& p : pods) {
+      const json labels = p["metadata"].value("labels", json::object());
+      const bool selected =
+          std::all_of(selector.items().begin(), selector.items().end(),
+                      [&](const auto& kv) { return labels.value(kv.key(), json()) == kv.value(); });
+      const std::string ip = p.value("status", json::object()).value("podIP", "");
+      if (!selected || Namespace(p) != Namespace(svc) || ip.empty() ||
+          p["status"].value("phase", "") != "Running") {
+        continue;
+      }
+      const std::string name = Name(svc) + "." + Namespace(svc) + ".svc";
+      hosts += ip + "\t" + name + " " + name + ".cluster.local\n";
+      break;
+    }
+  }
+  return hosts;
 }
 
 void StandInKubelet::Release(const std::string& key, bool deleted) {

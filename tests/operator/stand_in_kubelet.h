@@ -13,7 +13,14 @@
 // GPU stays used until its pod object is gone. Pods without a command (the
 // tests' inference pods) only hold their GPUs. The pods still running when the
 // kubelet stops get SIGTERM, and SIGKILL after 10 s. With PodIsolation each pod
-// has its own network and mount namespaces (status.podIP is its address).
+// has its own network and mount namespaces (status.podIP is its address), and
+// what kubelet gives a pod to reach the API server (in-cluster config): the
+// KUBERNETES_SERVICE_HOST/PORT env and, unless automountServiceAccountToken is
+// false, its service account's token, ca.crt and namespace at
+// /var/run/secrets/kubernetes.io/serviceaccount; its /etc/hosts names the pod
+// and, standing in for cluster DNS and kube-proxy, each Service of the cluster
+// (<name>.<namespace>.svc[.cluster.local]) at the address of a Running pod it
+// selects when the pod starts (so a Service's port must equal its targetPort).
 #pragma once
 
 #include <atomic>
@@ -35,6 +42,9 @@ namespace easyscale::op::testing {
 class PodRuntime {
  public:
   virtual ~PodRuntime() = default;
+  // Whether the pod's container runs here; a pod that does not only holds
+  // its GPUs. By default: the container has a command.
+  virtual bool Runs(const nlohmann::json& pod) const;
   // Starts the pod's container with `env`, inside `sandbox` when there is one.
   // Called from the kubelet's thread only.
   virtual Status Start(const nlohmann::json& pod, const std::map<std::string, std::string>& env,
@@ -58,6 +68,14 @@ StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const nlohmann::json&
 struct PodIsolation {
   PodNetwork* network = nullptr;
   const PodVolumes* volumes = nullptr;
+  // The API server as pods reach it; the token stands for every service account's.
+  struct ApiServer {
+    std::string host;
+    int port = 0;
+    std::string token;
+    std::string caPem;
+  };
+  std::optional<ApiServer> apiServer;
 };
 
 class StandInKubelet {
@@ -92,7 +110,11 @@ class StandInKubelet {
   // The pod's address: its own with isolation (made on the first call), else 127.0.0.1.
   StatusOr<std::string> PodIp(const std::string& key);
   // Starts the pod's container, in its sandbox with isolation.
-  Status StartContainer(const nlohmann::json& pod, const std::map<std::string, std::string>& env);
+  Status StartContainer(const nlohmann::json& pod, std::map<std::string, std::string> env);
+  // What kubelet mounts besides volumes: the service account's files and /etc/hosts.
+  StatusOr<std::vector<BindMount>> KubeletFiles(const nlohmann::json& pod);
+  // /etc/hosts of a pod: itself, and each Service at a Running pod it selects.
+  std::string HostsFile(const nlohmann::json& pod);
   // Frees what isolation gave an ended pod: its address; once deleted, its emptyDirs too.
   void Release(const std::string& key, bool deleted);
   void StopAll();

@@ -62,6 +62,28 @@ std::string WorkerBinary() {
   return "";
 }
 
+std::string FixedRunDigest(const std::string& worker, const std::string& dir, int64_t steps,
+                           const std::vector<std::string>& model) {
+  std::vector<std::string> argv = {worker,
+                                   "local",
+                                   "--ests",
+                                   "8",
+                                   "--schedule",
+                                   "0:8",
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--checkpoint-dir",
+                                   dir + "/ref-ckpt"};
+  argv.insert(argv.end(), model.begin(), model.end());
+  StatusOr<CommandResult> r = RunCommand({.argv = std::move(argv),
+                                          .stdoutTo = Output::Pipe(),
+                                          .stderrTo = Output::File(dir + "/reference.stderr")},
+                                         std::chrono::seconds(300));
+  if (!r.ok() || r->exitCode != 0) return "";
+  const size_t at = r->out.rfind("\ndigest: ");
+  return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
+}
+
 int OperatorProcess::Get(int port, const std::string& path, std::string* body) const {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(1, 0);
@@ -93,17 +115,19 @@ TestCluster::~TestCluster() {
 }
 
 Status TestCluster::StartApiServer() {
+  if (options_.isolatePods) {
+    ES_ASSIGN_OR_RETURN(network_, PodNetwork::Create());
+    volumes_ = std::make_unique<PodVolumes>(dir_ + "/volumes");
+  }
+  // On the pod network's host address when pods are isolated, where they reach it.
   ES_ASSIGN_OR_RETURN(server_, TestApiServer::Start({.tls = true,
                                                      .token = "test-token",
+                                                     .address = hostAddress(),
                                                      .bookmarkIntervalMs = 500,
                                                      .strictFieldValidation = true}));
   kubeconfig_ = dir_ + "/kubeconfig";
   ES_RETURN_IF_ERROR(server_->WriteKubeconfig(kubeconfig_));
   ES_ASSIGN_OR_RETURN(client_, KubeClient::Create(server_->ClientConfig()));
-  if (options_.isolatePods) {
-    ES_ASSIGN_OR_RETURN(network_, PodNetwork::Create());
-    volumes_ = std::make_unique<PodVolumes>(dir_ + "/volumes");
-  }
   return absl::OkStatus();
 }
 
@@ -158,7 +182,13 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
 void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {
   runtime_ = std::move(runtime);
   std::optional<PodIsolation> isolation;
-  if (network_ != nullptr) isolation = PodIsolation{network_.get(), volumes_.get()};
+  if (network_ != nullptr) {
+    isolation = PodIsolation{network_.get(), volumes_.get(),
+                             PodIsolation::ApiServer{.host = hostAddress(),
+                                                     .port = server_->port(),
+                                                     .token = "test-token",
+                                                     .caPem = server_->caPem()}};
+  }
   kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get(), isolation);
   kubelet_->Start();
 }

@@ -128,6 +128,13 @@ std::vector<std::string> FastLeaderElectionArgs();
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 
+// The digest of the reference run: `steps` of the same training on a fixed
+// layout of 8 workers (one EST each) with `easyscale-worker local` (`worker`),
+// with `model`'s flags (the built-in MLP unless told); "" when it fails.
+// Files go under `dir`.
+std::string FixedRunDigest(const std::string& worker, const std::string& dir, int64_t steps,
+                           const std::vector<std::string>& model = {"--model", "mlp"});
+
 // Where the build put easyscale-operator and (when built) easyscale-worker.
 std::string OperatorBinary();
 std::string WorkerBinary();

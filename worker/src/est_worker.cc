@@ -12,6 +12,7 @@
 #include "easyscale/common/sha256.h"
 #include "easyscale/worker/fixed_point.h"
 #include "easyscale/worker/predict.h"
+#include "param_chunks.h"
 #if defined(EASYSCALE_WITH_CUDA)
 #include "resident_backend.h"
 #endif
@@ -446,11 +447,16 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   }
   stats.allreduce_seconds = Seconds(t1);
   UnpackContexts();
+  std::vector<size_t> offsets;  // each parameter's first sum
   size_t k = 0;
-  for (Param* p : params) {
-    DecodeFixedPointMean(&accum_.data[k], p->grad.size(), config_.total_ests, p->grad.ptr());
+  for (const Param* p : params) {
+    offsets.push_back(k);
     k += p->grad.size();
   }
+  ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
+    DecodeFixedPointMean(&accum_.data[offsets[i] + begin], end - begin, config_.total_ests,
+                         params[i]->grad.ptr() + begin);
+  });
   optimizer_->Step(params, LearningRate(config_.args, step_));
   ++step_;
   stats.step = step_;

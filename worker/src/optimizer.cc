@@ -4,6 +4,7 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/worker/detmath.h"
+#include "param_chunks.h"
 
 namespace easyscale {
 namespace {
@@ -25,16 +26,16 @@ class Sgd : public Optimizer {
   Sgd(float momentum, float wd, const std::vector<Param*>& params)
       : momentum_(momentum), wd_(wd), velocity_(ZerosLike(params)) {}
   void Step(const std::vector<Param*>& params, float lr) override {
-    for (size_t i = 0; i < params.size(); ++i) {
+    ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
       float* w = params[i]->value.ptr();
       const float* g = params[i]->grad.ptr();
       float* v = velocity_[i].ptr();
-      for (size_t j = 0; j < params[i]->value.size(); ++j) {
+      for (size_t j = begin; j < end; ++j) {
         const float gj = g[j] + wd_ * w[j];
         v[j] = momentum_ * v[j] + gj;
         w[j] = w[j] - lr * v[j];
       }
-    }
+    });
   }
   void Save(ByteWriter& w) const override {
     for (const Tensor& t : velocity_) w.TensorValue(t);
@@ -57,19 +58,19 @@ class Adam : public Optimizer {
     beta2_pow_ *= kBeta2;
     const float c1 = static_cast<float>(1.0 - beta1_pow_);
     const float c2_sqrt = std::sqrt(static_cast<float>(1.0 - beta2_pow_));
-    for (size_t i = 0; i < params.size(); ++i) {
+    ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
       float* w = params[i]->value.ptr();
       const float* g = params[i]->grad.ptr();
       float* m = m_[i].ptr();
       float* v = v_[i].ptr();
-      for (size_t j = 0; j < params[i]->value.size(); ++j) {
+      for (size_t j = begin; j < end; ++j) {
         const float gj = g[j] + wd_ * w[j];
         m[j] = kBeta1 * m[j] + (1.0f - kBeta1) * gj;
         v[j] = kBeta2 * v[j] + (1.0f - kBeta2) * (gj * gj);
         const float denom = std::sqrt(v[j]) / c2_sqrt + kEps;
         w[j] = w[j] - (lr / c1) * (m[j] / denom);
       }
-    }
+    });
   }
   void Save(ByteWriter& w) const override {
     w.I64(t_);

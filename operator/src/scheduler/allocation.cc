@@ -38,11 +38,17 @@ void ShedIdleWorkers(ClusterModel* m, std::vector<int>* freeByType) {
     while (shed && j.Workers() > j.minWorkers) {
       shed = false;
       for (int t : order) {
-        if (j.counts[t] > 0 && j.TpWith(t, -1) >= tp * (1.0 - 1e-12)) {
-          Release(&j, t, 1, freeByType);
-          shed = true;
-          break;
+        // One worker, or all of a type: every worker holds an EST, so a slow
+        // type can hold the step back until its last worker goes.
+        for (int n : {1, j.counts[t]}) {
+          if (n <= 0 || n > j.counts[t] || j.Workers() - n < std::max(1, j.minWorkers)) continue;
+          if (j.TpWith(t, -n) >= tp * (1.0 - 1e-12)) {
+            Release(&j, t, n, freeByType);
+            shed = true;
+            break;
+          }
         }
+        if (shed) break;
       }
     }
   }
@@ -136,35 +142,73 @@ std::vector<std::vector<int>> StartOptions(const JobModel& j, bool homogeneous) 
 
 }  // namespace
 
-// The job's best next step: per type, the fewest extra workers that raise its
-// throughput (with many ESTs per worker, one more worker often changes
-// nothing; a slow type can even lower it), scored by gain per GPU.
-bool BestStep(const JobModel& j, int index, bool homogeneous, const std::vector<int>& freeByType,
-              int onlyType, Step* out) {
+// The job's best next step: per type, from the fewest extra workers that raise
+// its throughput (with many ESTs per worker, one more worker often changes
+// nothing; a slow type can even lower it) up to doubling, within the waste
+// bound, scored by relative gain per GPU: gains in samples/s of different models do not compare
+// (a small model's step always looks best), relative ones do, and their sum is
+// the change of the sum of log-throughputs, a proportionally fair objective.
+bool BestStep(const JobModel& j, int index, const SchedulerOptions& options,
+              const std::vector<int>& freeByType, int onlyType, Step* out) {
   const double tp = j.Tp();
   const double better = tp * (1.0 + 1e-12) + 1e-12;
   const int room = j.maxWorkers - j.Workers();
   bool found = false;
-  for (size_t t = 0; t < j.speed.size(); ++t) {
+  // Every worker holds an EST, so slow workers can cap the step: adding fast
+  // ones pays only once the slow type goes, hence steps that also drop one.
+  auto plan = [&](int t, int k, int drop) {
+    std::vector<int> c = j.counts;
+    c[t] += k;
+    if (drop >= 0) c[drop] = 0;
+    return c;
+  };
+  auto throughput = [&](int t, int k, int drop) {
+    return Throughput(j.ests, plan(t, k, drop), j.speed);
+  };
+  for (size_t ti = 0; ti < j.speed.size(); ++ti) {
+    const int t = static_cast<int>(ti);
     if (j.speed[t] <= 0.0) continue;
-    if (homogeneous && j.lockedType >= 0 && static_cast<int>(t) != j.lockedType) continue;
-    if (onlyType >= 0 && static_cast<int>(t) != onlyType) continue;
-    const int most = std::min(room, freeByType[t]);
-    if (most <= 0 || j.TpWith(t, most) <= better) continue;
-    // Past one worker of this type, throughput only grows with more of them.
-    int lo = 1, hi = most;
-    while (lo < hi) {
-      const int mid = lo + (hi - lo) / 2;
-      if (j.TpWith(t, mid) > better) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
+    if (options.homogeneous && j.lockedType >= 0 && t != j.lockedType) continue;
+    if (onlyType >= 0 && t != onlyType) continue;
+    std::vector<int> drops = {-1};
+    for (size_t u = 0; u < j.counts.size() && onlyType < 0; ++u) {
+      if (j.counts[u] > 0 && j.speed[u] < j.speed[t]) drops.push_back(static_cast<int>(u));
     }
-    const double gain = (j.TpWith(t, lo) - tp) / lo;
-    if (!found || gain > out->gainPerGpu) {
-      *out = Step{gain, index, static_cast<int>(t), lo, 0};
-      found = true;
+    for (int drop : drops) {
+      const int dropped = drop >= 0 ? j.counts[drop] : 0;
+      const int most = std::min(room + dropped, freeByType[t]);
+      if (most <= 0 || throughput(t, most, drop) <= better) continue;
+      // Past one worker of this type, throughput only grows with more of them.
+      int lo = 1, hi = most;
+      while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (throughput(t, mid, drop) > better) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      // The best gain per GPU from the fewest raising workers up to doubling
+      // the job (a step of two can beat two steps of one: 2 -> 4 workers for
+      // 8 ESTs), within the waste bound, which is not monotone in the count.
+      const int last = std::min(most, std::max(lo, j.Workers()));
+      for (int k = lo; k <= last; ++k) {
+        const std::vector<int> c = plan(t, k, drop);
+        const double after = Throughput(j.ests, c, j.speed);
+        if (after <= better ||
+            UseInStep(j.ests, c, j.speed).IdleFraction(c) > options.maxIdleFraction) {
+          continue;
+        }
+        // A step that frees as many GPUs as it takes counts as one GPU.
+        const double gain = (after - tp) / (tp > 0.0 ? tp : after) / std::max(1, k - dropped);
+        // Ties: fewer GPUs, then the faster type.
+        if (!found || gain > out->gainPerGpu * (1.0 + 1e-12) ||
+            (gain >= out->gainPerGpu * (1.0 - 1e-12) &&
+             std::make_pair(-k, j.speed[t]) > std::make_pair(-out->gpus, j.speed[out->type]))) {
+          *out = Step{gain, index, t, k, 0, drop, dropped};
+          found = true;
+        }
+      }
     }
   }
   return found;
@@ -209,23 +253,36 @@ void Greedy(ClusterModel* m, const SchedulerOptions& options, const std::vector<
   std::priority_queue<Step, std::vector<Step>, StepLess> heap;
   auto offer = [&](int j) {
     Step s;
-    if (BestStep(m->jobs[j], j, options.homogeneous, *freeByType, -1, &s)) {
+    if (BestStep(m->jobs[j], j, options, *freeByType, -1, &s)) {
       s.version = version[j];
       heap.push(s);
     }
   };
-  for (size_t j = 0; j < m->jobs.size(); ++j) {
-    const JobModel& job = m->jobs[j];
-    if (!frozen[j] && job.Workers() >= job.minWorkers && job.Workers() > 0) offer(j);
-  }
+  auto offerAll = [&] {
+    for (size_t j = 0; j < m->jobs.size(); ++j) {
+      const JobModel& job = m->jobs[j];
+      if (!frozen[j] && job.Workers() >= job.minWorkers && job.Workers() > 0) {
+        ++version[j];
+        offer(j);
+      }
+    }
+  };
+  offerAll();
   while (!heap.empty()) {
     const Step s = heap.top();
     heap.pop();
     if (s.version != version[s.job]) continue;
     ++version[s.job];
-    if ((*freeByType)[s.type] >= s.gpus) {
-      m->jobs[s.job].counts[s.type] += s.gpus;
+    JobModel& job = m->jobs[s.job];
+    if ((*freeByType)[s.type] >= s.gpus &&
+        (s.dropType < 0 || job.counts[s.dropType] == s.dropped)) {
+      job.counts[s.type] += s.gpus;
       (*freeByType)[s.type] -= s.gpus;
+      if (s.dropType >= 0) {
+        Release(&job, s.dropType, s.dropped, freeByType);
+        offerAll();  // the pool grew: any job may have a step again
+        continue;
+      }
     }
     // Taken or not, the job's best step is recomputed against the pool now.
     offer(s.job);

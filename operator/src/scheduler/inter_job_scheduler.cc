@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "easyscale/operator/scheduler.h"
 #include "phases.h"
@@ -41,19 +42,49 @@ ScheduleResult InterJobScheduler::Schedule(const ClusterState& cluster) const {
   return result;
 }
 
-double PredictThroughput(const JobDemand& job, const std::vector<Placement>& placements,
-                         const SchedulerOptions& options) {
+namespace {
+
+// The placements as per-type counts and speeds, types sorted by name.
+struct TypeCounts {
+  std::vector<std::string> types;
+  std::vector<int> counts;
+  std::vector<double> speeds;
+};
+
+TypeCounts CountByType(const JobDemand& job, const std::vector<Placement>& placements,
+                       const SchedulerOptions& options) {
   std::map<std::string, int> byType;
   for (const Placement& p : placements) {
     if (p.workers > 0) byType[p.gpuType] += p.workers;
   }
-  std::vector<int> counts;
-  std::vector<double> speeds;
+  TypeCounts out;
   for (const auto& [type, n] : byType) {
-    counts.push_back(n);
-    speeds.push_back(internal::SpeedOf(job, type, options));
+    out.types.push_back(type);
+    out.counts.push_back(n);
+    out.speeds.push_back(internal::SpeedOf(job, type, options));
   }
-  return internal::Throughput(std::max(1, job.ests), counts, speeds);
+  return out;
+}
+
+}  // namespace
+
+double PredictThroughput(const JobDemand& job, const std::vector<Placement>& placements,
+                         const SchedulerOptions& options) {
+  const TypeCounts c = CountByType(job, placements, options);
+  return internal::Throughput(std::max(1, job.ests), c.counts, c.speeds);
+}
+
+std::vector<GpuTypeUse> PredictGpuUse(const JobDemand& job,
+                                      const std::vector<Placement>& placements,
+                                      const SchedulerOptions& options) {
+  const TypeCounts c = CountByType(job, placements, options);
+  const internal::StepUse use = internal::UseInStep(std::max(1, job.ests), c.counts, c.speeds);
+  std::vector<GpuTypeUse> out;
+  if (!std::isfinite(use.stepTime) || use.stepTime <= 0.0) return out;
+  for (size_t t = 0; t < c.types.size(); ++t) {
+    out.push_back(GpuTypeUse{c.types[t], c.counts[t], use.busy[t] / (c.counts[t] * use.stepTime)});
+  }
+  return out;
 }
 
 StatusOr<EstAssignment> AssignEsts(int ests, const std::vector<std::string>& workerGpuTypes,

@@ -299,6 +299,71 @@ TEST(InterJobSchedulerTest, BadCountsAreClampedNotFatal) {
   EXPECT_GT(r.totalThroughput, 0.0);
 }
 
+double IdleFraction(const JobDemand& j, const JobAllocation& a, const SchedulerOptions& o = {}) {
+  double idle = 0.0;
+  int workers = 0;
+  for (const GpuTypeUse& u : PredictGpuUse(j, a.placements, o)) {
+    idle += (1.0 - u.usefulFraction) * u.workers;
+    workers += u.workers;
+  }
+  return workers > 0 ? idle / workers : 0.0;
+}
+
+// ResNet-50, 8 ESTs of 64 samples, on 4 v100 + 4 t4 with the EasyScale
+// artifact's measured iteration times (0.2688 s, 0.6591 s): whatever the job
+// holds already, its plan stays within the waste bound and is as fast as the
+// 4 v100 alone (two ESTs each); the t4s add nothing but idle time.
+TEST(InterJobSchedulerTest, HeterogeneousResNet50RespectsTheWasteBound) {
+  for (int heldV100 = 0; heldV100 <= 4; ++heldV100) {
+    for (int heldT4 = 0; heldT4 <= 4; ++heldT4) {
+      ClusterState c;
+      c.nodes = {Node("v", "v100", 4), Node("t", "t4", 4)};
+      JobDemand j = Job("resnet50", 8, 1, 8);
+      j.speed = {{"v100", 64 / 0.2688}, {"t4", 64 / 0.6591}};
+      if (heldV100 > 0) j.current.push_back({"v", "v100", heldV100});
+      if (heldT4 > 0) j.current.push_back({"t", "t4", heldT4});
+      c.jobs = {j};
+      const ScheduleResult r = Decide(c);
+      SCOPED_TRACE(testing::Message() << "held v100 " << heldV100 << ", t4 " << heldT4);
+      EXPECT_LE(IdleFraction(j, r.allocations[0]), SchedulerOptions{}.maxIdleFraction);
+      EXPECT_NEAR(r.allocations[0].throughput, 8 * 64 / (2 * 0.2688), 1e-6);
+      EXPECT_EQ(Workers(r.allocations[0], "t4"), 0);
+    }
+  }
+}
+
+// Where a slow type still shortens the step, the bound decides: 14 ESTs on
+// 1 fast + 8 slow GPUs (3.1x) would run 43% idle with all of them.
+TEST(InterJobSchedulerTest, WasteBoundKeepsIdleGpusForOthers) {
+  ClusterState c;
+  c.nodes = {Node("v", "v100", 1), Node("t", "t4", 8)};
+  JobDemand j = Job("j", 14, 1, 14);
+  j.speed = {{"v100", 3.1}, {"t4", 1.0}};
+  c.jobs = {j};
+  SchedulerOptions unbounded;
+  unbounded.maxIdleFraction = 1.0;
+  const ScheduleResult loose = Decide(c, unbounded);
+  EXPECT_GT(IdleFraction(j, loose.allocations[0]), 0.30);
+  const ScheduleResult bounded = Decide(c);
+  EXPECT_LE(IdleFraction(j, bounded.allocations[0]), 0.30);
+  EXPECT_LT(Workers(bounded.allocations[0], "t4"), Workers(loose.allocations[0], "t4"));
+}
+
+// NCF steps ~5,000x more samples/s than BERT; in absolute gains every GPU
+// looks best on NCF (it got 3 of 4). Relative gains split them evenly.
+TEST(InterJobSchedulerTest, ComparesGainsAcrossModelsInRelativeTerms) {
+  ClusterState c;
+  c.nodes = {Node("v", "v100", 4)};
+  JobDemand ncf = Job("ncf", 8, 1, 8, 0, 1);
+  ncf.speed = {{"v100", 1024 / 0.0105}};
+  JobDemand bert = Job("bert", 8, 1, 8, 0, 2);
+  bert.speed = {{"v100", 8 / 0.4406}};
+  c.jobs = {ncf, bert};
+  const ScheduleResult r = Decide(c);
+  EXPECT_EQ(Workers(r.allocations[0]), 2);
+  EXPECT_EQ(Workers(r.allocations[1]), 2);
+}
+
 TEST(AssignEstsTest, SpreadsEstsInProportionToSpeed) {
   StatusOr<EstAssignment> a = AssignEsts(10, {"h200", "t4", "t4"}, {}, SchedulerOptions{});
   ASSERT_TRUE(a.ok()) << a.status();

@@ -64,6 +64,53 @@ double Throughput(int ests, const std::vector<int>& counts, const std::vector<do
   return std::isfinite(t) ? ests / t : 0.0;
 }
 
+StepUse UseInStep(int ests, const std::vector<int>& counts, const std::vector<double>& speeds) {
+  StepUse use;
+  use.busy.assign(counts.size(), 0.0);
+  std::vector<int> held(counts.size(), 0);
+  int left = ests;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    if (counts[t] <= 0) continue;
+    if (!(speeds[t] > 0.0)) return use;
+    held[t] = counts[t];
+    left -= counts[t];
+  }
+  if (left < 0 || left == ests) return use;  // more workers than ESTs, or none
+  // Per type the ESTs spread evenly, so the next one lands on a worker holding
+  // floor(held / count) and finishes at (that + 1) / speed.
+  for (; left > 0; --left) {
+    int best = -1;
+    double bestEnd = kInfinity;
+    for (size_t t = 0; t < counts.size(); ++t) {
+      if (counts[t] <= 0) continue;
+      const double end = (held[t] / counts[t] + 1) / speeds[t];
+      if (end < bestEnd) {
+        best = static_cast<int>(t);
+        bestEnd = end;
+      }
+    }
+    ++held[best];
+  }
+  use.stepTime = 0.0;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    if (counts[t] <= 0) continue;
+    use.busy[t] = held[t] / speeds[t];
+    use.stepTime = std::max(use.stepTime, ((held[t] + counts[t] - 1) / counts[t]) / speeds[t]);
+  }
+  return use;
+}
+
+double StepUse::IdleFraction(const std::vector<int>& counts) const {
+  if (!std::isfinite(stepTime) || stepTime <= 0.0) return 0.0;
+  double allocated = 0.0, used = 0.0;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    if (counts[t] <= 0) continue;
+    allocated += counts[t] * stepTime;
+    used += busy[t];
+  }
+  return allocated > 0.0 ? std::max(0.0, 1.0 - used / allocated) : 0.0;
+}
+
 double SpeedOf(const JobDemand& job, const std::string& type, const SchedulerOptions& options) {
   if (auto it = job.speed.find(type); it != job.speed.end()) {
     if (it->second > 0.0 && std::isfinite(it->second)) return it->second;

@@ -27,6 +27,18 @@ double StepTime(int ests, const std::vector<int>& counts, const std::vector<doub
 // ests / StepTime, 0 when the step time is infinite.
 double Throughput(int ests, const std::vector<int>& counts, const std::vector<double>& speeds);
 
+// How a step of `ests` ESTs uses counts[t] workers of speed speeds[t] under
+// AssignBySpeed's water-filling (every worker one EST, each further EST where
+// it finishes first): busy[t] is the GPU-seconds type t computes per step, the
+// rest of counts[t] * stepTime idles waiting for the slowest worker.
+struct StepUse {
+  double stepTime = kInfinity;
+  std::vector<double> busy;  // per type
+  // Idle share of the allocated GPU time; 0 with no feasible plan.
+  double IdleFraction(const std::vector<int>& counts) const;
+};
+StepUse UseInStep(int ests, const std::vector<int>& counts, const std::vector<double>& speeds);
+
 // Speed of one worker of `type` for `job`: its report, else the default.
 double SpeedOf(const JobDemand& job, const std::string& type, const SchedulerOptions& options);
 bool AllowsType(const JobDemand& job, const std::string& type);

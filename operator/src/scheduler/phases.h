@@ -5,7 +5,8 @@
 //   1b. ShedIdleWorkers    type level: workers that add no throughput go back
 //   2. SecureMinimums       type level: priority order, each waiting job gets its
 //                           minWorkers or nothing (may reclaim from lower priority)
-//   3. GrowForThroughput    type level: greedy marginal gain per GPU, then undo
+//   3. GrowForThroughput    type level: greedy relative gain per GPU within the
+//                           waste bound, then undo
 //                           growth that does not beat minGain (no churn)
 //   4. PlaceOnNodes         slot level: turn per-type counts into node placements,
 //                           keeping current ones and packing new ones
@@ -44,18 +45,22 @@ void PlaceOnNodes(ClusterModel* m);
 
 // A growth step: `gpus` more workers of `type` for job `job` (service order).
 struct Step {
-  double gainPerGpu = 0.0;
+  double gainPerGpu = 0.0;  // relative: (new / old throughput - 1) / gpus
   int job = 0;
   int type = 0;
   int gpus = 0;
   unsigned version = 0;
+  int dropType = -1;  // the step also gives back all `dropped` workers of this slower type
+  int dropped = 0;
 };
 
 // The job's best next step from the pool (only `onlyType` when >= 0): per
-// type, the fewest extra workers that raise its throughput, scored by gain per
-// GPU. False when no step helps.
-bool BestStep(const JobModel& j, int index, bool homogeneous, const std::vector<int>& freeByType,
-              int onlyType, Step* out);
+// type, from the fewest extra workers that raise its throughput up to
+// doubling, possibly dropping all workers of a slower type (not with
+// `onlyType`), with the plan's idle fraction within options.maxIdleFraction,
+// scored by relative gain per net added GPU. False when no step helps.
+bool BestStep(const JobModel& j, int index, const SchedulerOptions& options,
+              const std::vector<int>& freeByType, int onlyType, Step* out);
 
 // Gives `n` of the job's planned workers of type `t` back to the pool.
 void Release(JobModel* j, int t, int n, std::vector<int>* freeByType);

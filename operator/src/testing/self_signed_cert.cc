@@ -30,7 +30,8 @@ bool AddExtension(X509* cert, int nid, const char* value) {
 
 }  // namespace
 
-StatusOr<SelfSignedCert> MakeSelfSignedCert(const std::string& commonName) {
+StatusOr<SelfSignedCert> MakeSelfSignedCert(const std::string& commonName,
+                                            const std::string& address) {
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("P-256"), EVP_PKEY_free);
   std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), X509_free);
   if (!key || !cert) return absl::InternalError("openssl: cannot allocate key or certificate");
@@ -43,7 +44,9 @@ StatusOr<SelfSignedCert> MakeSelfSignedCert(const std::string& commonName) {
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
                              reinterpret_cast<const unsigned char*>(commonName.c_str()), -1, -1, 0);
   X509_set_issuer_name(cert.get(), name);
-  if (!AddExtension(cert.get(), NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost") ||
+  std::string names = "IP:127.0.0.1,DNS:localhost";
+  if (address != "127.0.0.1") names += ",IP:" + address;
+  if (!AddExtension(cert.get(), NID_subject_alt_name, names.c_str()) ||
       !AddExtension(cert.get(), NID_basic_constraints, "critical,CA:TRUE") ||
       !AddExtension(cert.get(), NID_key_usage, "critical,digitalSignature,keyCertSign") ||
       !AddExtension(cert.get(), NID_ext_key_usage, "serverAuth,clientAuth")) {

@@ -376,7 +376,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   impl->store.SetDefaultFieldValidation(o.strictFieldValidation ? FieldValidation::kStrict
                                                                 : FieldValidation::kWarn);
   if (o.tls) {
-    ES_ASSIGN_OR_RETURN(impl->cert, MakeSelfSignedCert("easyscale-test-apiserver"));
+    ES_ASSIGN_OR_RETURN(impl->cert, MakeSelfSignedCert("easyscale-test-apiserver", o.address));
     BIO* cb =
         BIO_new_mem_buf(impl->cert.certPem.data(), static_cast<int>(impl->cert.certPem.size()));
     X509* x = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
@@ -450,14 +450,14 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
       if (method == "DELETE") svr.Delete(pattern, handler);
     }
   }
-  impl->port = o.port == 0 ? svr.bind_to_any_port("127.0.0.1")
-                           : (svr.bind_to_port("127.0.0.1", o.port) ? o.port : -1);
-  if (impl->port <= 0) return absl::UnavailableError("test apiserver: cannot bind 127.0.0.1");
+  impl->port = o.port == 0 ? svr.bind_to_any_port(o.address)
+                           : (svr.bind_to_port(o.address, o.port) ? o.port : -1);
+  if (impl->port <= 0) return absl::UnavailableError("test apiserver: cannot bind " + o.address);
   // httplib listens with a backlog of 5: clients that connect at once (a
   // hundred watches, kubectl's parallel discovery) would wait a second for a
   // SYN retry each time it overflows. Go's servers listen with the system's.
   if (listen(impl->listenSocket, SOMAXCONN) != 0) {
-    return absl::UnavailableError("test apiserver: cannot listen on 127.0.0.1");
+    return absl::UnavailableError("test apiserver: cannot listen on " + o.address);
   }
   impl->thread = std::thread([p] { p->server->listen_after_bind(); });
   while (!svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -474,7 +474,8 @@ TestApiServer::~TestApiServer() {
 }
 
 std::string TestApiServer::url() const {
-  return absl::StrCat(impl_->options.tls ? "https" : "http", "://127.0.0.1:", impl_->port);
+  return absl::StrCat(impl_->options.tls ? "https" : "http", "://", impl_->options.address, ":",
+                      impl_->port);
 }
 int TestApiServer::port() const { return impl_->port; }
 const std::string& TestApiServer::caPem() const { return impl_->cert.certPem; }

@@ -8,7 +8,8 @@
 // label and field selectors, dry run, merge and JSON patches, finalizers,
 // graceful termination of bound pods,
 // garbage collection of owned objects or their orphaning, /version, legacy
-// discovery and OpenAPI v3 for kubectl), over HTTP or HTTPS on 127.0.0.1, plus
+// discovery and OpenAPI v3 for kubectl), over HTTP or HTTPS on 127.0.0.1 (or
+// the address it is told), plus
 // fault injection. tests/operator/CONFORMANCE.md says how real clients fare.
 //   auto s = TestApiServer::Start({.tls = true});
 //   KubeConfig c = (*s)->ClientConfig();       // trusts the server's own CA
@@ -30,6 +31,9 @@ struct TestApiServerOptions {
   bool tls = false;   // HTTPS with a self-signed certificate for 127.0.0.1
   std::string token;  // when set, every request needs "Authorization: Bearer <token>"
   int port = 0;       // 0 picks a free port
+  // Where it listens; the certificate names it too. Another address than
+  // 127.0.0.1 lets pods on a pod network reach it, as pods reach kube-apiserver.
+  std::string address = "127.0.0.1";
   int bookmarkIntervalMs = 1000;
   // Open watches allowed at once; one more is answered 429. Each holds a
   // thread, and other requests have threads of their own besides.
@@ -84,12 +88,13 @@ class TestApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// A self-signed certificate (EC P-256) for `commonName` with IP SAN 127.0.0.1
-// and DNS SAN localhost; PEM text.
+// A self-signed certificate (EC P-256) for `commonName` with IP SANs 127.0.0.1
+// and `address`, and DNS SAN localhost; PEM text.
 struct SelfSignedCert {
   std::string certPem;
   std::string keyPem;
 };
-StatusOr<SelfSignedCert> MakeSelfSignedCert(const std::string& commonName);
+StatusOr<SelfSignedCert> MakeSelfSignedCert(const std::string& commonName,
+                                            const std::string& address = "127.0.0.1");
 
 }  // namespace easyscale::op::testing

@@ -20,12 +20,15 @@ GROUP, VERSION, PLURAL = "easyscale.io", "v1alpha1", "easyscalejobs"
 CASES = []
 
 
-def case(action, expected, gap=False, server_flags=()):
-    """Registers a case: the table's action and expected columns, the server's flags."""
+def case(action, expected, gap=False, server_flags=(), cluster=False, timeout=90):
+    """Registers a case: the table's action and expected columns, the server's flags.
+    cluster: the case runs a whole test cluster of its own (fn gets the parsed
+    arguments, not a server); timeout: ctest's, in seconds."""
 
     def register(fn):
         CASES.append({"name": fn.__name__, "action": action, "expected": expected,
-                      "gap": gap, "server_flags": server_flags, "run": fn})
+                      "gap": gap, "server_flags": server_flags, "cluster": cluster,
+                      "timeout": timeout, "run": fn})
         return fn
 
     return register
@@ -33,6 +36,10 @@ def case(action, expected, gap=False, server_flags=()):
 
 class Failed(Exception):
     pass
+
+
+class Skipped(Exception):
+    """The case cannot run here (what it needs is not built, or not root)."""
 
 
 def check(cond, what):

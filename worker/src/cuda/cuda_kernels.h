@@ -40,9 +40,19 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
                           float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+// `batch` independent products in one launch: C + b*stride_c = (A + b*stride_a)
+// times (B + b*stride_b) for b < batch, each as Gemm computes it, K at most
+// formulas::kGemmKBlock (one k block: no scratch).
+cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
+                        const float* B, int ldb, size_t stride_b, float* C, int ldc,
+                        size_t stride_c, bool accumulate, cudaStream_t stream = nullptr);
 
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
                       cudaStream_t stream = nullptr);
+// `batch` rows x cols matrices laid end to end, each transposed in place of
+// its own (dst + b*rows*cols holds src + b*rows*cols's transpose).
+cudaError_t TransposeBatch(int batch, int rows, int cols, const float* src, float* dst,
+                           cudaStream_t stream = nullptr);
 cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream = nullptr);
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,

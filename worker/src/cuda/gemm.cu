@@ -10,6 +10,7 @@
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "tiled_gemm.cuh"
 
 namespace easyscale::cuda {
 namespace {
@@ -28,6 +29,9 @@ struct GemmArgs {
   int ldi;
   float* out;
   int ldo;
+  // A batched product (GemmBatched: one k block, grid z-slice z is entry z):
+  // the steps between entries of A, B and out (and init); 0 otherwise.
+  size_t batch_a = 0, batch_b = 0, batch_o = 0;
 };
 
 // This thread block's part of a k-blocked product: grid z-slice z runs k block z
@@ -35,7 +39,15 @@ struct GemmArgs {
 // 0 starts from init.
 __device__ __forceinline__ GemmArgs KBlockOf(GemmArgs g) {
   if (gridDim.z == 1) return g;
-  const int z = static_cast<int>(blockIdx.z), k0 = z * kGemmKBlock;
+  const int z = static_cast<int>(blockIdx.z);
+  if (g.batch_o != 0) {  // batch entry z
+    g.A += z * g.batch_a;
+    g.B += z * g.batch_b;
+    if (g.init != nullptr) g.init += z * g.batch_o;
+    g.out += z * g.batch_o;
+    return g;
+  }
+  const int k0 = z * kGemmKBlock;
   g.A += k0;
   g.B += static_cast<size_t>(k0) * g.ldb;
   g.K = min(kGemmKBlock, g.K - k0);
@@ -416,8 +428,6 @@ bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-int KBlocks(int K) { return K <= kGemmKBlock ? 1 : (K + kGemmKBlock - 1) / kGemmKBlock; }
-
 // Validates the shape and runs launch(args, z) for it, z the grid's depth: 1
 // when K fits one k block; else one z-slice per k block into partial sums
 // (stream-ordered scratch, so it is captured into a CUDA graph too), then their
@@ -428,7 +438,7 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
   if (M == 0 || N == 0) return cudaSuccess;
   const GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
-  const int blocks = KBlocks(K);
+  const int blocks = tiled::KBlocks(K);
   if (blocks == 1) return launch(g, 1);
   if (blocks > 65535) return cudaErrorInvalidValue;
   const size_t count = static_cast<size_t>(M) * N;
@@ -439,18 +449,21 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   split.out = static_cast<float*>(parts);
   split.ldo = N;
   err = launch(split, blocks);
-  if (err == cudaSuccess) {
-    constexpr int kThreads = 256;
-    const auto grid =
-        static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
-    GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, split.out, C, ldc);
-    err = cudaGetLastError();
-  }
+  if (err == cudaSuccess) err = tiled::SumKBlocks(M, N, blocks, split.out, C, ldc, stream);
   const cudaError_t freed = cudaFreeAsync(parts, stream);
   return err != cudaSuccess ? err : freed;
 }
 
 }  // namespace
+
+cudaError_t tiled::SumKBlocks(int M, int N, int blocks, const float* parts, float* C, int ldc,
+                              cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(M) * N;
+  const auto grid =
+      static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
+  GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, parts, C, ldc);
+  return cudaGetLastError();
+}
 
 // The slice depth, occupancy and thread layout picked by bench/cuda/gemm_bench on the H200.
 // Measured slower there at 4096^3 (of cuBLAS's 51.1 TF/s; this one 0.909-0.912): BK=8 (~0.80), 1
@@ -564,6 +577,37 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
 cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
   return LaunchGemmPerOutput<kStripRows>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+
+cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
+                        const float* B, int ldb, size_t stride_b, float* C, int ldc,
+                        size_t stride_c, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc) || batch < 0 || batch > 65535 || K > kGemmKBlock ||
+      (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
+    return cudaErrorInvalidValue;
+  }
+  if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
+  GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
+  g.batch_a = stride_a;
+  g.batch_b = stride_b;
+  g.batch_o = stride_c;
+  // The tiled kernel where Gemm would take it for the whole batch's tiles, else
+  // one thread per output: both in GemmOutput's order.
+  const int64_t tiles =
+      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
+  if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks) {
+    const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
+                           Aligned16(A) && Aligned16(B);
+    const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, batch);
+    if (grid.y > 65535) return cudaErrorInvalidValue;
+    GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>
+        <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK>(), stream>>>(g, vector_ok);
+    return cudaGetLastError();
+  }
+  constexpr int kThreads = 128;
+  const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535), batch);
+  GemmPerOutputKernel<1><<<grid, kThreads, 0, stream>>>(g);
+  return cudaGetLastError();
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,

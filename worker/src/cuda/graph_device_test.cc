@@ -168,6 +168,39 @@ TEST_F(GraphDeviceTest, Conv) {
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"}),
       {RandomValue({8, 2, 30, 30}, 16), RandomValue({3, 2, 3, 3}, 17), RandomValue({3}, 18)});
+  // Whole and partial tiles of the implicit GEMMs: more filters than a
+  // tile's rows, images whose positions are no multiple of the slice depth
+  // (k running across samples), a strided 1x1 kernel (taps reading no output),
+  // a 1x1 kernel, a forward product over two k blocks (C*KH*KW > 4096), and a
+  // chain over more filters than one k block (the input gradient's fallback).
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({2, 32, 14, 14}, 19), RandomValue({160, 32, 3, 3}, 20), RandomValue({160}, 21)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"strides", Ints{2, 2}}}),
+                 {RandomValue({3, 64, 9, 9}, 22), RandomValue({130, 64, 1, 1}, 23)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({4, 136, 6, 6}, 24), RandomValue({140, 136, 1, 1}, 25)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({2, 460, 3, 3}, 26), RandomValue({5, 460, 3, 3}, 27)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({1, 2, 2, 2}, 28), RandomValue({4100, 2, 1, 1}, 29)});
+  // Large enough for each tile shape of cuda::tiled::WithTiles: 128x128 tiles
+  // for the forward product (256 filters) and for the input gradient (130
+  // channels), 64x128 for 64 filters.
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({4, 8, 66, 66}, 35), RandomValue({256, 8, 3, 3}, 36)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({4, 130, 66, 66}, 37), RandomValue({8, 130, 3, 3}, 38)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
+                 {RandomValue({8, 4, 66, 66}, 39), RandomValue({64, 4, 3, 3}, 40)});
+  // Depthwise: strided with a weight gradient over two k blocks, and 5x5.
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"},
+               {{"group", int64_t{3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({5, 3, 64, 64}, 30), RandomValue({3, 1, 3, 3}, 31), RandomValue({3}, 32)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{4}}, {"pads", Ints{2, 2, 2, 2}}}),
+      {RandomValue({2, 4, 9, 9}, 33), RandomValue({4, 1, 5, 5}, 34)});
 }
 
 TEST_F(GraphDeviceTest, BatchNormalization) {
@@ -259,6 +292,12 @@ TEST_F(GraphDeviceTest, BinaryElementwise) {
                  {RandomValue({32}, 3), RandomValue({3, 16, 32}, 4)});
   ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
                  {RandomValue({3, 16, 32}, 5), RandomValue({1, 16, 32}, 6)});
+  // Bias gradients over many rows (several of the row kernel's chunks, a
+  // partial column tile), and a Mul whose term reads the other operand.
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({600, 45}, 15), RandomValue({45}, 16)});
+  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 1, 40, 7}, 17), RandomValue({7}, 18)});
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 16}, 7), Scalar(0.35f)});
   ExpectSameBits(MakeNode("Div", {"a", "b"}, {"y"}), {RandomValue({3, 16, 128}, 8), Scalar(1.41f)});
@@ -328,6 +367,18 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({3, 16, 32}, 1), RandomValue({32, 128}, 2)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
+  // Batched on the tiled kernel (64 tiles); a shared B whose weight gradient
+  // takes several k blocks of rows (4 batches of 1000, then 1) or one batch
+  // per block (rows past a k block).
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({8, 8, 128, 16}, 11), RandomValue({8, 8, 16, 128}, 12)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({5, 1000, 6}, 13), RandomValue({6, 7}, 14)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({2, 4100, 3}, 15), RandomValue({3, 5}, 16)});
+  // The weight gradient on the tiled kernel: two batches of 2000 rows, then one.
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 2000, 64}, 17), RandomValue({64, 72}, 18)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
@@ -343,6 +394,11 @@ TEST_F(GraphDeviceTest, Gather) {
   for (int i = 0; i < 3 * 16; ++i) ids.push_back((i * 37) % 100 % 23);
   ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
                  {RandomValue({100, 32}, 1), testing::IntValue({3, 16}, ids)});
+  // More positions than one chunk of the kernel's, rows past several blocks'.
+  std::vector<int64_t> many;
+  for (int i = 0; i < 700; ++i) many.push_back((i * 7919) % 97 - (i % 5 == 0 ? 97 : 0));
+  ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}),
+                 {RandomValue({97, 300}, 3), testing::IntValue({7, 100}, many)});
   ExpectSameBits(MakeNode("Gather", {"t", "i"}, {"y"}, {{"axis", int64_t{1}}}),
                  {RandomValue({2, 5, 3}, 2), testing::IntValue({4}, {-1, 0, 4, -5})});
 }

@@ -150,6 +150,41 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
       Run(&out, name.str(), [&] { return CheckOneGemm(k.fn, s, seed++); });
     }
   }
+  // Batched: attention's products (tiled), thin ones (one thread per output),
+  // a whole k block, accumulate, and entries spaced apart (stride past the matrix).
+  struct Batched {
+    int batch;
+    GemmShape s;
+    int gap = 0;
+  };
+  for (const Batched& b :
+       {Batched{24, {128, 128, 64}}, Batched{24, {128, 64, 128}}, Batched{24, {64, 128, 128}},
+        Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
+        Batched{5, {130, 257, 67, 0, 0, 0, true}, 3}, Batched{6, {33, 20, 17, 0, 0, 0, true}}}) {
+    std::ostringstream name;
+    name << "GemmBatched " << b.batch << "x" << b.s.M << "x" << b.s.N << "x" << b.s.K
+         << (b.gap ? " spaced" : "") << (b.s.accumulate ? " accumulate" : "");
+    Run(&out, name.str(), [&] {
+      const GemmShape& s = b.s;
+      const size_t sa = static_cast<size_t>(s.M) * s.K + b.gap;
+      const size_t sb = static_cast<size_t>(s.K) * s.N + b.gap;
+      const size_t sc = static_cast<size_t>(s.M) * s.N + b.gap;
+      const auto A = Random(b.batch * sa, seed++);
+      const auto B = Random(b.batch * sb, seed++);
+      auto C = Random(b.batch * sc, seed++);
+      DeviceBuffer<float> dA(A), dB(B), dC(C);
+      for (int e = 0; e < b.batch; ++e) {
+        cpu::Gemm(s.M, s.N, s.K, A.data() + e * sa, s.K, B.data() + e * sb, s.N, C.data() + e * sc,
+                  s.N, s.accumulate);
+      }
+      ThrowIfError(GemmBatched(b.batch, s.M, s.N, s.K, dA.get(), s.K, sa, dB.get(), s.N, sb,
+                               dC.get(), s.N, sc, s.accumulate),
+                   "launch");
+      std::string diffs;
+      Compare(&diffs, "C", C, dC);
+      return diffs;
+    });
+  }
   return out;
 }
 
@@ -199,6 +234,16 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
       cpu::Transpose(rows, cols, x.data(), t.data());
       DeviceBuffer<float> dx(x), dt(n);
       ThrowIfError(Transpose(rows, cols, dx.get(), dt.get()), "launch");
+      std::string d;
+      Compare(&d, "transpose", t, dt);
+      return d;
+    });
+    Run(&out, "TransposeBatch 3x" + shape.substr(1), [&] {
+      const auto x = Random(3 * n, seed++);
+      std::vector<float> t(3 * n);
+      for (int b = 0; b < 3; ++b) cpu::Transpose(rows, cols, x.data() + b * n, t.data() + b * n);
+      DeviceBuffer<float> dx(x), dt(3 * n);
+      ThrowIfError(TransposeBatch(3, rows, cols, dx.get(), dt.get()), "launch");
       std::string d;
       Compare(&d, "transpose", t, dt);
       return d;

@@ -1,5 +1,7 @@
 // Data movement and element-wise kernels: one thread per output, each output
 // computed exactly as the CPU loop computes it (cpu_kernels.cc).
+#include <algorithm>
+
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
@@ -7,11 +9,49 @@
 
 namespace easyscale::cuda {
 
+namespace {
+
+// 32x32 tiles through shared memory, so both the reads and the writes are
+// coalesced; grid z is the matrix, grid y strides over tile rows.
+constexpr int kTransposeTile = 32;
+constexpr int kTransposeRowsPer = 8;
+
+__global__ void TransposeKernel(int rows, int cols, const float* __restrict__ src,
+                                float* __restrict__ dst) {
+  __shared__ float tile[kTransposeTile][kTransposeTile + 1];
+  const size_t matrix = static_cast<size_t>(blockIdx.z) * rows * cols;
+  src += matrix;
+  dst += matrix;
+  const int c0 = blockIdx.x * kTransposeTile;
+  for (int r0 = blockIdx.y * kTransposeTile; r0 < rows; r0 += gridDim.y * kTransposeTile) {
+    for (int y = threadIdx.y; y < kTransposeTile; y += kTransposeRowsPer) {
+      const int r = r0 + y, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) tile[y][threadIdx.x] = src[static_cast<size_t>(r) * cols + c];
+    }
+    __syncthreads();
+    for (int y = threadIdx.y; y < kTransposeTile; y += kTransposeRowsPer) {
+      const int c = c0 + y, r = r0 + threadIdx.x;
+      if (r < rows && c < cols) dst[static_cast<size_t>(c) * rows + r] = tile[threadIdx.x][y];
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+cudaError_t TransposeBatch(int batch, int rows, int cols, const float* src, float* dst,
+                           cudaStream_t stream) {
+  if (batch < 0 || batch > 65535 || rows < 0 || cols < 0) return cudaErrorInvalidValue;
+  if (batch == 0 || rows == 0 || cols == 0) return cudaSuccess;
+  const dim3 grid((cols + kTransposeTile - 1) / kTransposeTile,
+                  std::min((rows + kTransposeTile - 1) / kTransposeTile, 65535), batch);
+  TransposeKernel<<<grid, dim3(kTransposeTile, kTransposeRowsPer), 0, stream>>>(rows, cols, src,
+                                                                                dst);
+  return cudaGetLastError();
+}
+
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst, cudaStream_t stream) {
-  return LaunchForEach(static_cast<size_t>(rows) * cols, stream, [=] __device__(size_t i) {
-    const size_t r = i / cols, c = i % cols;
-    dst[c * rows + r] = src[i];
-  });
+  return TransposeBatch(1, rows, cols, src, dst, stream);
 }
 
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,

@@ -37,15 +37,26 @@ __device__ void ChannelSums(int B, int C, int P, int c, const float* a, const fl
       const float* ra = a + row;
       const float* rb = b != nullptr ? b + row : ra;
       if (vector) {
-#pragma unroll 4
-        for (int q = 0; q < P / 4; ++q) {
-          const float4 u = reinterpret_cast<const float4*>(ra)[q];
-          const float4 v = reinterpret_cast<const float4*>(rb)[q];
+        // kAhead vectors of each input are read before any is folded: the
+        // chains are few (B * C) and long, so each keeps many loads in flight.
+        constexpr int kAhead = 8;
+        const float4* ua = reinterpret_cast<const float4*>(ra);
+        const float4* ub = reinterpret_cast<const float4*>(rb);
+        auto fold4 = [&](const float4& u, const float4& v) {
           fold(u.x, v.x, part);
           fold(u.y, v.y, part);
           fold(u.z, v.z, part);
           fold(u.w, v.w, part);
+        };
+        int q = 0;
+        for (; q + kAhead <= P / 4; q += kAhead) {
+          float4 u[kAhead], v[kAhead];
+#pragma unroll
+          for (int i = 0; i < kAhead; ++i) u[i] = ua[q + i], v[i] = ub[q + i];
+#pragma unroll
+          for (int i = 0; i < kAhead; ++i) fold4(u[i], v[i]);
         }
+        for (; q < P / 4; ++q) fold4(ua[q], ub[q]);
       } else {
 #pragma unroll 4
         for (int p = 0; p < P; ++p) fold(ra[p], rb[p], part);

@@ -59,10 +59,17 @@ struct SchedulerOptions {
   // A change is made only if it raises the job's throughput by this fraction:
   // no churn for tiny gains.
   double minGain = 0.05;
+  // Waste bound of the intra-job plan: a job is never grown (or handed GPUs in
+  // a transfer) into a plan whose workers idle more than this share of their
+  // GPU time within a step, waiting for its slowest worker: those GPUs serve
+  // another job better. 0.30 is the EasyScale paper's cap. Growth is ranked by
+  // relative gain, (new / old throughput - 1) per added GPU, so jobs of
+  // different models compare in like units.
+  double maxIdleFraction = 0.30;
   // Throughput of one worker of a type when the job reports none.
   std::map<std::string, double> defaultSpeed = {{"h200", 4.0}, {"h100", 3.5}, {"a100", 2.5},
                                                 {"a10", 1.2},  {"l4", 1.0},   {"v100", 1.5},
-                                                {"t4", 0.6},   {"cpu", 0.1}};
+                                                {"p100", 0.9}, {"t4", 0.6},   {"cpu", 0.1}};
   // Throughput of a type in neither the job's report nor defaultSpeed.
   double unknownTypeSpeed = 1.0;
   // Policy switches (the simulator's baselines turn them off/on):
@@ -105,9 +112,11 @@ class InterJobScheduler {
   //     are released;
   //  2. in (priority desc, submitOrder, key) order, a job below minWorkers gets
   //     its minimum from idle GPUs or from lower-priority jobs, or nothing;
-  //  3. idle GPUs go to the step with the largest throughput gain per GPU; a
-  //     job that held workers keeps its old plan unless it gains > minGain;
-  //     then a bounded pass of GPU transfers between jobs;
+  //  3. idle GPUs go to the step with the largest relative throughput gain
+  //     per GPU (a step may also drop a slower type the job holds), never
+  //     past maxIdleFraction; a job that held workers keeps its old plan
+  //     unless it gains > minGain; then a bounded pass of GPU transfers
+  //     between jobs;
   //  4. placements: current ones stay, new workers pack onto few nodes.
   // Deterministic and independent of input order: equal inputs give equal
   // outputs. Bad counts (negative, min > max) are clamped, never fatal.
@@ -122,6 +131,19 @@ class InterJobScheduler {
 // 0 when the placements hold no worker or more workers than ESTs.
 double PredictThroughput(const JobDemand& job, const std::vector<Placement>& placements,
                          const SchedulerOptions& options);
+
+// How a job on `placements` uses its GPUs within one step, per GPU type
+// (sorted by type): allocated workers and the share of their time they compute
+// (the rest idles waiting for the slowest worker). Empty when the placements
+// cannot run the job (no worker, or more workers than ESTs).
+struct GpuTypeUse {
+  std::string gpuType;
+  int workers = 0;
+  double usefulFraction = 0.0;  // busy GPU-seconds / (workers * step time)
+};
+std::vector<GpuTypeUse> PredictGpuUse(const JobDemand& job,
+                                      const std::vector<Placement>& placements,
+                                      const SchedulerOptions& options);
 
 // Intra-job scheduler: spreads a job's ESTs over its workers so the step time
 // is smallest given each worker's GPU type speed (AssignBySpeed underneath).

@@ -1,7 +1,11 @@
 // The binary element-wise ops' CUDA kernels: one formula evaluation per
 // output (forward), and per operand element a gather of its terms in
-// ascending output order from +0 (broadcast.h's reduction order).
+// ascending output order from +0 (broadcast.h's reduction order); an operand
+// broadcast along leading dimensions (a bias) through column_chains.cuh, and
+// operands that repeat along leading dimensions only (the same shape, a bias,
+// a scalar) indexed by one remainder instead of a division per dimension.
 #include "graph/ops/broadcast.cuh"
+#include "graph/ops/column_chains.cuh"
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/elementwise_formulas.h"
 #include "launch.cuh"
@@ -18,14 +22,79 @@ __device__ float GradTerm(int operand, float a, float b, float y, float dy) {
   return F::GradA(a, b, y, dy);
 }
 
+// An operand read by the rows of an [R, C] view of the output (broadcast
+// along the leading dimensions, equal to the trailing ones: a bias): element
+// e's readers are o = t*C + e, t ascending. R and C, or R = 0 for any other
+// pattern.
+struct RowReaders {
+  int64_t rows = 0, cols = 1;
+};
+
+RowReaders RowReadersOf(const BroadcastDims& bc, int operand) {
+  RowReaders rr;
+  int64_t rows = 1, stride = 1;
+  int d = bc.rank;
+  for (; d-- > 0;) {  // the trailing dimensions the operand has, contiguous
+    if (bc.out[d] != 1 && bc.steps[operand][d] != stride) break;
+    stride *= bc.out[d];
+  }
+  for (; d >= 0; --d) {  // the leading ones it is broadcast along
+    if (bc.out[d] != 1 && bc.steps[operand][d] != 0) return rr;
+    rows *= bc.out[d];
+  }
+  rr.rows = rows;
+  rr.cols = stride;
+  return rr;
+}
+
+// Both operands' element indices for output o, without broadcast.cuh's
+// division per dimension where each operand repeats along the leading
+// dimensions only (period = its RowReaders' cols: index o % period, o itself
+// when the period is the whole output); period 0: the general map.
+struct OperandPeriods {
+  int64_t period[2] = {0, 0};
+  int64_t outputs = 0;
+  bool narrow = false;  // outputs fit 32 bits: a 32-bit remainder
+};
+
+OperandPeriods PeriodsOf(const BroadcastDims& bc) {
+  OperandPeriods pp;
+  pp.outputs = 1;
+  for (int d = 0; d < bc.rank; ++d) pp.outputs *= bc.out[d];
+  for (int k = 0; k < 2; ++k) {
+    const RowReaders rr = RowReadersOf(bc, k);
+    pp.period[k] = rr.rows > 0 ? rr.cols : 0;
+  }
+  pp.narrow = pp.outputs <= 0xffffffffLL;
+  return pp;
+}
+
+__device__ inline int64_t PeriodIndex(const OperandPeriods& pp, int k, int64_t o) {
+  const int64_t p = pp.period[k];
+  if (p >= pp.outputs) return o;
+  if (pp.narrow) return static_cast<uint32_t>(o) % static_cast<uint32_t>(p);
+  return o % p;
+}
+
+__device__ inline void Indices(const BroadcastDims& bc, const OperandPeriods& pp, int64_t o,
+                               int64_t* ia, int64_t* ib) {
+  if (pp.period[0] == 0 || pp.period[1] == 0) {
+    OperandIndices(bc, o, ia, ib);
+    return;
+  }
+  *ia = PeriodIndex(pp, 0, o);
+  *ib = PeriodIndex(pp, 1, o);
+}
+
 }  // namespace
 
 template <typename F>
 cudaError_t BinaryForward(const BroadcastDims& bc, size_t n, const float* a, const float* b,
                           float* y, cudaStream_t stream) {
+  const OperandPeriods pp = PeriodsOf(bc);
   return cuda::LaunchForEach(n, stream, [=] __device__(size_t o) {
     int64_t ia, ib;
-    OperandIndices(bc, static_cast<int64_t>(o), &ia, &ib);
+    Indices(bc, pp, static_cast<int64_t>(o), &ia, &ib);
     y[o] = F::Apply(a[ia], b[ib]);
   });
 }
@@ -34,6 +103,32 @@ template <typename F>
 cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_size,
                            const float* a, const float* b, const float* y, const float* dy,
                            float* grad, cudaStream_t stream) {
+  const RowReaders rr = RowReadersOf(bc, operand);
+  const OperandPeriods pp = PeriodsOf(bc);
+  if (rr.rows == 1 && static_cast<size_t>(rr.cols) == operand_size) {
+    // Not broadcast: each element's one reader is the output at its index.
+    return cuda::LaunchForEach(operand_size, stream, [=] __device__(size_t e) {
+      const int64_t o = static_cast<int64_t>(e);
+      int64_t ia, ib;
+      Indices(bc, pp, o, &ia, &ib);
+      float sum = 0.0f;
+      sum += GradTerm<F>(operand, a[ia], b[ib], y[o], dy[o]);
+      grad[e] = sum;
+    });
+  }
+  if (rr.rows > 1 && static_cast<size_t>(rr.cols) == operand_size) {
+    // One chain per element over its rows (column_chains.cuh feeds them).
+    return LaunchColumnChains<1, false>(
+        rr.cols, rr.rows, stream,
+        [=] __device__(int64_t t, int64_t e, float* term) {
+          const int64_t o = t * rr.cols + e;
+          int64_t ia, ib;
+          Indices(bc, pp, o, &ia, &ib);
+          term[0] = GradTerm<F>(operand, a[ia], b[ib], y[o], dy[o]);
+        },
+        [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
+        [=] __device__(int64_t e, const float* sum) { grad[e] = sum[0]; });
+  }
   return cuda::LaunchForEach(operand_size, stream, [=] __device__(size_t e) {
     float sum = 0.0f;
     ForEachReader(bc, operand, static_cast<int64_t>(e), [&](int64_t o, int64_t ia, int64_t ib) {

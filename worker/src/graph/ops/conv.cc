@@ -197,14 +197,21 @@ class Conv final : public Op {
     }
   }
 
-  // Every convolution on the device takes the GEMM route over the whole
-  // batch's columns (the depthwise and 1x1 shortcuts above give the same bits),
-  // in the pass's transient scratch: slot 0 the columns, 1 a channel-major Y or
-  // dY, 2 a transposed dY, 3 a [kc, mg] weight-shaped matrix.
+  // On the device, a depthwise convolution runs one thread per output (or
+  // per tap's chain of a k block) and every other one its three products as
+  // implicit GEMMs (the 1x1 shortcut above gives the same bits), with the
+  // pass's transient scratch: slot 0 the tap table, 1 channel-major rows of Y
+  // or dY, 2 W^T per tap (or the columns of dX's fallback), 3 W^T.
   bool RunsOnDevice() const override { return true; }
 
  private:
 #ifdef EASYSCALE_WITH_CUDA
+  const int2* TapTable(RunContext& ctx) {
+    auto* table = reinterpret_cast<int2*>(TransientScratch(ctx, 0, 2 * static_cast<size_t>(kc_)));
+    CheckLaunch(cuda_ops::ConvTapTable(geo_, table, StreamOf(ctx)), "Conv tap table");
+    return table;
+  }
+
   void ForwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in,
                        const std::vector<Value*>& out) {
     const cudaStream_t st = StreamOf(ctx);
@@ -212,21 +219,20 @@ class Conv final : public Op {
     const float* w = DeviceData(ctx, *in[1]);
     const float* bias = has_bias_ ? DeviceData(ctx, *in[2]) : nullptr;
     float* y = DeviceData(ctx, *out[0]);
-    const size_t width = static_cast<size_t>(batch_) * p_;
-    float* cols = TransientScratch(ctx, 0, kc_ * width);
-    float* ycm = TransientScratch(ctx, 1, mg_ * width);
+    if (depthwise_) {
+      CheckLaunch(cuda_ops::DepthwiseForward(batch_, group_, geo_, x, w, bias, y, st),
+                  "Conv depthwise");
+      return;
+    }
+    const int2* table = TapTable(ctx);
+    float* cm = kc_ > formulas::kGemmKBlock
+                    ? TransientScratch(ctx, 1, static_cast<size_t>(mg_) * batch_ * p_)
+                    : nullptr;
     for (int g = 0; g < group_; ++g) {
-      CheckLaunch(cuda_ops::ConvColumns(batch_, group_, g, geo_, x, cols, st), "Conv columns");
-      CheckLaunch(
-          cuda_ops::FillRows(mg_, width, bias != nullptr ? bias + g * mg_ : nullptr, ycm, st),
-          "Conv bias");
-      CheckLaunch(
-          cuda::Gemm(mg_, static_cast<int>(width), kc_, w + static_cast<size_t>(g) * mg_ * kc_, kc_,
-                     cols, static_cast<int>(width), ycm, static_cast<int>(width),
-                     /*accumulate=*/true, st),
-          "Conv GEMM");
-      CheckLaunch(cuda_ops::GroupLayout(batch_, mg_ * group_, g, mg_, p_, true, ycm, y, st),
-                  "Conv layout");
+      CheckLaunch(cuda_ops::ConvForward(batch_, group_, g, mg_, geo_, table, x,
+                                        w + static_cast<size_t>(g) * mg_ * kc_,
+                                        bias != nullptr ? bias + g * mg_ : nullptr, cm, y, st),
+                  "Conv");
     }
   }
 
@@ -240,37 +246,53 @@ class Conv final : public Op {
       CheckLaunch(cuda::ChannelSum(batch_, mg_ * group_, p_, dy, DeviceData(ctx, *din[2]), st),
                   "Conv bias gradient");
     }
-    const bool want_dx = din[0] != nullptr, want_dw = din[1] != nullptr;
-    if (!want_dx && !want_dw) return;
+    if (depthwise_) {
+      if (din[1] != nullptr) {
+        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, x, dy,
+                                                  DeviceData(ctx, *din[1]), st),
+                    "Conv depthwise weight gradient");
+      }
+      if (din[0] != nullptr) {
+        CheckLaunch(
+            cuda_ops::DepthwiseInputGrad(batch_, group_, geo_, w, dy, DeviceData(ctx, *din[0]), st),
+            "Conv depthwise input gradient");
+      }
+      return;
+    }
+    if (din[1] != nullptr) {
+      const int2* table = TapTable(ctx);
+      for (int g = 0; g < group_; ++g) {
+        CheckLaunch(cuda_ops::ConvWeightGrad(
+                        batch_, group_, g, mg_, geo_, table, x, dy,
+                        DeviceData(ctx, *din[1]) + static_cast<size_t>(g) * mg_ * kc_, st),
+                    "Conv weight gradient");
+      }
+    }
+    if (din[0] == nullptr) return;
+    float* dx = DeviceData(ctx, *din[0]);
+    if (mg_ <= formulas::kGemmKBlock) {
+      float* wt = TransientScratch(ctx, 2, static_cast<size_t>(kc_) * mg_);
+      for (int g = 0; g < group_; ++g) {
+        CheckLaunch(cuda_ops::ConvInputGrad(batch_, group_, g, mg_, geo_,
+                                            w + static_cast<size_t>(g) * mg_ * kc_, dy, wt, dx, st),
+                    "Conv input gradient");
+      }
+      return;
+    }
+    // A chain over m too long for one k block: dcols [kc, (b, p)] = W^T [kc,
+    // mg] x dY [mg, (b, p)] in memory, folded back.
     const int width = batch_ * p_;
-    float* cols = TransientScratch(ctx, 0, static_cast<size_t>(kc_) * width);
     float* dycm = TransientScratch(ctx, 1, static_cast<size_t>(mg_) * width);
-    float* t = TransientScratch(ctx, 2, static_cast<size_t>(std::max(kc_, width)) * mg_);
-    float* kcm = TransientScratch(ctx, 3, static_cast<size_t>(kc_) * mg_);
+    float* cols = TransientScratch(ctx, 2, static_cast<size_t>(kc_) * width);
+    float* wt = TransientScratch(ctx, 3, static_cast<size_t>(kc_) * mg_);
     for (int g = 0; g < group_; ++g) {
-      const float* wg = w + static_cast<size_t>(g) * mg_ * kc_;
       CheckLaunch(cuda_ops::GroupLayout(batch_, mg_ * group_, g, mg_, p_, false, dy, dycm, st),
                   "Conv layout");
-      if (want_dw) {
-        // dW^T [kc, mg] = cols [kc, (b, p)] x dY^T [(b, p), mg], k over the batch.
-        CheckLaunch(cuda_ops::ConvColumns(batch_, group_, g, geo_, x, cols, st), "Conv columns");
-        CheckLaunch(cuda::Transpose(mg_, width, dycm, t, st), "Conv transpose");
-        CheckLaunch(cuda::Gemm(kc_, mg_, width, cols, width, t, mg_, kcm, mg_, false, st),
-                    "Conv weight GEMM");
-        CheckLaunch(
-            cuda::Transpose(kc_, mg_, kcm,
-                            DeviceData(ctx, *din[1]) + static_cast<size_t>(g) * mg_ * kc_, st),
-            "Conv transpose");
-      }
-      if (want_dx) {
-        // dcols [kc, (b, p)] = W^T [kc, mg] x dY [mg, (b, p)], folded back.
-        CheckLaunch(cuda::Transpose(mg_, kc_, wg, kcm, st), "Conv transpose");
-        CheckLaunch(cuda::Gemm(kc_, width, mg_, kcm, mg_, dycm, width, cols, width, false, st),
-                    "Conv input GEMM");
-        CheckLaunch(
-            cuda_ops::ConvFoldColumns(batch_, group_, g, geo_, cols, DeviceData(ctx, *din[0]), st),
-            "Conv fold");
-      }
+      CheckLaunch(cuda::Transpose(mg_, kc_, w + static_cast<size_t>(g) * mg_ * kc_, wt, st),
+                  "Conv transpose");
+      CheckLaunch(cuda::Gemm(kc_, width, mg_, wt, mg_, dycm, width, cols, width, false, st),
+                  "Conv input GEMM");
+      CheckLaunch(cuda_ops::ConvFoldColumns(batch_, group_, g, geo_, cols, dx, st), "Conv fold");
     }
   }
 #endif

@@ -1,24 +1,436 @@
-// Conv's CUDA kernels for the GEMM route of conv.cc: the columns of a batch,
-// their fold back into dX, and the channel-major <-> NCHW layouts.
+// Conv's CUDA kernels: the three products of conv.cc as implicit GEMMs on the
+// tiled kernel (tiled_gemm.cuh), each operand gathered from the NCHW tensors
+// as the tile needs it (no columns in memory), in conv.cc's orders; the
+// input gradient's fold for products too deep for one k block.
+#include "cuda/tiled_gemm.cuh"
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/cuda_ops.h"
 #include "launch.cuh"
 
 namespace easyscale::graph::cuda_ops {
+namespace {
 
-cudaError_t ConvColumns(int B, int groups, int group, const cpu::ConvGeometry& g, const float* x,
-                        float* cols, cudaStream_t stream) {
-  const size_t P = static_cast<size_t>(g.OH) * g.OW, width = B * P;
-  const size_t rows = static_cast<size_t>(g.C) * g.KH * g.KW;
-  return cuda::LaunchForEach(rows * width, stream, [=] __device__(size_t e) {
-    const size_t row = e / width, col = e % width, b = col / P, p = col % P;
-    const int kx = static_cast<int>(row % g.KW), ky = static_cast<int>(row / g.KW % g.KH);
-    const int c = static_cast<int>(row / (static_cast<size_t>(g.KW) * g.KH));
-    const int iy = static_cast<int>(p / g.OW) * g.SH - g.PT + ky * g.DH;
-    const int ix = static_cast<int>(p % g.OW) * g.SW - g.PL + kx * g.DW;
-    const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
-    const size_t plane = (b * groups + group) * g.C + c;
-    cols[e] = inside ? x[(plane * g.H + iy) * g.W + ix] : 0.0f;
+using cuda::tiled::AlongK;
+using cuda::tiled::AlongTile;
+using cuda::tiled::RowsSource;
+
+// Where sample b's group starts in an NCHW tensor of `groups` groups of
+// `channels` planes of `plane` elements.
+__device__ __forceinline__ size_t GroupStart(int b, int groups, int group, int channels,
+                                             size_t plane) {
+  return (static_cast<size_t>(b) * groups + group) * channels * plane;
+}
+
+// Tap t = (ky, kx) of the input element (iy, ix) reads the output position
+// (oy, ox) when it exists.
+__device__ __forceinline__ bool TapReads(const cpu::ConvGeometry& g, int t, int iy, int ix, int& oy,
+                                         int& ox) {
+  const int ty = iy + g.PT - (t / g.KW) * g.DH, tx = ix + g.PL - (t % g.KW) * g.DW;
+  if (ty < 0 || tx < 0 || ty % g.SH != 0 || tx % g.SW != 0) return false;
+  oy = ty / g.SH;
+  ox = tx / g.SW;
+  return oy < g.OH && ox < g.OW;
+}
+
+// Whether the tap of a TapTable entry lands inside the image from the window
+// corner (iy0, ix0).
+__device__ __forceinline__ bool Inside(const cpu::ConvGeometry& g, int iy0, int ix0, int2 tap) {
+  return static_cast<unsigned>(iy0 + (tap.y >> 16)) < static_cast<unsigned>(g.H) &&
+         static_cast<unsigned>(ix0 + (tap.y & 0xffff)) < static_cast<unsigned>(g.W);
+}
+
+// A k index over (b, oy, ox) that steps forward without divisions.
+struct PositionOdometer {
+  int b, oy, ox;
+  __device__ void Start(const cpu::ConvGeometry& g, int k) {
+    const int P = g.OH * g.OW;
+    b = k / P;
+    oy = k % P / g.OW;
+    ox = k % g.OW;
+  }
+  __device__ void Advance(const cpu::ConvGeometry& g, int n) {
+    ox += n;
+    while (ox >= g.OW) {
+      ox -= g.OW;
+      if (++oy == g.OH) oy = 0, ++b;
+    }
+  }
+};
+
+// An along-k source's thread state: its k = (b, oy, ox) position, walked a
+// slice at a time, and its first tile row or column.
+struct PositionWalk {
+  PositionOdometer at;
+  int tile0, k0, k_count;
+  __device__ void Start(const cpu::ConvGeometry& g, int tile_start, int k_begin, int count) {
+    tile0 = tile_start;
+    at.Start(g, k_begin + AlongK<64>::K());  // K() is the same for every tile
+    k0 = 0;
+    k_count = count;
+  }
+  // Moves to the slice at k_slice; whether the thread's k is inside the block.
+  __device__ bool Next(const cpu::ConvGeometry& g, int k_slice) {
+    at.Advance(g, k_slice - k0);
+    k0 = k_slice;
+    return k_slice + AlongK<64>::K() < k_count;
+  }
+};
+
+// The forward product's B: column (kc, (b, p)) of the group's columns, one
+// column (output position) per thread.
+template <int kTile>
+struct ColumnsSource {
+  using Layout = AlongTile<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
+  const float* x;
+  const int2* table;
+  cpu::ConvGeometry g;
+  int groups, group, columns;
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    const int n = tile0 + Layout::Index(), P = g.OH * g.OW;
+    ok_ = n < columns;
+    const int b = ok_ ? n / P : 0, p = n % P;
+    iy0_ = p / g.OW * g.SH - g.PT;
+    ix0_ = p % g.OW * g.SW - g.PL;
+    corner_ = static_cast<ptrdiff_t>(GroupStart(b, groups, group, g.C, size_t{1} * g.H * g.W)) +
+              static_cast<ptrdiff_t>(iy0_) * g.W + ix0_;
+    k_begin_ = k_begin;
+    k_count_ = k_count;
+  }
+  __device__ void Tap(int) {}
+  __device__ void Load(int k0, float (&regs)[kRegs]) {
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) {
+      const int k = k0 + Layout::K(v);
+      float value = 0.0f;
+      if (ok_ && k < k_count_) {
+        const int2 tap = __ldg(table + k_begin_ + k);
+        if (Inside(g, iy0_, ix0_, tap)) value = x[corner_ + tap.x];
+      }
+      regs[v] = value;
+    }
+  }
+
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+    Layout::Store(regs, slice);
+  }
+
+  // The thread's state, set by Start.
+  ptrdiff_t corner_;
+  int iy0_, ix0_, k_begin_, k_count_;
+  bool ok_;
+};
+
+// The forward product's output, written into the group's NCHW channels,
+// chained from the bias.
+struct NchwSink {
+  static constexpr bool kTapSum = false;
+  using ColumnT = size_t;  // the column's (b, p) offset in y
+  float* y;
+  const float* bias;  // the group's, or null
+  int P, channels, first;
+
+  __device__ void Start(int) {}
+  __device__ size_t Column(int n) const {
+    return (static_cast<size_t>(n / P) * channels + first) * P + n % P;
+  }
+  __device__ float Init(int m, int) const { return bias != nullptr ? bias[m] : 0.0f; }
+  __device__ void Store(int m, size_t col, float v) const {
+    y[col + static_cast<size_t>(m) * P] = v;
+  }
+};
+
+// The input gradient's B for tap t: (m, (b, iy, ix)) = dY[b, m, the position
+// tap t reads] (0 where it reads none), one input element per thread.
+template <int kTile>
+struct OutputGradSource {
+  using Layout = AlongTile<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
+  const float* dy;
+  cpu::ConvGeometry g;
+  int groups, group, M, columns;
+
+  __device__ void Start(int tile0, int, int k_count) {
+    const int n = tile0 + Layout::Index(), image = g.H * g.W;
+    ok_ = n < columns;
+    b_ = ok_ ? n / image : 0;
+    iy_ = n % image / g.W;
+    ix_ = n % g.W;
+    k_count_ = k_count;
+  }
+  __device__ void Tap(int t) {
+    int oy = 0, ox = 0;
+    reads_ = ok_ && TapReads(g, t, iy_, ix_, oy, ox);
+    at_ = GroupStart(b_, groups, group, M, size_t{1} * g.OH * g.OW) +
+          static_cast<size_t>(oy) * g.OW + ox;
+  }
+  __device__ void Load(int k0, float (&regs)[kRegs]) {
+    const size_t P = static_cast<size_t>(g.OH) * g.OW;
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) {
+      const int m = k0 + Layout::K(v);
+      regs[v] = reads_ && m < k_count_ ? dy[at_ + m * P] : 0.0f;
+    }
+  }
+
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+    Layout::Store(regs, slice);
+  }
+
+  // The thread's state, set by Start and Tap.
+  size_t at_;
+  int b_, iy_, ix_, k_count_;
+  bool ok_, reads_;
+};
+
+// The input gradient: per element, the sum from +0 over the taps that read
+// an output position, in (ky, kx) order, of that tap's chain over m.
+struct InputGradSink {
+  static constexpr bool kTapSum = true;
+  struct ColumnT {
+    size_t at;  // the element's offset in dx, channel 0 of the group
+    int iy, ix;
+  };
+  float* dx;
+  cpu::ConvGeometry g;
+  int groups, group;
+
+  __device__ void Start(int) {}
+  __device__ int Taps() const { return g.KH * g.KW; }
+  __device__ ColumnT Column(int n) const {
+    const int image = g.H * g.W, b = n / image, e = n % image;
+    return {GroupStart(b, groups, group, g.C, image) + e, e / g.W, e % g.W};
+  }
+  __device__ bool TapValid(int t, const ColumnT& col) const {
+    int oy, ox;
+    return TapReads(g, t, col.iy, col.ix, oy, ox);
+  }
+  __device__ float Init(int, int) const { return 0.0f; }
+  __device__ void Store(int c, const ColumnT& col, float v) const {
+    dx[col.at + static_cast<size_t>(c) * g.H * g.W] = v;
+  }
+};
+
+// The weight gradient's A: (m, k = (b, p)) = dY[b, group*M + m, p], one k per
+// thread.
+template <int kTile>
+struct OutputGradRowsSource {
+  using Layout = AlongK<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
+  const float* dy;
+  cpu::ConvGeometry g;
+  int groups, group, M;
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    walk_.Start(g, tile0, k_begin, k_count);
+  }
+  __device__ void Tap(int) {}
+  __device__ void Load(int k0, float (&regs)[kRegs]) {
+    const bool ok = walk_.Next(g, k0);
+    const PositionOdometer& at = walk_.at;
+    const size_t P = static_cast<size_t>(g.OH) * g.OW;
+    const size_t base =
+        GroupStart(at.b, groups, group, M, P) + static_cast<size_t>(at.oy) * g.OW + at.ox;
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) {
+      const int m = walk_.tile0 + Layout::Index(v);
+      regs[v] = ok && m < M ? dy[base + m * P] : 0.0f;
+    }
+  }
+
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+    Layout::Store(regs, slice);
+  }
+
+  PositionWalk walk_;  // the thread's state
+};
+
+// The weight gradient's B: (k = (b, p), kc) = column (kc, (b, p)), one k per
+// thread.
+template <int kTile>
+struct ColumnsByPositionSource {
+  using Layout = AlongK<kTile>;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
+  const float* x;
+  const int2* table;
+  cpu::ConvGeometry g;
+  int groups, group, kc;
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    walk_.Start(g, tile0, k_begin, k_count);
+  }
+  __device__ void Tap(int) {}
+  __device__ void Load(int k0, float (&regs)[kRegs]) {
+    const bool ok = walk_.Next(g, k0);
+    const PositionOdometer& at = walk_.at;
+    const int iy0 = at.oy * g.SH - g.PT, ix0 = at.ox * g.SW - g.PL;
+    const ptrdiff_t corner =
+        static_cast<ptrdiff_t>(GroupStart(at.b, groups, group, g.C, size_t{1} * g.H * g.W)) +
+        static_cast<ptrdiff_t>(iy0) * g.W + ix0;
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) {
+      const int c = walk_.tile0 + Layout::Index(v);
+      float value = 0.0f;
+      if (ok && c < kc) {
+        const int2 tap = __ldg(table + c);
+        if (Inside(g, iy0, ix0, tap)) value = x[corner + tap.x];
+      }
+      regs[v] = value;
+    }
+  }
+
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+    Layout::Store(regs, slice);
+  }
+
+  PositionWalk walk_;  // the thread's state
+};
+
+}  // namespace
+
+cudaError_t ConvTapTable(const cpu::ConvGeometry& g, int2* table, cudaStream_t stream) {
+  const int taps = g.KH * g.KW;
+  return cuda::LaunchForEach(static_cast<size_t>(g.C) * taps, stream, [=] __device__(size_t e) {
+    const int c = static_cast<int>(e / taps), t = static_cast<int>(e % taps);
+    const int dy = t / g.KW * g.DH, dx = t % g.KW * g.DW;
+    table[e] = make_int2(c * g.H * g.W + dy * g.W + dx, dy << 16 | dx);
   });
+}
+
+cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                        const int2* table, const float* x, const float* w, const float* bias,
+                        float* cm, float* y, cudaStream_t stream) {
+  const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
+  const bool w_vectors = kc % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  auto make_a = [&](auto tm) { return RowsSource<tm>{w, kc, M, 0, w_vectors}; };
+  auto make_b = [&](auto tn) { return ColumnsSource<tn>{x, table, g, groups, group, columns}; };
+  // The gathered columns need more than 128 registers a thread in 128x128
+  // tiles: one block per SM there.
+  if (kc <= formulas::kGemmKBlock) {
+    const NchwSink sink{y, bias, P, groups * M, group * M};
+    return cuda::tiled::WithTiles(M, columns, 1, [&](auto tm, auto tn) {
+      return cuda::tiled::LaunchTiled<1>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
+    });
+  }
+  // Several k blocks: their sum into channel-major rows, then into y.
+  cudaError_t err = FillRows(M, columns, bias, cm, stream);
+  if (err == cudaSuccess) {
+    err = cuda::tiled::RunTiledDense<1>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
+  }
+  return err == cudaSuccess ? GroupLayout(B, groups * M, group, M, P, true, cm, y, stream) : err;
+}
+
+cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                          const float* w, const float* dy, float* wt, float* dx,
+                          cudaStream_t stream) {
+  if (M > formulas::kGemmKBlock) return cudaErrorNotSupported;
+  const int taps = g.KH * g.KW, C = g.C, kc = C * taps;
+  // wt [tap][c][m] = w[m][c][tap]: each tap's A, rows c.
+  cudaError_t err =
+      cuda::LaunchForEach(static_cast<size_t>(kc) * M, stream, [=] __device__(size_t e) {
+        const int m = static_cast<int>(e % M), c = static_cast<int>(e / M % C);
+        const int t = static_cast<int>(e / (static_cast<size_t>(M) * C));
+        wt[e] = w[static_cast<size_t>(m) * kc + c * taps + t];
+      });
+  if (err != cudaSuccess) return err;
+  const bool wt_vectors = M % 4 == 0 && reinterpret_cast<uintptr_t>(wt) % 16 == 0;
+  const int columns = B * g.H * g.W;
+  const InputGradSink sink{dx, g, groups, group};
+  return cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
+    const RowsSource<tm> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
+    const OutputGradSource<tn> b{dy, g, groups, group, M, columns};
+    return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
+  });
+}
+
+cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                           const int2* table, const float* x, const float* dy, float* dw,
+                           cudaStream_t stream) {
+  const int kc = g.C * g.KH * g.KW;
+  return cuda::tiled::RunTiledDense<2>(
+      M, kc, B * g.OH * g.OW,
+      [&](auto tm) {
+        return OutputGradRowsSource<tm>{dy, g, groups, group, M};
+      },
+      [&](auto tn) { return ColumnsByPositionSource<tn>{x, table, g, groups, group, kc}; }, dw, kc,
+      false, stream);
+}
+
+cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, const float* x,
+                             const float* w, const float* bias, float* y, cudaStream_t stream) {
+  const size_t P = static_cast<size_t>(g.OH) * g.OW, image = static_cast<size_t>(g.H) * g.W;
+  const int taps = g.KH * g.KW;
+  return cuda::LaunchForEach(B * groups * P, stream, [=] __device__(size_t e) {
+    const size_t plane = e / P;
+    const int channel = static_cast<int>(plane % groups), p = static_cast<int>(e % P);
+    const int iy0 = p / g.OW * g.SH - g.PT, ix0 = p % g.OW * g.SW - g.PL;
+    const float* img = x + plane * image;
+    const float* wc = w + static_cast<size_t>(channel) * taps;
+    // Padding taps take fma(w, 0, acc) too, as the columns' product does.
+    float acc = bias != nullptr ? bias[channel] : 0.0f;
+    for (int t = 0; t < taps; ++t) {
+      const int iy = iy0 + t / g.KW * g.DH, ix = ix0 + t % g.KW * g.DW;
+      const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
+      acc = __fmaf_rn(wc[t], inside ? img[iy * g.W + ix] : 0.0f, acc);
+    }
+    y[e] = acc;
+  });
+}
+
+cudaError_t DepthwiseInputGrad(int B, int groups, const cpu::ConvGeometry& g, const float* w,
+                               const float* dy, float* dx, cudaStream_t stream) {
+  const size_t P = static_cast<size_t>(g.OH) * g.OW, image = static_cast<size_t>(g.H) * g.W;
+  const int taps = g.KH * g.KW;
+  return cuda::LaunchForEach(B * groups * image, stream, [=] __device__(size_t e) {
+    const size_t plane = e / image;
+    const int channel = static_cast<int>(plane % groups), pix = static_cast<int>(e % image);
+    const float* wc = w + static_cast<size_t>(channel) * taps;
+    float sum = 0.0f;
+    for (int t = 0; t < taps; ++t) {
+      int oy, ox;
+      if (TapReads(g, t, pix / g.W, pix % g.W, oy, ox)) {
+        sum += __fmaf_rn(wc[t], dy[plane * P + static_cast<size_t>(oy) * g.OW + ox], 0.0f);
+      }
+    }
+    dx[e] = sum;
+  });
+}
+
+cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, const float* x,
+                                const float* dy, float* dw, cudaStream_t stream) {
+  const int taps = g.KH * g.KW, P = g.OH * g.OW, K = B * P;
+  const int blocks = cuda::tiled::KBlocks(K);
+  const size_t chains = static_cast<size_t>(blocks) * groups * taps;
+  float* parts = dw;
+  if (blocks > 1) {
+    const cudaError_t err =
+        cudaMallocAsync(reinterpret_cast<void**>(&parts), chains * sizeof(float), stream);
+    if (err != cudaSuccess) return err;
+  }
+  // One thread per (k block, channel, tap): the block's chain over its k.
+  cudaError_t err = cuda::LaunchForEach(chains, stream, [=] __device__(size_t e) {
+    const int t = static_cast<int>(e % taps), channel = static_cast<int>(e / taps % groups);
+    const int block = static_cast<int>(e / (static_cast<size_t>(taps) * groups));
+    const int k0 = block * formulas::kGemmKBlock, k1 = min(K, k0 + formulas::kGemmKBlock);
+    const int dy_t = t / g.KW * g.DH, dx_t = t % g.KW * g.DW;
+    PositionOdometer at;
+    at.Start(g, k0);
+    float acc = 0.0f;
+    for (int k = k0; k < k1; ++k, at.Advance(g, 1)) {
+      const size_t plane = static_cast<size_t>(at.b) * groups + channel;
+      const int iy = at.oy * g.SH - g.PT + dy_t, ix = at.ox * g.SW - g.PL + dx_t;
+      const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
+      const float v = inside ? x[(plane * g.H + iy) * g.W + ix] : 0.0f;
+      acc = __fmaf_rn(v, dy[plane * P + at.oy * g.OW + at.ox], acc);
+    }
+    parts[e] = acc;
+  });
+  if (blocks == 1) return err;
+  if (err == cudaSuccess)
+    err = cuda::tiled::SumKBlocks(groups, taps, blocks, parts, dw, taps, stream);
+  const cudaError_t freed = cudaFreeAsync(parts, stream);
+  return err != cudaSuccess ? err : freed;
 }
 
 cudaError_t ConvFoldColumns(int B, int groups, int group, const cpu::ConvGeometry& g,
@@ -32,15 +444,11 @@ cudaError_t ConvFoldColumns(int B, int groups, int group, const cpu::ConvGeometr
     // Each tap reads this element from at most one output position: taps in
     // (ky, kx) order, the sum from 0.
     float sum = 0.0f;
-    for (int ky = 0; ky < g.KH; ++ky) {
-      const int ty = iy + g.PT - ky * g.DH;
-      if (ty < 0 || ty % g.SH != 0 || ty / g.SH >= g.OH) continue;
-      for (int kx = 0; kx < g.KW; ++kx) {
-        const int tx = ix + g.PL - kx * g.DW;
-        if (tx < 0 || tx % g.SW != 0 || tx / g.SW >= g.OW) continue;
-        const size_t row = (static_cast<size_t>(c) * g.KH + ky) * g.KW + kx;
-        sum += cols[row * width + b * P + static_cast<size_t>(ty / g.SH) * g.OW + tx / g.SW];
-      }
+    for (int t = 0; t < g.KH * g.KW; ++t) {
+      int oy, ox;
+      if (!TapReads(g, t, iy, ix, oy, ox)) continue;
+      const size_t row = static_cast<size_t>(c) * g.KH * g.KW + t;
+      sum += cols[row * width + b * P + static_cast<size_t>(oy) * g.OW + ox];
     }
     dx[((b * groups + group) * g.C + c) * image + e % image] = sum;
   });

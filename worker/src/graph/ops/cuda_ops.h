@@ -65,13 +65,38 @@ cudaError_t Scale(size_t n, float alpha, const float* x, float* out, cudaStream_
 cudaError_t GemmBiasGrad(int m, int n, size_t c_size, float beta, const float* dy,
                          size_t c_row_step, size_t c_col_step, float* dc, cudaStream_t stream);
 
-// conv.cu, for group `group` of `groups` of a batch of B NCHW images:
-// cols [C*KH*KW, B*OH*OW] (row (c, ky, kx), column (b, oy, ox)) as
-// cpu::Im2ColImage unfolds each image;
-cudaError_t ConvColumns(int B, int groups, int group, const cpu::ConvGeometry& g, const float* x,
-                        float* cols, cudaStream_t stream);
+// conv.cu, for group `group` of `groups` of a batch of B NCHW images with M
+// filters per group, in conv.cc's orders (implicit GEMMs: no columns):
+// table[kc] for kc = (c, ky, kx) = {c*H*W + ky*DH*W + kx*DW, ky*DH << 16 |
+// kx*DW}, which ConvForward and ConvWeightGrad read (the conv's MakeConv keeps
+// the dilated kernel's extent below 2^15);
+cudaError_t ConvTapTable(const cpu::ConvGeometry& g, int2* table, cudaStream_t stream);
+// y's group channels (w, bias: the group's; bias may be null); cm: [M, B*P]
+// scratch, used only when C*KH*KW > formulas::kGemmKBlock;
+cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                        const int2* table, const float* x, const float* w, const float* bias,
+                        float* cm, float* y, cudaStream_t stream);
+// dx of the group's channels (every element written); wt: [C*KH*KW, M]
+// scratch; cudaErrorNotSupported for M > formulas::kGemmKBlock;
+cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                          const float* w, const float* dy, float* wt, float* dx,
+                          cudaStream_t stream);
+// dw of the group's filters [M, C*KH*KW] (every element written);
+cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                           const int2* table, const float* x, const float* dy, float* dw,
+                           cudaStream_t stream);
+// A depthwise convolution's (one channel and one filter per group, all
+// `groups` at once; w [groups, KH*KW]): y from bias (may be null), dx, dw,
+// every element written;
+cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, const float* x,
+                             const float* w, const float* bias, float* y, cudaStream_t stream);
+cudaError_t DepthwiseInputGrad(int B, int groups, const cpu::ConvGeometry& g, const float* w,
+                               const float* dy, float* dx, cudaStream_t stream);
+cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, const float* x,
+                                const float* dy, float* dw, cudaStream_t stream);
 // dx of the group's channels (every element written) as cpu::Col2ImImage
-// folds each image's columns back;
+// folds each image's columns cols [C*KH*KW, B*OH*OW] (row (c, ky, kx), column
+// (b, oy, ox)) back;
 cudaError_t ConvFoldColumns(int B, int groups, int group, const cpu::ConvGeometry& g,
                             const float* cols, float* dx, cudaStream_t stream);
 // cm [M, B*P] = per-row value (bias[m], or 0 for a null bias);

@@ -1,7 +1,10 @@
 // LayerNormalization's CUDA kernels: layer_normalization.cc's order, one
-// thread per row for its statistics and sums (ascending index), one per
-// element for the outputs, one per column for dScale and dB (rows ascending).
+// chain per row for its statistics (row_formulas.h's LayerNormRowStats) and
+// its gradient sums (ascending index), one thread per element for the
+// outputs, one chain per column for dScale and dB (rows ascending); the chains
+// fed through column_chains.cuh.
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/column_chains.cuh"
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
@@ -11,9 +14,24 @@ namespace easyscale::graph::cuda_ops {
 cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* x,
                              const float* scale, const float* bias, float* y, float* mean,
                              float* invstd, cudaStream_t stream) {
-  cudaError_t err = cuda::LaunchForEach(rows, stream, [=] __device__(size_t r) {
-    LayerNormRowStats(x + r * n, static_cast<int64_t>(n), epsilon, &mean[r], &invstd[r]);
-  });
+  // LayerNormRowStats's two chains per row, each fed through column_chains.cuh.
+  const float count = static_cast<float>(n);
+  const auto row_element = [=] __device__(int64_t j, int64_t r, float* terms) {
+    terms[0] = x[r * n + j];
+  };
+  cudaError_t err = LaunchColumnChains<1, true>(
+      static_cast<int64_t>(rows), static_cast<int64_t>(n), stream, row_element,
+      [] __device__(int64_t, float* sum, const float* terms) { sum[0] += terms[0]; },
+      [=] __device__(int64_t r, const float* sum) { mean[r] = sum[0] / count; });
+  if (err != cudaSuccess) return err;
+  err = LaunchColumnChains<1, true>(
+      static_cast<int64_t>(rows), static_cast<int64_t>(n), stream, row_element,
+      [=] __device__(int64_t r, float* sum_sq, const float* terms) {
+        formulas::FoldSquaredDeviation(terms[0], mean[r], sum_sq);
+      },
+      [=] __device__(int64_t r, const float* sum_sq) {
+        invstd[r] = formulas::InvStd(sum_sq[0] / count, epsilon);
+      });
   if (err != cudaSuccess) return err;
   return cuda::LaunchForEach(rows * n, stream, [=] __device__(size_t e) {
     const size_t r = e / n;
@@ -26,29 +44,38 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
                               float* row_sums, float* dx, float* dscale, float* dbias,
                               cudaStream_t stream) {
   if (dscale != nullptr || dbias != nullptr) {
-    const cudaError_t err = cuda::LaunchForEach(n, stream, [=] __device__(size_t j) {
-      float ds = 0.0f, db = 0.0f;
-      for (size_t r = 0; r < rows; ++r) {
-        const size_t e = r * n + j;
-        if (dscale != nullptr) ds += dy[e] * ((x[e] - mean[r]) * invstd[r]);
-        if (dbias != nullptr) db += dy[e];
-      }
-      if (dscale != nullptr) dscale[j] = ds;
-      if (dbias != nullptr) dbias[j] = db;
-    });
+    const cudaError_t err = LaunchColumnChains<2, false>(
+        static_cast<int64_t>(n), static_cast<int64_t>(rows), stream,
+        [=] __device__(int64_t r, int64_t j, float* terms) {
+          const size_t e = r * n + j;
+          terms[0] = dscale != nullptr ? dy[e] * ((x[e] - mean[r]) * invstd[r]) : 0.0f;
+          terms[1] = dy[e];
+        },
+        [] __device__(int64_t, float* sums, const float* terms) {
+          sums[0] += terms[0];
+          sums[1] += terms[1];
+        },
+        [=] __device__(int64_t j, const float* sums) {
+          if (dscale != nullptr) dscale[j] = sums[0];
+          if (dbias != nullptr) dbias[j] = sums[1];
+        });
     if (err != cudaSuccess) return err;
   }
   if (dx == nullptr) return cudaSuccess;
   const float count = static_cast<float>(n);
-  const cudaError_t err = cuda::LaunchForEach(rows, stream, [=] __device__(size_t r) {
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
-      const float g = dy[r * n + j] * (scale ? scale[j] : 1.0f);
-      formulas::FoldBatchNormGrads(x[r * n + j], g, mean[r], invstd[r], &sum_g, &sum_gx);
-    }
-    row_sums[2 * r] = sum_g;
-    row_sums[2 * r + 1] = sum_gx;
-  });
+  const cudaError_t err = LaunchColumnChains<2, true>(
+      static_cast<int64_t>(rows), static_cast<int64_t>(n), stream,
+      [=] __device__(int64_t j, int64_t r, float* terms) {
+        terms[0] = x[r * n + j];
+        terms[1] = dy[r * n + j] * (scale ? scale[j] : 1.0f);
+      },
+      [=] __device__(int64_t r, float* sums, const float* terms) {
+        formulas::FoldBatchNormGrads(terms[0], terms[1], mean[r], invstd[r], &sums[0], &sums[1]);
+      },
+      [=] __device__(int64_t r, const float* sums) {
+        row_sums[2 * r] = sums[0];
+        row_sums[2 * r + 1] = sums[1];
+      });
   if (err != cudaSuccess) return err;
   return cuda::LaunchForEach(rows * n, stream, [=] __device__(size_t e) {
     const size_t r = e / n, j = e % n;

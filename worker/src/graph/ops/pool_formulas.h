@@ -42,16 +42,26 @@ ES_HD float AveragePoolSum(const cpu::ConvGeometry& g, const float* img, int oy,
   return sum;
 }
 
+// The first output index whose window, of `taps` taps `dilation` apart and
+// `stride` apart from -pad, can reach input index i: windows before it end
+// before i.
+ES_HD int FirstWindowReaching(int i, int pad, int taps, int dilation, int stride) {
+  const int reach = i + pad - (taps - 1) * dilation;
+  return reach <= 0 ? 0 : (reach + stride - 1) / stride;
+}
+
 // Calls f(oy, ox) for every output whose window reads input (iy, ix), in
 // row-major output order: the order the backward passes add their
 // contributions to that element in (each output reads it through at most one
-// tap).
+// tap). Only the outputs whose windows can reach it are visited.
 template <typename F>
 ES_HD void ForEachOutputReading(const cpu::ConvGeometry& g, int iy, int ix, F f) {
-  for (int oy = 0; oy < g.OH; ++oy) {
+  const int oy_end = (iy + g.PT) / g.SH + 1 < g.OH ? (iy + g.PT) / g.SH + 1 : g.OH;
+  const int ox_end = (ix + g.PL) / g.SW + 1 < g.OW ? (ix + g.PL) / g.SW + 1 : g.OW;
+  for (int oy = FirstWindowReaching(iy, g.PT, g.KH, g.DH, g.SH); oy < oy_end; ++oy) {
     const int ty = iy - (oy * g.SH - g.PT);
     if (ty < 0 || ty % g.DH != 0 || ty / g.DH >= g.KH) continue;
-    for (int ox = 0; ox < g.OW; ++ox) {
+    for (int ox = FirstWindowReaching(ix, g.PL, g.KW, g.DW, g.SW); ox < ox_end; ++ox) {
       const int tx = ix - (ox * g.SW - g.PL);
       if (tx < 0 || tx % g.DW != 0 || tx / g.DW >= g.KW) continue;
       f(oy, ox);

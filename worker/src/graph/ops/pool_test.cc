@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "graph/ops/pool_formulas.h"
 #include "graph/testing/op_check.h"
 
 namespace easyscale::graph {
@@ -52,6 +53,41 @@ std::string PoolError(const Node& n, Shape x) {
   EXPECT_FALSE(run.status.ok());
   EXPECT_NE(run.status.message().find(n.op + "_0"), std::string::npos) << run.status;
   return std::string(run.status.message());
+}
+
+// The device backward passes' visit order: every output whose window holds
+// the element, row-major, against a scan of all outputs' taps.
+TEST(PoolFormulasTest, ForEachOutputReadingVisitsExactlyTheWindowsHoldingTheElement) {
+  for (const int stride : {1, 2, 3}) {
+    for (const int dilation : {1, 2}) {
+      for (const int pad : {0, 1, 2}) {
+        // 3x2 taps over an 11x9 image.
+        cpu::ConvGeometry g{1, 11, 9, 3, 2, stride, stride, pad, pad, dilation, dilation, 0, 0};
+        g.OH = (g.H + 2 * pad - (g.KH - 1) * dilation - 1) / stride + 1;
+        g.OW = (g.W + 2 * pad - (g.KW - 1) * dilation - 1) / stride + 1;
+        for (int iy = 0; iy < g.H; ++iy) {
+          for (int ix = 0; ix < g.W; ++ix) {
+            std::vector<std::pair<int, int>> expected, visited;
+            for (int oy = 0; oy < g.OH; ++oy) {
+              for (int ox = 0; ox < g.OW; ++ox) {
+                bool reads = false;
+                for (int ky = 0; ky < g.KH; ++ky) {
+                  for (int kx = 0; kx < g.KW; ++kx) {
+                    reads |= oy * stride - pad + ky * dilation == iy &&
+                             ox * stride - pad + kx * dilation == ix;
+                  }
+                }
+                if (reads) expected.emplace_back(oy, ox);
+              }
+            }
+            ForEachOutputReading(g, iy, ix, [&](int oy, int ox) { visited.emplace_back(oy, ox); });
+            ASSERT_EQ(visited, expected) << "stride " << stride << " dilation " << dilation
+                                         << " pad " << pad << " at " << iy << "," << ix;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(AveragePoolTest, OnnxCases) {

@@ -1,0 +1,335 @@
+// File: worker/src/cuda/tiled_gemm.cuh
+//
+// The tiled fp32 GEMM (128x128, 64x128 or 64x64 tiles) over operand
+// *sources* and an output *sink*, so
+// a product whose operands are not plain matrices (a convolution's columns,
+// gathered as the tile needs them: an implicit GEMM) runs the same tiling as
+// cuda::Gemm. C[r, c] = the fma chain over k of A[r, k] * B[k, c] in
+// formulas::GemmOutput's order: each k block of kGemmKBlock is one grid
+// z-slice whose chain starts from the sink's initial value (block 0) or 0 (the
+// others, into partial sums added in block order afterwards).
+//
+// A source fills its operand's BK-deep slice of the tile: Load(k0, regs) reads
+// the slice at this k block's offset k0 into registers (0 past the operand's
+// rows, columns or this block's k), Store(regs, slice) writes them k-major into
+// shared memory (slice[k * (kTile + kPad) + row or column]). Start(tile0,
+// k_begin, k_count) fixes the thread's rows or columns and the k block; Tap(t)
+// moves to tap t (the sink's Taps() of them, for sinks that sum several
+// products, as a convolution's input gradient sums its taps).
+//
+// A sink: Init(r, c) the chain's start; Column(c) what a column's stores need
+// (its offsets), Store(r, column, v); Start(z) for k block z. kTapSum sinks also
+// have Taps() and TapValid(t, col): the stored value is the sum from +0, in tap
+// order, of the valid taps' chains (each from 0).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+
+#include "easyscale/worker/kernel_formulas.h"
+
+namespace easyscale::cuda::tiled {
+
+inline constexpr int kThreads = 256;  // a 16x16 thread grid
+inline constexpr int kBK = 16;        // slice depth
+
+// Register tile entry i of thread row ty (or column tx): 4x4 sub-tiles 64
+// apart (one of them in a 64-wide tile).
+__device__ __forceinline__ int TileOffset(int t, int i) { return t * 4 + i % 4 + (i / 4) * 64; }
+
+// A dense row-major A over kTile rows: element (r, k) at p[r * ld + k],
+// loaded as float4s along k when aligned.
+template <int kTile>
+struct RowsSource {
+  static constexpr int kTileRows = kTile;
+  static constexpr int kPad = 4;  // keeps float4 alignment, shifts banks between k rows
+  static constexpr int kVec = kTile * kBK / 4 / kThreads;
+  static constexpr int kRegs = 4 * kVec;
+  const float* p;
+  int ld, rows;
+  size_t tap_step;  // Tap(t) reads p + t * tap_step
+  bool vector_ok;   // 16-byte aligned rows
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    r0_ = tile0;
+    k_begin_ = k_begin;
+    k_count_ = k_count;
+    base_ = p + k_begin;
+  }
+  __device__ void Tap(int t) { base_ = p + k_begin_ + t * tap_step; }
+  __device__ void Load(int k0, float (&regs)[kRegs]) const {
+    const bool full = vector_ok && r0_ + kTile <= rows && k0 + kBK <= k_count_;
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int idx = threadIdx.x + v * kThreads;
+      const int r = r0_ + idx / (kBK / 4), k = k0 + (idx % (kBK / 4)) * 4;
+      const float* src = base_ + static_cast<size_t>(r) * ld + k;
+      if (full) {
+        const float4 f = *reinterpret_cast<const float4*>(src);
+        regs[4 * v] = f.x, regs[4 * v + 1] = f.y, regs[4 * v + 2] = f.z, regs[4 * v + 3] = f.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) regs[4 * v + q] = r < rows && k + q < k_count_ ? src[q] : 0.0f;
+      }
+    }
+  }
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int idx = threadIdx.x + v * kThreads;
+      const int r = idx / (kBK / 4), k = (idx % (kBK / 4)) * 4;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) slice[(k + q) * (kTile + kPad) + r] = regs[4 * v + q];
+    }
+  }
+
+  // The thread's state, set by Start.
+  const float* base_;
+  int r0_, k_begin_, k_count_;
+};
+
+// Element-wise gathered operands over kTile rows or columns: each thread
+// loads kRegs elements of the slice, either one tile column (or row) at kRegs
+// k rows (AlongTile: the warp's loads run along the tile, e.g. along an image
+// row) or one k at kRegs tile columns (AlongK).
+template <int kTile>
+struct AlongTile {
+  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads, kPad = 0;
+  __device__ static int Index() { return threadIdx.x % kTile; }  // the thread's tile index
+  __device__ static int K(int v) { return threadIdx.x / kTile + (kThreads / kTile) * v; }
+  __device__ static void Store(const float (&regs)[kRegs], float* slice) {
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) slice[K(v) * (kTile + kPad) + Index()] = regs[v];
+  }
+};
+template <int kTile>
+struct AlongK {
+  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads;
+  static constexpr int kPad = 4;  // threads of one column store to banks 4 apart
+  __device__ static int K() { return threadIdx.x % kBK; }
+  __device__ static int Index(int v) { return threadIdx.x / kBK + (kThreads / kBK) * v; }
+  __device__ static void Store(const float (&regs)[kRegs], float* slice) {
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) slice[K() * (kTile + kPad) + Index(v)] = regs[v];
+  }
+};
+
+// A dense row-major output [M][N] (ld apart) from init (same layout) or 0;
+// with k blocks, block z writes its partial sums [z][M][N] into `parts`.
+struct DenseSink {
+  static constexpr bool kTapSum = false;
+  float* out;
+  int ld;
+  const float* init;  // ld apart too
+  float* parts;
+  int M, N;
+  using ColumnT = int;
+
+  __device__ void Start(int z) {
+    if (gridDim.z == 1) return;
+    out = parts + static_cast<size_t>(z) * M * N;
+    out_ld_ = N;
+    if (z > 0) init = nullptr;
+  }
+  __device__ int Column(int c) const { return c; }
+  __device__ float Init(int r, int c) const {
+    return init != nullptr ? init[static_cast<size_t>(r) * ld + c] : 0.0f;
+  }
+  __device__ void Store(int r, int c, float v) const {
+    out[static_cast<size_t>(r) * (gridDim.z == 1 ? ld : out_ld_) + c] = v;
+  }
+
+  int out_ld_;  // set by Start
+};
+
+template <int kMinBlocks, class ASource, class BSource, class Sink>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    TiledGemmKernel(int M, int N, int K, ASource a, BSource b, Sink sink) {
+  constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
+  constexpr int kLdA = kTileM + ASource::kPad, kLdB = kTileN + BSource::kPad;
+  constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
+  extern __shared__ __align__(16) float tiled_smem[];
+  float* const As = tiled_smem;                   // [2][kBK][kLdA]
+  float* const Bs = tiled_smem + 2 * kBK * kLdA;  // [2][kBK][kLdB]
+
+  const int z = static_cast<int>(blockIdx.z), k_begin = z * formulas::kGemmKBlock;
+  const int k_count = gridDim.z == 1 ? K : min(formulas::kGemmKBlock, K - k_begin);
+  const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
+  a.Start(m0, k_begin, k_count);
+  b.Start(n0, k_begin, k_count);
+  sink.Start(z);
+  // The 16x16 thread grid, each warp on an 8x4 patch of it (fewer distinct
+  // shared-memory vectors per warp read).
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
+  float ra[ASource::kRegs], rb[BSource::kRegs];
+  float acc[kRM][kRN], sum[Sink::kTapSum ? kRM : 1][Sink::kTapSum ? kRN : 1];
+  auto multiply_k = [&](int buf, int kk) {
+    const float* const as = As + (buf * kBK + kk) * kLdA;
+    const float* const bs = Bs + (buf * kBK + kk) * kLdB;
+    float av[kRM], bv[kRN];
+#pragma unroll
+    for (int q = 0; q < kRM / 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(&as[q * 64 + ty * 4]);
+      av[q * 4 + 0] = v.x, av[q * 4 + 1] = v.y, av[q * 4 + 2] = v.z, av[q * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int q = 0; q < kRN / 4; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(&bs[q * 64 + tx * 4]);
+      bv[q * 4 + 0] = v.x, bv[q * 4 + 1] = v.y, bv[q * 4 + 2] = v.z, bv[q * 4 + 3] = v.w;
+    }
+    // Column by column: consecutive fmas share bv[j] (the operand reuse cache).
+#pragma unroll
+    for (int j = 0; j < kRN; ++j) {
+#pragma unroll
+      for (int i = 0; i < kRM; ++i) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+    }
+  };
+
+  int taps = 1;
+  if constexpr (Sink::kTapSum) {
+    taps = sink.Taps();
+#pragma unroll
+    for (int i = 0; i < kRM; ++i) {
+#pragma unroll
+      for (int j = 0; j < kRN; ++j) sum[i][j] = 0.0f;
+    }
+  }
+  const int slices = (k_count + kBK - 1) / kBK;
+  for (int t = 0; t < taps; ++t) {
+    if constexpr (Sink::kTapSum) {
+      a.Tap(t);
+      b.Tap(t);
+    }
+#pragma unroll
+    for (int i = 0; i < kRM; ++i) {
+#pragma unroll
+      for (int j = 0; j < kRN; ++j) {
+        const int r = m0 + TileOffset(ty, i), c = n0 + TileOffset(tx, j);
+        acc[i][j] = !Sink::kTapSum && r < M && c < N ? sink.Init(r, c) : 0.0f;
+      }
+    }
+    if (slices > 0) {
+      a.Load(0, ra);
+      b.Load(0, rb);
+      a.Store(ra, As);
+      b.Store(rb, Bs);
+      __syncthreads();
+    }
+    for (int s = 0; s < slices; ++s) {
+      const int buf = s & 1;
+      if (s + 1 < slices) {
+        a.Load((s + 1) * kBK, ra);
+        b.Load((s + 1) * kBK, rb);
+      }
+      const int valid = k_count - s * kBK;
+      if (valid >= kBK) {
+#pragma unroll
+        for (int kk = 0; kk < kBK; ++kk) multiply_k(buf, kk);
+      } else {
+        // The last, partial slice: only real k, so no fma with padding zeros
+        // (which could turn a -0 into +0).
+        for (int kk = 0; kk < valid; ++kk) multiply_k(buf, kk);
+      }
+      if (s + 1 < slices) {
+        a.Store(ra, As + (buf ^ 1) * kBK * kLdA);
+        b.Store(rb, Bs + (buf ^ 1) * kBK * kLdB);
+      }
+      __syncthreads();  // one barrier: the other buffer's readers finished last round
+    }
+    if constexpr (Sink::kTapSum) {
+#pragma unroll
+      for (int j = 0; j < kRN; ++j) {
+        const int c = n0 + TileOffset(tx, j);
+        if (c >= N || !sink.TapValid(t, sink.Column(c))) continue;
+#pragma unroll
+        for (int i = 0; i < kRM; ++i) sum[i][j] = sum[i][j] + acc[i][j];
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < kRN; ++j) {
+    const int c = n0 + TileOffset(tx, j);
+    if (c >= N) continue;
+    const typename Sink::ColumnT col = sink.Column(c);
+#pragma unroll
+    for (int i = 0; i < kRM; ++i) {
+      const int r = m0 + TileOffset(ty, i);
+      if (r < M) sink.Store(r, col, Sink::kTapSum ? sum[i][j] : acc[i][j]);
+    }
+  }
+}
+
+// Adds the k blocks' partial sums [blocks][M][N] in block order into C (gemm.cu).
+cudaError_t SumKBlocks(int M, int N, int blocks, const float* parts, float* C, int ldc,
+                       cudaStream_t stream);
+
+inline int KBlocks(int K) {
+  return K <= formulas::kGemmKBlock ? 1 : (K + formulas::kGemmKBlock - 1) / formulas::kGemmKBlock;
+}
+
+// One launch of the kernel over `z` k blocks (the sink handles them).
+// kMinBlocks: the thread blocks per SM the registers must allow with 128x128
+// tiles; smaller tiles need fewer registers and ask for 2.
+template <int kMinBlocks, class ASource, class BSource, class Sink>
+cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSource& b,
+                        const Sink& sink, cudaStream_t stream) {
+  constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
+  const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
+  if (grid.y > 65535 || z > 65535) return cudaErrorInvalidValue;
+  constexpr int kBytes =
+      2 * kBK * (kTileM + ASource::kPad + kTileN + BSource::kPad) * static_cast<int>(sizeof(float));
+  static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
+  constexpr int kBlocks = kTileM * kTileN < 128 * 128 ? 2 : kMinBlocks;
+  TiledGemmKernel<kBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, a, b, sink);
+  return cudaGetLastError();
+}
+
+// Calls launch(tile_m, tile_n) (std::integral_constants) with the tile shape
+// for an M x N product of z k blocks: 128x128 where those tiles are mostly
+// real and fill the GPU (kFillBlocks: about two per SM of an H100/H200),
+// 64-row tiles for 64 rows or fewer, 64x64 where larger tiles would leave SMs
+// idle. The shape only decides which thread computes an output, never its
+// value.
+template <typename Launch>
+cudaError_t WithTiles(int M, int N, int z, Launch&& launch) {
+  constexpr long long kFillBlocks = 264;
+  auto blocks = [&](int tm, int tn) {
+    return static_cast<long long>((M + tm - 1) / tm) * ((N + tn - 1) / tn) * z;
+  };
+  using Wide = std::integral_constant<int, 128>;
+  using Narrow = std::integral_constant<int, 64>;
+  if (M > 64 && blocks(128, 128) >= kFillBlocks) return launch(Wide{}, Wide{});
+  if (blocks(64, 128) >= kFillBlocks) return launch(Narrow{}, Wide{});
+  return launch(Narrow{}, Narrow{});
+}
+
+// C [M][N] (ldc apart) = the product, from C itself (accumulate) or 0, with
+// the sources make_a(tile_m) and make_b(tile_n) for WithTiles' shape: one
+// launch when K fits a k block, else the blocks' partial sums in
+// stream-ordered scratch (captured into a CUDA graph too) and their sum.
+template <int kMinBlocks, class MakeA, class MakeB>
+cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, float* C, int ldc,
+                          bool accumulate, cudaStream_t stream) {
+  if (M == 0 || N == 0) return cudaSuccess;
+  DenseSink sink{C, ldc, accumulate ? C : nullptr, nullptr, M, N};
+  const int blocks = KBlocks(K);
+  auto launch = [&](auto tm, auto tn) {
+    return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream);
+  };
+  if (blocks == 1) return WithTiles(M, N, 1, launch);
+  const size_t count = static_cast<size_t>(M) * N;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&sink.parts),
+                                    blocks * count * sizeof(float), stream);
+  if (err != cudaSuccess) return err;
+  err = WithTiles(M, N, blocks, launch);
+  if (err == cudaSuccess) err = SumKBlocks(M, N, blocks, sink.parts, C, ldc, stream);
+  const cudaError_t freed = cudaFreeAsync(sink.parts, stream);
+  return err != cudaSuccess ? err : freed;
+}
+
+}  // namespace easyscale::cuda::tiled

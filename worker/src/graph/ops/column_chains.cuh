@@ -1,0 +1,82 @@
+// File: worker/src/graph/ops/column_chains.cuh
+//
+// Many independent reductions that are each one sequential chain (the CPU's
+// order): output c folds term(t, c) for t = 0, 1, ..., length-1 into kTerms
+// accumulators from +0. A chain cannot be split, so a thread per output is the
+// parallelism; what makes it fast is feeding the chains. A block owns a few
+// outputs and walks t in chunks: all its threads compute the chunk's terms
+// into shared memory (coalesced loads, many in flight), then one warp runs the
+// folds, one output per lane, t ascending. The bias and LayerNorm gradients
+// use it (thousands of rows, hundreds of outputs), and LayerNorm's row
+// statistics (hundreds of elements per row).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace easyscale::graph::cuda_ops {
+
+inline constexpr int kChainThreads = 256;  // all of them load
+// A block's outputs and chunk depth: 32 outputs (one warp's lanes) 128 deep,
+// or, where the outputs are too few to fill the GPU with such blocks, 8
+// outputs 512 deep: the same terms per chunk (one round of loads in flight)
+// over four times the blocks.
+inline constexpr int64_t kNarrowBelowOutputs = 8192;
+
+// load(t, c, terms) writes output c's kTerms terms at t; fold(c, acc, terms)
+// adds them into acc; store(c, acc) writes the result. kLanesAlongT: the
+// loads' consecutive threads take consecutive t (terms contiguous along t,
+// such as a row's elements) rather than consecutive c.
+template <int kTerms, bool kLanesAlongT, int kOutputs, int kChunk, typename Load, typename Fold,
+          typename Store>
+__global__ void __launch_bounds__(kChainThreads)
+    ColumnChainsKernel(int64_t outputs, int64_t length, Load load, Fold fold, Store store) {
+  static_assert(kOutputs <= 32, "one warp folds");
+  __shared__ float tile[kChunk][kOutputs + 1][kTerms];
+  const int tid = threadIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kOutputs;
+  float acc[kTerms];
+  for (int i = 0; i < kTerms; ++i) acc[i] = 0.0f;
+  for (int64_t t0 = 0; t0 < length; t0 += kChunk) {
+    const int valid = static_cast<int>(length - t0 < kChunk ? length - t0 : kChunk);
+    for (int e = tid; e < kChunk * kOutputs; e += kChainThreads) {
+      const int t = kLanesAlongT ? e % kChunk : e / kOutputs;
+      const int c = kLanesAlongT ? e / kChunk : e % kOutputs;
+      if (t < valid && c0 + c < outputs) load(t0 + t, c0 + c, tile[t][c]);
+    }
+    __syncthreads();
+    if (tid < kOutputs && c0 + tid < outputs) {
+#pragma unroll 4
+      for (int t = 0; t < valid; ++t) fold(c0 + tid, acc, tile[t][tid]);
+    }
+    __syncthreads();
+  }
+  if (tid < kOutputs && c0 + tid < outputs) store(c0 + tid, acc);
+}
+
+template <int kTerms, bool kLanesAlongT, int kOutputs, int kChunk, typename Load, typename Fold,
+          typename Store>
+cudaError_t LaunchColumnChainsOf(int64_t outputs, int64_t length, cudaStream_t stream, Load load,
+                                 Fold fold, Store store) {
+  const int64_t blocks = (outputs + kOutputs - 1) / kOutputs;
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  ColumnChainsKernel<kTerms, kLanesAlongT, kOutputs, kChunk>
+      <<<static_cast<unsigned>(blocks), kChainThreads, 0, stream>>>(outputs, length, load, fold,
+                                                                    store);
+  return cudaGetLastError();
+}
+
+template <int kTerms, bool kLanesAlongT, typename Load, typename Fold, typename Store>
+cudaError_t LaunchColumnChains(int64_t outputs, int64_t length, cudaStream_t stream, Load load,
+                               Fold fold, Store store) {
+  if (outputs < kNarrowBelowOutputs) {
+    return LaunchColumnChainsOf<kTerms, kLanesAlongT, 8, 512>(outputs, length, stream, load, fold,
+                                                              store);
+  }
+  return LaunchColumnChainsOf<kTerms, kLanesAlongT, 32, 128>(outputs, length, stream, load, fold,
+                                                             store);
+}
+
+}  // namespace easyscale::graph::cuda_ops
