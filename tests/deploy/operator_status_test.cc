@@ -37,7 +37,7 @@ TEST_F(OperatorStatus, FreshStatusIsAccepted) {
 
 TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   op::JobStatus s;
-  s.phase = JobPhase::kScaling;
+  s.phase = op::JobPhase::kScaling;
   s.observedGeneration = 2;
   s.generation = 5;
   s.runningGeneration = 4;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "compute_rate.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
 #include "easyscale/worker/worker_process.h"
@@ -230,9 +231,7 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
     wo.collective_timeout = o.peer_timeout;
     wo.print_progress = true;
     wo.stop_requested = [&] { return stop_signal() || watch.newer(); };
-    // This worker's own rate (its ESTs' samples over its compute time), so the
-    // operator can learn the speed of each GPU type.
-    const double samples = static_cast<double>(a->ests.size()) * a->training.batchPerEst;
+    ComputeRate rate(static_cast<double>(a->ests.size()) * a->training.batchPerEst);
     wo.on_restored = [&](int64_t step) {
       WorkerReport r = reporter.Make(*a, WorkerState::kRunning, step);
       r.message = "restored";
@@ -242,7 +241,8 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
       state->Drop();  // every member restored before the step's collective
       held.reset();
       WorkerReport r = reporter.Make(*a, WorkerState::kRunning, s.step);
-      r.samplesPerSecond = s.compute_seconds > 0 ? samples / s.compute_seconds : 0;
+      rate.AddStep(s.compute_seconds);
+      r.samplesPerSecond = rate.SamplesPerSecond();
       reporter.Send(r);
     };
     StatusOr<WorkerOutcome> outcome = RunGeneration(*a, *data, *start, wo);
