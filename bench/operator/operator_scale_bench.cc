@@ -375,6 +375,9 @@ int Run(const BenchOptions& o) {
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(o.steadySeconds));
   const double cores = (CpuSeconds(pid) - cpu0) / Seconds(Clock::now() - t0);
+  // Before the trials, which stop the bench if one stalls.
+  std::fprintf(stderr, "steady state: operator %.4f cores (%.2f CPU s/min) over %.0f s\n", cores,
+               cores * 60, o.steadySeconds);
 
   std::vector<double> preemption, release;
   for (int i = 0; i < o.trials; ++i) {

@@ -42,6 +42,13 @@ std::vector<typename Map::mapped_type> Values(const Map& map) {
   return out;
 }
 
+// The cached object under `key`, or null.
+template <typename Map>
+typename Map::mapped_type Find(const Map& map, const std::string& key) {
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : it->second;
+}
+
 }  // namespace
 
 bool IsWorkerOf(const PodView& pod, const JobView& job) {
@@ -147,8 +154,7 @@ ClusterChange ClusterCache::RemoveNode(const json& node) {
 
 JobPtr ClusterCache::Job(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(key);
-  return it == jobs_.end() ? nullptr : it->second;
+  return Find(jobs_, key);
 }
 
 std::vector<JobPtr> ClusterCache::Jobs() const {
@@ -158,8 +164,7 @@ std::vector<JobPtr> ClusterCache::Jobs() const {
 
 PodPtr ClusterCache::Pod(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = pods_.find(key);
-  return it == pods_.end() ? nullptr : it->second;
+  return Find(pods_, key);
 }
 
 std::vector<PodPtr> ClusterCache::Pods() const {

@@ -26,16 +26,8 @@ ClusterState JobController::BuildCluster() {
     const JobStatus& st = *job->status;
     if (IsTerminal(st.phase)) continue;
     for (const WorkerRecord& w : st.workers) members[job->key].insert(w.pod);
-    JobDemand d;
-    d.key = job->key;
-    d.ests = spec.ests;
-    d.minWorkers = spec.minWorkers;
-    d.maxWorkers = spec.maxWorkers;
-    d.priority = spec.priority;
-    d.gpuTypes = spec.gpuTypes;
-    d.speed = CompleteSpeeds(st.speed, options_.scheduler);
-    d.current = ToPlacements(CountWorkers(st.workers));
-    entries.push_back({job->creationTimestamp, job->key, std::move(d)});
+    entries.push_back(
+        {job->creationTimestamp, job->key, DemandOf(job->key, spec, st, options_.scheduler)});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.created, a.key) < std::tie(b.created, b.key);

@@ -47,6 +47,20 @@ std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>
   return out;
 }
 
+JobDemand DemandOf(const std::string& key, const JobSpec& spec, const JobStatus& st,
+                   const SchedulerOptions& options) {
+  JobDemand d;
+  d.key = key;
+  d.ests = spec.ests;
+  d.minWorkers = spec.minWorkers;
+  d.maxWorkers = spec.maxWorkers;
+  d.priority = spec.priority;
+  d.gpuTypes = spec.gpuTypes;
+  d.speed = CompleteSpeeds(st.speed, options);
+  d.current = ToPlacements(CountWorkers(st.workers));
+  return d;
+}
+
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
                                         bool restart, const std::string& now,

@@ -50,6 +50,11 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
 std::map<std::string, double> CompleteSpeeds(const std::map<std::string, double>& measured,
                                              const SchedulerOptions& options);
 
+// What the scheduler sees of the job `key`: its bounds and allowed types from
+// the spec, the speeds it measured (completed), the placements it holds now.
+JobDemand DemandOf(const std::string& key, const JobSpec& spec, const JobStatus& st,
+                   const SchedulerOptions& options);
+
 // True when the newest generation may run: nothing left to drain, workers to
 // run it, and no failure backoff pending at `now`.
 bool ReadyToRelease(const JobStatus& st, WallClock::time_point now);

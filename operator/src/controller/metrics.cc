@@ -7,6 +7,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+
 namespace easyscale::op {
 
 namespace {
@@ -23,6 +25,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("easyscale_job_step")
                   .Help("Newest step a job's workers reported")
                   .Register(*registry_);
+  jobAllocatedGpus_ = &prometheus::BuildGauge()
+                           .Name("easyscale_job_allocated_gpus")
+                           .Help("GPUs a job's workers hold, by type")
+                           .Register(*registry_);
+  jobUsefulGpus_ = &prometheus::BuildGauge()
+                        .Name("easyscale_job_useful_gpus")
+                        .Help("A job's GPUs times the share of each step they compute, by type")
+                        .Register(*registry_);
+  usefulGpus_ = &prometheus::BuildGauge()
+                     .Name("easyscale_useful_gpus")
+                     .Help("The jobs' useful GPUs summed, by type")
+                     .Register(*registry_);
   preemptions_ = &prometheus::BuildCounter()
                       .Name("easyscale_preemptions_total")
                       .Help("Training workers preempted for inference")
@@ -33,6 +47,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Help("Changes of a job's worker set")
                       .Register(*registry_)
                       .Add({});
+  const std::array<std::pair<const char*, const char*>, 4> jobCounts = {{
+      {"easyscale_jobs_created_total", "EasyScaleJobs the operator started"},
+      {"easyscale_jobs_succeeded_total", "EasyScaleJobs that finished training"},
+      {"easyscale_jobs_failed_total", "EasyScaleJobs that failed"},
+      {"easyscale_jobs_restarted_total", "Restarts of EasyScaleJobs after a worker failure"},
+  }};
+  for (size_t i = 0; i < jobCounts.size(); ++i) {
+    jobCounts_[i] = &prometheus::BuildCounter()
+                         .Name(jobCounts[i].first)
+                         .Help(jobCounts[i].second)
+                         .Register(*registry_);
+  }
   reconcile_ = &prometheus::BuildHistogram()
                     .Name("easyscale_reconcile_duration_seconds")
                     .Help("Time of one EasyScaleJob reconcile")
@@ -77,6 +103,11 @@ void Metrics::SetGpusLocked(const std::map<std::string, GpuCounts>& byType) {
 void Metrics::AddPreemptions(int workers) { preemptions_->Increment(workers); }
 void Metrics::AddScaleEvent() { scaleEvents_->Increment(); }
 
+void Metrics::CountJob(JobCount what, const std::string& ns) {
+  // Family::Add returns the existing counter for labels it has seen.
+  jobCounts_[static_cast<size_t>(what)]->Add({{"namespace", ns}}).Increment();
+}
+
 void Metrics::SetJobStep(const std::string& job, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = steps_.find(job);
@@ -84,12 +115,60 @@ void Metrics::SetJobStep(const std::string& job, int64_t step) {
   it->second->Set(static_cast<double>(step));
 }
 
+void Metrics::SetJobGpuUse(const std::string& job, const std::vector<GpuTypeUse>& use) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, JobGpuGauges>& byType = jobGpus_[job];
+  for (auto it = byType.begin(); it != byType.end();) {  // types the job no longer holds
+    const bool held = std::any_of(use.begin(), use.end(),
+                                  [&](const GpuTypeUse& u) { return u.gpuType == it->first; });
+    if (held) {
+      ++it;
+      continue;
+    }
+    jobAllocatedGpus_->Remove(it->second.allocated);
+    jobUsefulGpus_->Remove(it->second.usefulGauge);
+    it = byType.erase(it);
+  }
+  for (const GpuTypeUse& u : use) {
+    JobGpuGauges& g = byType[u.gpuType];
+    if (g.allocated == nullptr) {
+      g.allocated = &jobAllocatedGpus_->Add({{"job", job}, {"gpu_type", u.gpuType}});
+      g.usefulGauge = &jobUsefulGpus_->Add({{"job", job}, {"gpu_type", u.gpuType}});
+    }
+    g.useful = u.workers * u.usefulFraction;
+    g.allocated->Set(u.workers);
+    g.usefulGauge->Set(g.useful);
+  }
+  if (byType.empty()) jobGpus_.erase(job);
+}
+
 void Metrics::ForgetJob(const std::string& job) {
+  SetJobGpuUse(job, {});
   std::lock_guard<std::mutex> lock(mu_);
   auto it = steps_.find(job);
   if (it == steps_.end()) return;
   jobStep_->Remove(it->second);
   steps_.erase(it);
+}
+
+void Metrics::SetUsefulByTypeLocked() {
+  std::map<std::string, double> sums;
+  for (const auto& [job, byType] : jobGpus_) {
+    for (const auto& [type, g] : byType) sums[type] += g.useful;
+  }
+  for (auto it = usefulByType_.begin(); it != usefulByType_.end();) {  // types no job holds
+    if (sums.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    usefulGpus_->Remove(it->second);
+    it = usefulByType_.erase(it);
+  }
+  for (const auto& [type, sum] : sums) {
+    prometheus::Gauge*& g = usefulByType_[type];
+    if (g == nullptr) g = &usefulGpus_->Add({{"gpu_type", type}});
+    g->Set(sum);
+  }
 }
 
 void Metrics::ObserveReconcile(double seconds) { reconcile_->Observe(seconds); }
@@ -99,6 +178,10 @@ std::string Metrics::Text() {
   {
     std::lock_guard<std::mutex> lock(gpuMu_);
     SetGpusLocked(gpuSource_ ? gpuSource_() : std::map<std::string, GpuCounts>());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SetUsefulByTypeLocked();
   }
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }

@@ -4,7 +4,14 @@
 //   easyscale_gpus{state="idle|training|inference",gpu_type}  (training: held
 //     by worker pods; inference: held by inference; idle: the rest)
 //   easyscale_preemptions_total, easyscale_scale_events_total
+//   easyscale_jobs_{created,succeeded,failed,restarted}_total{namespace}  (as
+//     Kubeflow's training-operator counts its jobs; restarted: restarts after
+//     a worker failure)
 //   easyscale_job_step{job}
+//   easyscale_job_allocated_gpus{job,gpu_type}, easyscale_job_useful_gpus{job,gpu_type}
+//     (useful: the allocated GPUs times the share of each step they compute,
+//     under the measured speeds; the rest waits for the slowest worker)
+//   easyscale_useful_gpus{gpu_type}  (the jobs' useful GPUs summed)
 //   easyscale_reconcile_duration_seconds, easyscale_schedule_duration_seconds
 #pragma once
 
@@ -14,8 +21,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "controller/gpu_inventory.h"
+#include "easyscale/operator/scheduler.h"
 
 namespace prometheus {
 class Registry;
@@ -27,6 +36,9 @@ class Family;
 }  // namespace prometheus
 
 namespace easyscale::op {
+
+// What CountJob counts: a job's first status, its end, a restart after a failure.
+enum class JobCount { kCreated, kSucceeded, kFailed, kRestarted };
 
 class Metrics {
  public:
@@ -40,7 +52,9 @@ class Metrics {
   void SetGpuSource(GpuSource source);
   void AddPreemptions(int workers);
   void AddScaleEvent();
+  void CountJob(JobCount what, const std::string& ns);
   void SetJobStep(const std::string& job, int64_t step);
+  void SetJobGpuUse(const std::string& job, const std::vector<GpuTypeUse>& use);
   void ForgetJob(const std::string& job);
   void ObserveReconcile(double seconds);
   void ObserveSchedule(double seconds);
@@ -48,16 +62,28 @@ class Metrics {
 
  private:
   void SetGpusLocked(const std::map<std::string, GpuCounts>& byType);  // gpuMu_ held
+  void SetUsefulByTypeLocked();                                        // mu_ held
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* gpus_;
   prometheus::Family<prometheus::Gauge>* jobStep_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* scaleEvents_;
+  std::array<prometheus::Family<prometheus::Counter>*, 4> jobCounts_;  // by JobCount
   prometheus::Histogram* reconcile_;
   prometheus::Histogram* schedule_;
   std::mutex mu_;
   std::map<std::string, prometheus::Gauge*> steps_;
+  prometheus::Family<prometheus::Gauge>* jobAllocatedGpus_;
+  prometheus::Family<prometheus::Gauge>* jobUsefulGpus_;
+  prometheus::Family<prometheus::Gauge>* usefulGpus_;
+  struct JobGpuGauges {
+    double useful = 0.0;
+    prometheus::Gauge* allocated = nullptr;
+    prometheus::Gauge* usefulGauge = nullptr;
+  };
+  std::map<std::string, std::map<std::string, JobGpuGauges>> jobGpus_;  // job -> type ->
+  std::map<std::string, prometheus::Gauge*> usefulByType_;
   std::mutex gpuMu_;  // held while the source runs: replacing it waits for a scrape
   GpuSource gpuSource_;
   // By type: the idle, training and inference gauges.
