@@ -234,10 +234,12 @@ Status JobController::Reconcile(const std::string& key) {
   MergeReports(reports, pods, &next, *job);
   if (next.phase == JobPhase::kSucceeded) {
     ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
+    metrics_->CountJob(JobCount::kSucceeded, job->ns);
     recorder_->Normal(
         written->object, "Succeeded",
         absl::StrCat("training finished at step ", next.step, "; digest ", next.digest));
     book_.Forget(key);
+    metrics_->SetJobGpuUse(key, {});
     return SyncPods(*written, spec, next, pods, /*keepNone=*/true);
   }
   const std::vector<WorkerFailure> failures = DropLostWorkers(*job, pods, reports, &next);
@@ -287,8 +289,12 @@ Status JobController::Reconcile(const std::string& key) {
   }
 
   ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
+  if (st.observedGeneration == 0) metrics_->CountJob(JobCount::kCreated, job->ns);
+  if (restart) metrics_->CountJob(JobCount::kRestarted, job->ns);
   PublishPlan(*written, spec, next);
   metrics_->SetJobStep(key, next.step);
+  const JobDemand demand = DemandOf(key, spec, next, options_.scheduler);
+  metrics_->SetJobGpuUse(key, PredictGpuUse(demand, demand.current, options_.scheduler));
   const Status synced = SyncPods(*written, spec, next, pods, /*keepNone=*/false);
   if (change.changed) {  // after the pods: an Event must not delay a GPU's use
     metrics_->AddScaleEvent();
@@ -363,10 +369,13 @@ Status JobController::FailInvalid(const JobPtr& job, JobStatus st, const Status&
     return absl::OkStatus();  // already reported; a bad spec is not retried
   }
   st.phase = JobPhase::kFailed;
-  st.observedGeneration = generation;
   SetCondition(st.conditions, "Failed", true, "Invalid", message, generation);
   SetCondition(st.conditions, "Running", false, "Failed", message, generation);
+  const bool first = st.observedGeneration == 0;
+  st.observedGeneration = generation;
   ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, st));
+  if (first) metrics_->CountJob(JobCount::kCreated, job->ns);
+  metrics_->CountJob(JobCount::kFailed, job->ns);
   recorder_->Warning(written->object, "Failed", "Invalid spec: " + message);
   book_.Forget(job->key);
   return SyncPods(*written, JobSpec{}, st, cache_.WorkerPodsOf(*job), /*keepNone=*/true);
@@ -438,14 +447,20 @@ void JobController::MergeReports(const std::map<std::string, WorkerReport>& repo
   for (const auto& [type, sn] : speed) st->speed[type] = sn.first / sn.second;
 }
 
+bool JobController::PodGone(const JobView& job, const PodsByName& pods, const std::string& pod) {
+  if (auto it = pods.find(pod); it != pods.end()) return it->second->Terminated();
+  StatusOr<json> live = client_->Get(kPods, job.ns, pod);
+  if (absl::IsNotFound(live.status())) return true;
+  if (!live.ok()) return false;  // unknown: ask again at the next reconcile
+  const PodView v = ParsePod(*live);
+  return v.ownerUid != job.uid || v.Terminated();  // another incarnation's pod is not ours
+}
+
 std::vector<WorkerFailure> JobController::DropLostWorkers(
     const JobView& job, const PodsByName& pods, const std::map<std::string, WorkerReport>& reports,
     JobStatus* st) {
   const auto now = WallClock::now();
-  auto gone = [&](const std::string& pod) {
-    auto it = pods.find(pod);
-    return it == pods.end() || it->second->Terminated();
-  };
+  auto gone = [&](const std::string& pod) { return PodGone(job, pods, pod); };
   std::erase_if(st->draining, [&](const DrainingRecord& d) {
     if (gone(d.worker.pod)) return true;  // nothing to wait for
     StatusOr<WallClock::time_point> since = ParseTime(d.since);
@@ -535,8 +550,10 @@ Status JobController::FailJob(const JobPtr& job, const JobSpec& spec, JobStatus 
   SetCondition(st.conditions, "Running", false, reason, message, observed);
   SetCondition(st.conditions, "Restarting", false, reason, "the job failed", observed);
   ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, st));
+  metrics_->CountJob(JobCount::kFailed, job->ns);
   recorder_->Warning(written->object, "Failed", message);
   book_.Forget(job->key);
+  metrics_->SetJobGpuUse(job->key, {});
   return SyncPods(*written, spec, st, pods, /*keepNone=*/true);
 }
 
@@ -546,10 +563,7 @@ void JobController::PlanRestore(const JobView& job, const JobSpec& spec,
   // Workers that hold the whole job's state: those that stay first.
   std::vector<std::pair<const WorkerReport*, bool>> holders;
   for (const auto& [pod, r] : reports) {
-    auto it = pods.find(pod);
-    if (r.stateStep < 0 || r.stateUrl.empty() || it == pods.end() || it->second->Terminated()) {
-      continue;
-    }
+    if (r.stateStep < 0 || r.stateUrl.empty() || PodGone(job, pods, pod)) continue;
     const bool member = std::any_of(st->workers.begin(), st->workers.end(),
                                     [&](const WorkerRecord& w) { return w.pod == pod; });
     holders.push_back({&r, member});

@@ -102,6 +102,9 @@ class JobController {
   Status EnsureJobObjects(const JobView& job);
   void MergeReports(const std::map<std::string, WorkerReport>& reports, const PodsByName& pods,
                     JobStatus* st, const JobView& job);
+  // Whether a worker pod of `job` has ended or is gone. The cache may not have
+  // seen a pod created moments ago: one it lacks is looked up on the server.
+  bool PodGone(const JobView& job, const PodsByName& pods, const std::string& pod);
   std::vector<WorkerFailure> DropLostWorkers(const JobView& job, const PodsByName& pods,
                                              const std::map<std::string, WorkerReport>& reports,
                                              JobStatus* st);

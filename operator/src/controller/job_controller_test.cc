@@ -49,6 +49,12 @@ class JobControllerTest : public ::testing::Test {
     return j.ok() ? *j : json();
   }
   json StatusOf(const std::string& name) { return Get(name).value("status", json::object()); }
+  // A metric sample's value, or -1 while it is not exported.
+  double Sample(const std::string& series) {
+    const std::string text = metrics_.Text();
+    const size_t at = text.find("\n" + series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 2));
+  }
   int EventCount(const std::string& name, const std::string& reason) {
     StatusOr<json> e = client_->List(
         kEvents, "default", {.fieldSelector = "involvedObject.name=" + name + ",reason=" + reason});
@@ -81,9 +87,10 @@ class JobControllerTest : public ::testing::Test {
       r.stateStep = step;
       r.stateUrl = "http://" + pod + ":29400";
     }
-    // The status says Running before the plan is published: wait for it, as
-    // a worker's report would (it is refused until then).
-    ASSERT_TRUE(Eventually([&] { return controller_->book().HasPlan(r.job); }));
+    // The status is written before the plan naming the pod is published: wait
+    // for its assignment, as a worker does (its report is refused until then).
+    ASSERT_TRUE(Eventually([&] { return controller_->book().AssignmentFor(r.job, pod).ok(); }))
+        << pod;
     StatusOr<bool> news = controller_->book().Record(r);
     ASSERT_TRUE(news.ok()) << news.status();
     if (*news) controller_->queue().Add(r.job);
@@ -101,6 +108,16 @@ class JobControllerTest : public ::testing::Test {
   }
   StatusOr<WorkerAssignment> Assignment(const std::string& pod) {
     return controller_->book().AssignmentFor("default/j", pod);
+  }
+  // The pod's assignment once it says Run (or the last one seen): the plan is
+  // published right after the status write that released its generation.
+  StatusOr<WorkerAssignment> RunAssignment(const std::string& pod) {
+    StatusOr<WorkerAssignment> a;
+    Eventually([&] {
+      a = Assignment(pod);
+      return a.ok() && a->action == WorkerAction::kRun;
+    });
+    return a;
   }
   std::vector<std::string> Pods(const json& records) {
     std::vector<std::string> out;
@@ -166,6 +183,9 @@ TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
   ASSERT_TRUE(Eventually([&] { return StatusOf("good").value("phase", "") == "Running"; }));
   std::this_thread::sleep_for(500ms);  // several resyncs: no repeated Events for bad specs
   EXPECT_EQ(EventCount("no-ests", "Failed"), 1);
+  // Counted once each, however often they are reconciled.
+  EXPECT_EQ(Sample(R"(easyscale_jobs_created_total{namespace="default"})"), bad.size() + 1.0);
+  EXPECT_EQ(Sample(R"(easyscale_jobs_failed_total{namespace="default"})"), bad.size());
 }
 
 TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
@@ -238,9 +258,8 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 10);
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
   EXPECT_EQ(StatusOf("j")["phase"], "Running");
-  a = Assignment(gen2.back());
+  a = RunAssignment(gen2.back());
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->action, WorkerAction::kRun);
   EXPECT_EQ(a->worldSize, 4);
   // The new workers take the state from the two that stay, which hold step 10.
   EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
@@ -294,6 +313,8 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   const std::string text = metrics_.Text();
   EXPECT_NE(text.find("easyscale_preemptions_total 1"), std::string::npos) << text;
   EXPECT_NE(text.find("easyscale_scale_events_total 3"), std::string::npos) << text;
+  EXPECT_EQ(Sample(R"(easyscale_jobs_created_total{namespace="default"})"), 1.0);
+  EXPECT_EQ(Sample(R"(easyscale_jobs_succeeded_total{namespace="default"})"), 1.0);
 }
 
 // Every job gets its control token in a Secret its pods read, and a
@@ -364,6 +385,10 @@ TEST_F(JobControllerTest, WorkerFailuresRestartWithBackoffThenFailTheJob) {
   EXPECT_NE((*c)["message"].get<std::string>().find("RendezvousFailed"), std::string::npos) << *c;
   EXPECT_TRUE(Eventually([&] { return EventCount("j", "WorkerFailed") == 3; }));
   EXPECT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  EXPECT_EQ(Sample(R"(easyscale_jobs_created_total{namespace="default"})"), 1.0);
+  EXPECT_EQ(Sample(R"(easyscale_jobs_restarted_total{namespace="default"})"), 2.0);
+  EXPECT_EQ(Sample(R"(easyscale_jobs_failed_total{namespace="default"})"), 1.0);
+  EXPECT_EQ(Sample(R"(easyscale_jobs_succeeded_total{namespace="default"})"), -1.0);
 }
 
 TEST_F(JobControllerTest, APermanentWorkerErrorFailsTheJobAtOnce) {
@@ -401,7 +426,7 @@ TEST_F(JobControllerTest, LeavingWorkersServeTheStateWhenNoWorkerStays) {
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
   json st = StatusOf("j");
   EXPECT_EQ(Pods(st["handover"]), gen1);
-  StatusOr<WorkerAssignment> a = Assignment(gen2[0]);
+  StatusOr<WorkerAssignment> a = RunAssignment(gen2[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
   EXPECT_EQ(a->restore.step, 9);
@@ -482,6 +507,36 @@ TEST_F(JobControllerTest, GpuGaugesShowNoTrainingOnceEveryJobHasEnded) {
   }
   EXPECT_TRUE(shows("training", 0)) << metrics_.Text();
   EXPECT_TRUE(shows("idle", 2)) << metrics_.Text();
+}
+
+// A job forced onto a faster and a slower GPU: the slower one computes the
+// whole step, the faster one waits part of it. Its allocated and useful GPUs
+// per type are exported, and they vanish when the job ends.
+TEST_F(JobControllerTest, UsefulGpuGaugesShowTheShareOfEachStepAJobComputes) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n2", "h100", 1)).ok());
+  json spec = kGoodSpec;
+  spec["minWorkers"] = 2;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  const std::string job = "job=\"default/j\"";
+  ASSERT_TRUE(Eventually([&] {
+    return Sample("easyscale_job_allocated_gpus{gpu_type=\"a100\"," + job + "}") == 1.0;
+  })) << metrics_.Text();
+  EXPECT_EQ(Sample("easyscale_job_allocated_gpus{gpu_type=\"h100\"," + job + "}"), 1.0);
+  // Default speeds a100 2.5, h100 3.5: 8 ESTs split 3 / 5, a step of 5/3.5;
+  // the a100 computes 3/2.5 of it.
+  const double a100 = 3 / 2.5 / (5 / 3.5);
+  EXPECT_NEAR(Sample("easyscale_job_useful_gpus{gpu_type=\"a100\"," + job + "}"), a100, 1e-9);
+  EXPECT_NEAR(Sample("easyscale_job_useful_gpus{gpu_type=\"h100\"," + job + "}"), 1.0, 1e-9);
+  EXPECT_NEAR(Sample("easyscale_useful_gpus{gpu_type=\"a100\"}"), a100, 1e-9);
+
+  Report(Pods(StatusOf("j")["workers"])[0], 1, WorkerState::kSucceeded, 50, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  EXPECT_TRUE(Eventually([&] {
+    return metrics_.Text().find("easyscale_useful_gpus{") == std::string::npos &&
+           Sample("easyscale_job_allocated_gpus{gpu_type=\"a100\"," + job + "}") == -1.0;
+  })) << metrics_.Text();
 }
 
 TEST_F(JobControllerTest, DeletionRemovesTheFinalizerOnceThePodsAreGone) {
@@ -572,6 +627,48 @@ TEST_F(JobControllerStepTest, AJobsReconcileAppliesTheLatestPlanAndNeverSchedule
   EXPECT_EQ(st["workers"].size(), 1u);
   EXPECT_EQ(st.value("preemptions", 0), 1);
   EXPECT_EQ(controller_->cycle().cycles(), 2);
+}
+
+// The pod informer lags the pods the controller just created: a worker of the
+// running generation that the cache has not seen is not gone, so the next
+// generation drains it (its state kept) instead of dropping it.
+TEST_F(JobControllerStepTest, AWorkerTheCacheHasNotSeenIsDrainedNotDropped) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["maxWorkers"] = 2;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
+  server_->HoldWatches("pods", true);
+  controller_->RunSchedulingCycle();
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  ASSERT_EQ(WorkerPods("j").size(), 2u);
+  ASSERT_EQ(StatusOf("j").value("runningGeneration", 0), 1);
+  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
+  ASSERT_EQ(controller_->CachedPod("default/" + gen1[0]), nullptr);
+
+  // Inference takes n1 back (the device plugin says so; no pod event needed)
+  // and n3 comes up: the job moves there.
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
+  ASSERT_TRUE(client_
+                  ->MergePatch(kNodes, "", "n1",
+                               {{"metadata",
+                                 {{"annotations",
+                                   {{"easyscale.io/gpus",
+                                     R"([{"id":"0","type":"a100","heldBy":"serving/llm-0"},)"
+                                     R"({"id":"1","type":"a100","heldBy":"serving/llm-0"}])"}}}}}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    controller_->RunSchedulingCycle();
+    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+    return plan && plan->placements == std::vector<Placement>{{"n3", "a100", 2}};
+  }));
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());  // it looks for the leaving pods
+  const json st = StatusOf("j");
+  EXPECT_EQ(st.value("generation", 0), 2);
+  EXPECT_EQ(Pods(st["draining"]), gen1);
+  EXPECT_EQ(WorkerPods("j").size(), 4u);
+  server_->HoldWatches("pods", false);
 }
 
 // A long window and no resync: every cycle comes from a change.
