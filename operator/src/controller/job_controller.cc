@@ -278,6 +278,8 @@ Status JobController::Reconcile(const std::string& key) {
     PlanRestore(*job, spec, reports, pods, &next);
   }
   FinishHandover(*job, reports, &next);
+  // Suspended and drained: no worker is left to serve the state to.
+  if (spec.suspend && next.workers.empty() && next.draining.empty()) next.handover.clear();
   next.phase = spec.suspend && next.workers.empty() ? JobPhase::kSuspended : PhaseOf(next);
   SetSuspended(*job, spec, &next);
   SetProgress(*job, spec, &next);

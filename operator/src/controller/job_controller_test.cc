@@ -140,6 +140,25 @@ class JobControllerTest : public ::testing::Test {
     const json workers = StatusOf("j").value("workers", json::array());
     return workers.empty() ? "" : workers[0].value("pod", "");
   }
+  // Job j's two workers on n1 lose it to inference while n3 is idle: the
+  // new workers (gen2) run and the drained old ones (gen1) serve them the state.
+  void HandOverToNewWorkers(std::vector<std::string>* gen1, std::vector<std::string>* gen2) {
+    ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+    json spec = kGoodSpec;
+    spec["maxWorkers"] = 2;  // n3 coming up is no reason to scale out
+    ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+    *gen1 = Pods(StatusOf("j")["workers"]);
+    for (const std::string& p : *gen1) Report(p, 1, WorkerState::kRunning, 7);
+    ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
+    RunInference("inf-1", "n1", 2);  // n1 is inference's again; n3 is idle
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+    *gen2 = Pods(StatusOf("j")["workers"]);
+    for (const std::string& p : *gen2) EXPECT_EQ(std::count(gen1->begin(), gen1->end(), p), 0);
+    for (const std::string& p : *gen1) Report(p, 1, WorkerState::kCheckpointed, 9);
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+    EXPECT_EQ(Pods(StatusOf("j")["handover"]), *gen1);
+  }
   void SetSuspend(const std::string& name, bool suspend) {
     ASSERT_TRUE(
         client_->MergePatch(kEasyScaleJobs, "default", name, {{"spec", {{"suspend", suspend}}}})
@@ -414,22 +433,8 @@ TEST_F(JobControllerTest, APermanentWorkerErrorFailsTheJobAtOnce) {
 // workers hold none of the state, so the leaving ones stay, drained, to serve
 // it until the new generation has restored it; then their GPUs are freed.
 TEST_F(JobControllerTest, LeavingWorkersServeTheStateWhenNoWorkerStays) {
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
-  json spec = kGoodSpec;
-  spec["maxWorkers"] = 2;  // n3 coming up is no reason to scale out
-  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
-  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
-  for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 7);
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
-  RunInference("inf-1", "n1", 2);  // n1 is inference's again; n3 is idle
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
-  const std::vector<std::string> gen2 = Pods(StatusOf("j")["workers"]);
-  for (const std::string& p : gen2) EXPECT_EQ(std::count(gen1.begin(), gen1.end(), p), 0);
-  for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 9);
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
-  json st = StatusOf("j");
-  EXPECT_EQ(Pods(st["handover"]), gen1);
+  std::vector<std::string> gen1, gen2;
+  ASSERT_NO_FATAL_FAILURE(HandOverToNewWorkers(&gen1, &gen2));
   StatusOr<WorkerAssignment> a = Assignment(gen2[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
@@ -683,6 +688,22 @@ TEST_F(JobControllerTest, SuspendWithoutAClaimResumesFromStepZeroAndSaysSo) {
   EXPECT_EQ(StatusOf("j")["restore"]["from"], "Fresh");
   EXPECT_EQ(StatusOf("j")["step"], 0);
   EXPECT_TRUE(Eventually([&] { return EventCount("j", "StateLost") == 1; }));
+}
+
+// Suspended during a hand-over: once the running workers have drained,
+// nothing is left to serve the state to, and the serving workers go too.
+TEST_F(JobControllerTest, ASuspensionDuringAHandOverLetsEveryWorkerGo) {
+  std::vector<std::string> gen1, gen2;
+  ASSERT_NO_FATAL_FAILURE(HandOverToNewWorkers(&gen1, &gen2));
+  SetSuspend("j", true);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 3; }));
+  EXPECT_EQ(WorkerPods("j").size(), 4u);  // gen2 drains, gen1 still serves it
+  for (const std::string& p : gen2) Report(p, 2, WorkerState::kCheckpointed, 12);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  const json st = StatusOf("j");
+  EXPECT_TRUE(st.value("handover", json::array()).empty());
+  EXPECT_EQ(st["step"], 12);
+  EXPECT_EQ(st["phase"], "Suspended");
 }
 
 // Kueue admits custom jobs through spec.suspend: one created suspended with
