@@ -685,8 +685,9 @@ void JobController::SetProgress(const JobView& job, const JobSpec& spec, JobStat
     return;
   }
   StepRate& rate = rates_[job.key];
-  rate.Observe(st->step, StepRate::Clock::now());
-  st->estimatedRemainingSeconds = rate.RemainingSeconds(st->step, total).value_or(-1);
+  const StepRate::Clock::time_point now = StepRate::Clock::now();
+  rate.Observe(st->step, now);
+  st->estimatedRemainingSeconds = rate.RemainingSeconds(st->step, total, now).value_or(-1);
 }
 
 StatusOr<JobPtr> JobController::WriteStatus(const JobPtr& job, const JobStatus& st) {
