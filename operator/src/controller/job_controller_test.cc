@@ -480,6 +480,15 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
   ASSERT_EQ((*events)["items"].size(), 1u);
   EXPECT_NE((*events)["items"][0]["message"].get<std::string>().find("exit code 137 (OOMKilled)"),
             std::string::npos);
+  // Restarting goes True with the failure, then False once the new worker trains.
+  const json restarting = Condition("j", "Restarting");
+  EXPECT_EQ(restarting["status"], "True");
+  EXPECT_EQ(restarting["reason"], "WorkerLost");
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+  Report(Pods(StatusOf("j")["workers"])[0], 2, WorkerState::kRunning, 1);
+  ASSERT_TRUE(Eventually([&] { return Condition("j", "Restarting")["status"] == "False"; }));
+  EXPECT_EQ(Condition("j", "Restarting")["reason"], "Recovered");
+  EXPECT_EQ(Condition("j", "Running")["status"], "True");
 }
 
 // easyscale_gpus describes the cluster, not a running job: once every job has
