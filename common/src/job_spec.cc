@@ -12,8 +12,8 @@
 namespace easyscale {
 
 const std::vector<std::string>& KnownGpuTypes() {
-  static const std::vector<std::string> kTypes = {"h200", "h100", "a100", "a10",
-                                                  "l4",   "v100", "p100", "t4",   "cpu"};
+  static const std::vector<std::string> kTypes = {"h200", "h100", "a100", "a10", "l4",
+                                                  "v100", "p100", "t4",   "cpu"};
   return kTypes;
 }
 
@@ -291,6 +291,7 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
   r.Int("maxWorkers", &s.maxWorkers, false, 1, 4096);
   r.StringList("gpuTypes", &s.gpuTypes);
   r.Int("priority", &s.priority, false, -1000000, 1000000);
+  r.Bool("suspend", &s.suspend);
   if (const nlohmann::json* t = r.Object("training")) {
     auto training = ParseTrainingArgs(*t, r.FieldPath("training"));
     if (!training.ok()) return training.status();
@@ -392,7 +393,8 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"checkpoint",
        {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}},
       {"output", ToJson(s.output)},
-      {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}}};
+      {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}},
+      {"suspend", s.suspend}};
   nlohmann::json secrets = nlohmann::json::array();
   for (const std::string& name : s.worker.imagePullSecrets) secrets.push_back({{"name", name}});
   nlohmann::json volumes = nlohmann::json::array();

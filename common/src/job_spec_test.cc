@@ -22,6 +22,7 @@ TEST(JobSpec, ParsesAndDefaults) {
   EXPECT_EQ(s->ests, 8);
   EXPECT_EQ(s->maxWorkers, 4);
   EXPECT_EQ(s->training.model, "cnn");
+  EXPECT_FALSE(s->suspend);
   auto j = Valid();
   j.erase("maxWorkers");
   EXPECT_EQ(ParseJobSpec(j)->maxWorkers, 8);
@@ -30,6 +31,7 @@ TEST(JobSpec, ParsesAndDefaults) {
 TEST(JobSpec, RoundTrips) {
   auto j = Valid();
   j["output"] = {{"path", "/models/mnist"}, {"everyCheckpoint", true}};
+  j["suspend"] = true;
   j["worker"]["volumes"] = {
       {{"name", "models"}, {"claimName", "models"}, {"mountPath", "/models"}}};
   auto s = ParseJobSpec(j);
@@ -38,6 +40,7 @@ TEST(JobSpec, RoundTrips) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*s, *again);
   EXPECT_EQ(again->output, (OutputSpec{.path = "/models/mnist", .everyCheckpoint = true}));
+  EXPECT_TRUE(again->suspend);
 }
 
 struct BadCase {

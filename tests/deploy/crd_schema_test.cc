@@ -3,6 +3,7 @@
 // the API server accepts exactly what the operator's ParseJobSpec accepts.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -354,7 +355,51 @@ TEST_F(CrdSchema, PrinterColumnsReadSchemaFieldsOfTheirType) {
     EXPECT_EQ((*node)["type"], c["type"]) << c["name"];
   }
   EXPECT_EQ(names, (std::vector<std::string>{"Phase", "ESTs", "Workers", "GPU types", "Step",
-                                             "Preemptions", "Age"}));
+                                             "Progress", "ETA", "Preemptions", "Age"}));
+}
+
+// `kubectl explain` documents the whole spec and status: every field under
+// them, at any depth (in objects, list items and maps), has a description.
+TEST_F(CrdSchema, EveryFieldHasADescription) {
+  std::vector<std::string> missing;
+  std::function<void(const json&, const std::string&)> walk = [&](const json& node,
+                                                                  const std::string& path) {
+    if (node.contains("properties")) {
+      for (const auto& [name, field] : node["properties"].items()) {
+        const std::string at = path + "." + name;
+        if (field.value("description", "").empty()) missing.push_back(at);
+        walk(field, at);
+      }
+    }
+    if (node.contains("items")) walk(node["items"], path + "[]");
+    if (node.contains("additionalProperties") && node["additionalProperties"].is_object()) {
+      walk(node["additionalProperties"], path + "{}");
+    }
+  };
+  for (const char* part : {"spec", "status"}) {
+    const json& schema = schema_["properties"][part];
+    ASSERT_FALSE(schema.value("description", "").empty()) << part;
+    walk(schema, part);
+  }
+  EXPECT_EQ(missing, std::vector<std::string>{});
+  // The walk reaches the deep ones.
+  EXPECT_FALSE(schema_["properties"]["status"]["properties"]["conditions"]["items"]["properties"]
+                      ["observedGeneration"]
+                          .value("description", "")
+                          .empty());
+}
+
+TEST_F(CrdSchema, SuspendDefaultsToFalseAndParsesLikeJobSpec) {
+  json spec;
+  ASSERT_EQ(Check({{"image", "w:1"}, {"ests", 4}}, &spec), std::vector<std::string>{});
+  EXPECT_EQ(spec["suspend"], false);
+  ASSERT_EQ(Check({{"image", "w:1"}, {"ests", 4}, {"suspend", true}}, &spec),
+            std::vector<std::string>{});
+  auto parsed = ParseJobSpec(spec);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->suspend);
+  EXPECT_FALSE(Check({{"image", "w:1"}, {"ests", 4}, {"suspend", "yes"}}).empty());
+  EXPECT_FALSE(ParseJobSpec({{"image", "w:1"}, {"ests", 4}, {"suspend", "yes"}}).ok());
 }
 
 TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
@@ -374,6 +419,8 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
         {{"pod", "demo-g3-1"}, {"node", "n2"}, {"gpuType", "t4"}, {"rank", 1}, {"ests", {3}}}}},
       {"assignment", {{"totalEsts", 4}, {"workers", {{0, 1, 2}, {3}}}}},
       {"step", 57},
+      {"progressPercentage", 47},
+      {"estimatedRemainingSeconds", 312},
       {"preemptions", 1},
       {"scaleEvents", 2},
       {"digest", "ab12"},
@@ -398,6 +445,7 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
   bad["status"]["startTime"] = "yesterday";
   bad["status"]["workers"][0]["rank"] = "0";
   bad["status"]["output"]["onnxSha256"] = "ABC";
+  bad["status"]["progressPercentage"] = 101;
   const auto errors = shapes_->Validate(&bad);
   const std::vector<std::string> want = {
       "status.phase: Unsupported value: \"Paused\"",
@@ -407,7 +455,8 @@ TEST_F(CrdSchema, StatusTakesWhatTheOperatorWrites) {
       "status.workers[0].rank: Invalid value: \"string\": status.workers[0].rank in body must be "
       "of "
       "type integer: \"string\"",
-      "status.output.onnxSha256: Invalid value: \"ABC\""};
+      "status.output.onnxSha256: Invalid value: \"ABC\"",
+      "status.progressPercentage: Invalid value: 101"};
   for (const auto& w : want) {
     EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
                             [&](const std::string& e) { return e.find(w) != std::string::npos; }))

@@ -64,9 +64,22 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   s.failuresInARow = 1;
   s.restartAfter = "2026-12-02T14:00:03Z";
   s.failedGeneration = 4;
+  s.progressPercentage = 47;
+  s.estimatedRemainingSeconds = 312;
   op::SetCondition(s.conditions, "Valid", true, "Valid", "spec accepted", 2);
   op::SetCondition(s.conditions, "Restarting", true, "PeerLost", "worker demo-w-4-1 ...", 2);
   EXPECT_EQ(Check(s), std::vector<std::string>{});
+}
+
+// Every phase the operator writes is in the schema's enum.
+TEST_F(OperatorStatus, EveryPhaseIsAccepted) {
+  for (op::JobPhase phase : {op::JobPhase::kPending, op::JobPhase::kRunning, op::JobPhase::kScaling,
+                             op::JobPhase::kPreempted, op::JobPhase::kSuspended,
+                             op::JobPhase::kSucceeded, op::JobPhase::kFailed}) {
+    op::JobStatus s;
+    s.phase = phase;
+    EXPECT_EQ(Check(s), std::vector<std::string>{}) << op::PhaseName(phase);
+  }
 }
 
 // The digest fields hold SHA-256s: anything else is refused by the schema.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -52,6 +53,21 @@ class IsolatedEndToEnd : public ::testing::Test {
     leader_ = c.StartOperator("op-a", args, service);
     ASSERT_TRUE(Eventually([&] { return leader_->Ready(); }));
     standby_ = c.StartOperator("op-b", args, service);
+  }
+
+  // Job "j" of `steps` with a durable-checkpoint claim, on `nodes` nodes of
+  // one h100 each; returns the fixed run's digest of those steps.
+  std::string StartJobWithAClaim(TestCluster& c, int64_t steps, int nodes) {
+    const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
+    std::vector<NodeSpec> specs;
+    for (int i = 1; i <= nodes; ++i) specs.push_back({"n" + std::to_string(i), "h100", 1});
+    EXPECT_TRUE(c.AddNodes(specs).ok());
+    StartOperators(c);
+    const json claim = {{"claimName", "ckpt"}, {"mountPath", "/var/lib/easyscale-e2e-ckpt"}};
+    EXPECT_TRUE(c.client()
+                    .Create(kEasyScaleJobs, "default", EasyScaleJob("j", Spec(steps, nodes, claim)))
+                    .ok());
+    return reference;
   }
 
   static std::set<std::string> Nodes(const json& status) {
@@ -154,13 +170,8 @@ TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
   TestCluster c("e2e-claim", {.isolatePods = true});
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 400;
-  const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
+  const std::string reference = StartJobWithAClaim(c, steps, 3);
   ASSERT_EQ(reference.size(), 64u);
-  ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
-  StartOperators(c);
-  const json claim = {{"claimName", "ckpt"}, {"mountPath", "/var/lib/easyscale-e2e-ckpt"}};
-  ASSERT_TRUE(
-      c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", Spec(steps, 3, claim))).ok());
   ASSERT_TRUE(Eventually([&] { return Step(c) >= 60; }, 60s)) << c.dir();
   const json before = c.JobStatus("j");
   ASSERT_GE(before["workers"].size(), 2u);
@@ -184,6 +195,53 @@ TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
   const std::string uid = c.Job("j")["metadata"]["uid"];
   EXPECT_TRUE(std::filesystem::exists(c.ClaimDir("default", "ckpt") + "/" + uid + "/LATEST"))
       << "no durable checkpoint under the job's UID";
+}
+
+// spec.suspend mid-run: the workers checkpoint into the claim at the next
+// step, their pods go; resumed, the job restores exactly that step and ends
+// with the digest of the uninterrupted fixed run.
+TEST_F(IsolatedEndToEnd, ASuspendedAndResumedJobEndsWithTheUninterruptedRunsDigest) {
+  TestCluster c("e2e-suspend", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 1500;
+  const std::string reference = StartJobWithAClaim(c, steps, 2);
+  ASSERT_EQ(reference.size(), 64u);
+  ASSERT_TRUE(Eventually([&] { return Step(c) >= 30; }, 60s)) << c.dir();
+
+  ASSERT_TRUE(
+      c.client().MergePatch(kEasyScaleJobs, "default", "j", {{"spec", {{"suspend", true}}}}).ok());
+  ASSERT_TRUE(Eventually([&] { return c.WorkerPods("j").empty(); }, 60s)) << c.JobStatus("j");
+  const json suspended = c.JobStatus("j");
+  EXPECT_EQ(suspended["phase"], "Suspended");
+  const int64_t at = suspended["step"];
+  ASSERT_GT(at, 0);
+  ASSERT_LT(at, steps) << "the job ended before the suspension";
+  // The drain wrote the step it stopped at, not only the periodic checkpoints.
+  const std::string uid = c.Job("j")["metadata"]["uid"];
+  char folder[32];
+  std::snprintf(folder, sizeof folder, "ckpt-%09lld", static_cast<long long>(at));
+  StatusOr<std::string> latest =
+      ReadFile(c.ClaimDir("default", "ckpt") + "/" + uid + "/LATEST", 256);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, folder);
+  std::this_thread::sleep_for(2s);  // suspended: nothing runs
+  EXPECT_TRUE(c.WorkerPods("j").empty());
+  EXPECT_EQ(Step(c), at);
+
+  ASSERT_TRUE(
+      c.client().MergePatch(kEasyScaleJobs, "default", "j", {{"spec", {{"suspend", false}}}}).ok());
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 180s))
+      << c.JobStatus("j") << " in " << c.dir();
+  const json done = c.JobStatus("j");
+  EXPECT_EQ(done["digest"], reference);
+  EXPECT_EQ(done["restore"]["from"], "Durable");
+  EXPECT_EQ(done.value("restarts", 0), 0);
+  EXPECT_EQ(c.EventCount("j", "StateLost"), 0);
+  EXPECT_EQ(c.EventCount("j", "Suspended"), 1);
+  EXPECT_EQ(c.EventCount("j", "Resumed"), 1);
+  const json* resumed = FindCondition(done["conditions"], "Suspended");
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ((*resumed)["reason"], "Resumed");
 }
 
 // The user's model on a claim: the example CNN, exported by PyTorch at test

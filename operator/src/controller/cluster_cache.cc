@@ -65,7 +65,7 @@ bool SameSchedulingInputs(const JobView& a, const JobView& b) {
     const JobSpec& x = *a.spec;
     const JobSpec& y = *b.spec;
     if (x.ests != y.ests || x.minWorkers != y.minWorkers || x.maxWorkers != y.maxWorkers ||
-        x.priority != y.priority || x.gpuTypes != y.gpuTypes) {
+        x.priority != y.priority || x.gpuTypes != y.gpuTypes || x.suspend != y.suspend) {
       return false;
     }
   }

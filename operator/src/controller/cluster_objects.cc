@@ -162,6 +162,7 @@ JobView ParseJob(json job) {
   (void)absl::SimpleAtoi(StringAt(meta, "resourceVersion"), &v.resourceVersion);
   v.creationTimestamp = StringAt(meta, "creationTimestamp");
   v.deleting = meta.contains("deletionTimestamp");
+  v.queueName = StringAt(ObjectAt(meta, "labels"), kQueueNameLabel);
   auto finalizers = meta.find("finalizers");
   if (finalizers != meta.end() && finalizers->is_array()) {
     v.hasFinalizer = std::find(finalizers->begin(), finalizers->end(), json(kCleanupFinalizer)) !=

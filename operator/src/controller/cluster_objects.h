@@ -29,6 +29,9 @@ inline constexpr const char* kJobLabel = "easyscale.io/job";
 inline constexpr const char* kGenerationLabel = "easyscale.io/generation";
 inline constexpr const char* kInferenceGpuResource = "nvidia.com/gpu";
 inline constexpr const char* kCleanupFinalizer = "easyscale.io/cleanup";
+// Kueue's label: the LocalQueue a job waits in, created with spec.suspend
+// true, until Kueue admits it by setting spec.suspend to false.
+inline constexpr const char* kQueueNameLabel = "kueue.x-k8s.io/queue-name";
 
 enum class PodRole { kOther, kWorker, kInference };
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
@@ -107,6 +110,7 @@ struct JobView {
   std::string creationTimestamp;
   bool deleting = false;
   bool hasFinalizer = false;  // easyscale.io/cleanup
+  std::string queueName;      // kueue.x-k8s.io/queue-name; empty: not queued by Kueue
   StatusOr<JobSpec> spec = JobSpec{};
   StatusOr<JobStatus> status = JobStatus{};
   nlohmann::json object;  // as read: for updates, owner references and Events

@@ -24,7 +24,7 @@ ClusterState JobController::BuildCluster() {
     if (job->deleting || !job->spec.ok() || !job->status.ok()) continue;
     const JobSpec& spec = *job->spec;
     const JobStatus& st = *job->status;
-    if (IsTerminal(st.phase)) continue;
+    if (IsTerminal(st.phase) || spec.suspend) continue;  // a suspended job asks for nothing
     for (const WorkerRecord& w : st.workers) members[job->key].insert(w.pod);
     entries.push_back(
         {job->creationTimestamp, job->key, DemandOf(job->key, spec, st, options_.scheduler)});

@@ -65,11 +65,6 @@ void ControlBook::Forget(const std::string& job) {
   jobs_.erase(job);
 }
 
-bool ControlBook::HasPlan(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return jobs_.count(job) != 0;
-}
-
 StatusOr<ControlBook::Job*> ControlBook::FindLocked(const std::string& job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return absl::UnavailableError("no plan for job " + job + " yet");

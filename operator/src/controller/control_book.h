@@ -55,7 +55,6 @@ class ControlBook {
  public:
   void Publish(ControlPlan plan);
   void Forget(const std::string& job);
-  bool HasPlan(const std::string& job);
 
   // OK when the Authorization header `authorization` carries the job's
   // token; Unavailable while the job has no plan (a new leader before its

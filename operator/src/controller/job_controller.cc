@@ -193,6 +193,7 @@ Status JobController::Reconcile(const std::string& key) {
   if (!cached) {  // deleted: the garbage collector removes its pods
     book_.Forget(key);
     metrics_->ForgetJob(key);
+    rates_.erase(key);
     std::lock_guard<std::mutex> lock(writtenMu_);
     written_.erase(key);
     return absl::OkStatus();
@@ -230,9 +231,14 @@ Status JobController::Reconcile(const std::string& key) {
 
   JobStatus next = st;
   next.observedGeneration = generation;
+  if (FindCondition(next.conditions, "Created") == nullptr) {
+    SetCondition(next.conditions, "Created", true, "Created",
+                 absl::StrCat("EasyScaleJob ", key, " is created"), generation);
+  }
   const std::map<std::string, WorkerReport> reports = book_.Reports(key);
   MergeReports(reports, pods, &next, *job);
   if (next.phase == JobPhase::kSucceeded) {
+    SetProgress(*job, spec, &next);
     ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
     metrics_->CountJob(JobCount::kSucceeded, job->ns);
     recorder_->Normal(
@@ -258,10 +264,13 @@ Status JobController::Reconcile(const std::string& key) {
   const bool restart = next.failedGeneration != failedBefore;
 
   // The job's part of the latest plan; a job the last cycle did not see yet
-  // keeps what it holds (its arrival has arranged the next cycle).
-  const std::optional<JobPlan> plan = cycle_.PlanFor(key);
+  // keeps what it holds (its arrival has arranged the next cycle). A
+  // suspended job holds nothing: its workers drain to a checkpoint, as for a
+  // scale-in, and their pods go.
+  const std::optional<JobPlan> plan = spec.suspend ? std::nullopt : cycle_.PlanFor(key);
   const std::vector<Placement> desired =
-      plan ? plan->placements : ToPlacements(CountWorkers(next.workers));
+      plan ? plan->placements
+           : (spec.suspend ? std::vector<Placement>{} : ToPlacements(CountWorkers(next.workers)));
   const int preempted = plan ? plan->preempted : 0;
   ES_ASSIGN_OR_RETURN(PlanChange change,
                       PlanNextGeneration(job->name, spec, desired, preempted, restart, NowTime(),
@@ -271,7 +280,11 @@ Status JobController::Reconcile(const std::string& key) {
     PlanRestore(*job, spec, reports, pods, &next);
   }
   FinishHandover(*job, reports, &next);
-  next.phase = PhaseOf(next);
+  // Suspended and drained: no worker is left to serve the state to.
+  if (spec.suspend && next.workers.empty() && next.draining.empty()) next.handover.clear();
+  next.phase = spec.suspend && next.workers.empty() ? JobPhase::kSuspended : PhaseOf(next);
+  SetSuspended(*job, spec, &next);
+  SetProgress(*job, spec, &next);
   SetCondition(next.conditions, "Running", next.phase == JobPhase::kRunning, PhaseName(next.phase),
                absl::StrCat(next.workers.size(), " workers in generation ", next.generation),
                generation);
@@ -296,7 +309,9 @@ Status JobController::Reconcile(const std::string& key) {
   const JobDemand demand = DemandOf(key, spec, next, options_.scheduler);
   metrics_->SetJobGpuUse(key, PredictGpuUse(demand, demand.current, options_.scheduler));
   const Status synced = SyncPods(*written, spec, next, pods, /*keepNone=*/false);
-  if (change.changed) {  // after the pods: an Event must not delay a GPU's use
+  // After the pods: an Event must not delay a GPU's use. A suspension's
+  // drain is told by the Suspended Event.
+  if (change.changed && !spec.suspend) {
     metrics_->AddScaleEvent();
     if (preempted > 0) metrics_->AddPreemptions(preempted);
     if (change.reason == "Preempted" || change.reason == "Restarted") {
@@ -406,7 +421,10 @@ void JobController::MergeReports(const std::map<std::string, WorkerReport>& repo
     return it != pods.end() && it->second->generation < st->generation;
   });
   std::erase_if(st->draining, [&](const DrainingRecord& d) {
-    if (!DrainedBy(d, Newest(reports, d.worker.pod))) return false;
+    const std::optional<WorkerReport> r = Newest(reports, d.worker.pod);
+    if (!DrainedBy(d, r)) return false;
+    // The step it stopped at: with no worker left (suspended), no other says it.
+    if (r->generation == st->runningGeneration) st->step = std::max(st->step, r->step);
     const bool member = std::any_of(st->workers.begin(), st->workers.end(),
                                     [&](const WorkerRecord& w) { return w.pod == d.worker.pod; });
     if (!member && !staying && !st->workers.empty()) st->handover.push_back(d);
@@ -546,6 +564,7 @@ Status JobController::FailJob(const JobPtr& job, const JobSpec& spec, JobStatus 
   const int64_t observed = job->metadataGeneration;
   st.phase = JobPhase::kFailed;
   st.completionTime = NowTime();
+  st.estimatedRemainingSeconds = -1;
   SetCondition(st.conditions, "Failed", true, reason, message, observed);
   SetCondition(st.conditions, "Running", false, reason, message, observed);
   SetCondition(st.conditions, "Restarting", false, reason, "the job failed", observed);
@@ -630,6 +649,59 @@ void JobController::FinishHandover(const JobView& job,
                                     " did not take the state from the leaving workers in time"));
   }
   if (restored || late) st->handover.clear();
+}
+
+void JobController::SetSuspended(const JobView& job, const JobSpec& spec, JobStatus* st) {
+  const json* before = FindCondition(st->conditions, "Suspended");
+  const bool was = before != nullptr && before->value("status", "") == "True";
+  if (!spec.suspend && !was) return;
+  const std::string queue = absl::StrCat("queue ", job.queueName, " (", kQueueNameLabel, ")");
+  std::string reason;
+  std::string message;
+  if (!spec.suspend) {
+    reason = job.queueName.empty() ? "Resumed" : "Admitted";
+    message = job.queueName.empty()
+                  ? "spec.suspend is false: the job runs again"
+                  : absl::StrCat("admitted from ", queue, ": spec.suspend is false");
+  } else if (!job.queueName.empty() && st->startTime.empty()) {
+    reason = "WaitingForAdmission";
+    message =
+        absl::StrCat("waits in ", queue, " until Kueue admits it by setting spec.suspend to false");
+  } else {
+    reason = "Suspended";
+    if (!st->draining.empty()) {
+      message = absl::StrCat("spec.suspend: ", st->draining.size(),
+                             " workers checkpoint at the next step, then their pods are deleted");
+    } else if (st->startTime.empty()) {
+      message = "spec.suspend: no worker pods until it is false";
+    } else if (!spec.checkpoint.claimName.empty()) {
+      message = absl::StrCat(
+          "spec.suspend: no worker pods; the job resumes from its durable "
+          "checkpoint in claim ",
+          spec.checkpoint.claimName, " when it is false");
+    } else {
+      message = absl::StrCat(
+          "spec.suspend: no worker pods; no durable checkpoint "
+          "(spec.checkpoint.claimName) keeps the state of step ",
+          st->step, ": training starts over when it is false");
+    }
+  }
+  SetCondition(st->conditions, "Suspended", spec.suspend, reason, message, job.metadataGeneration);
+  if (was != spec.suspend) recorder_->Normal(job.object, reason, message);
+}
+
+void JobController::SetProgress(const JobView& job, const JobSpec& spec, JobStatus* st) {
+  const int64_t total = spec.training.steps;
+  st->progressPercentage = static_cast<int>(std::clamp<int64_t>(st->step * 100 / total, 0, 100));
+  if (spec.suspend || IsTerminal(st->phase)) {
+    rates_.erase(job.key);  // a resumed job measures its rate afresh
+    st->estimatedRemainingSeconds = -1;
+    return;
+  }
+  StepRate& rate = rates_[job.key];
+  const StepRate::Clock::time_point now = StepRate::Clock::now();
+  rate.Observe(st->step, now);
+  st->estimatedRemainingSeconds = rate.RemainingSeconds(st->step, total, now).value_or(-1);
 }
 
 StatusOr<JobPtr> JobController::WriteStatus(const JobPtr& job, const JobStatus& st) {

@@ -26,6 +26,7 @@
 #include "controller/control_token.h"
 #include "controller/metrics.h"
 #include "controller/scheduling_cycle.h"
+#include "controller/step_rate.h"
 #include "controller/worker_pod.h"
 #include "easyscale/operator/event_recorder.h"
 #include "easyscale/operator/informer.h"
@@ -120,6 +121,11 @@ class JobController {
   // Ends the hand-over once every member restored (or it timed out).
   void FinishHandover(const JobView& job, const std::map<std::string, WorkerReport>& reports,
                       JobStatus* st);
+  // spec.suspend: the Suspended condition (why the job waits, or that it was
+  // admitted or resumed) and an Event when it flips.
+  void SetSuspended(const JobView& job, const JobSpec& spec, JobStatus* st);
+  // progressPercentage, and estimatedRemainingSeconds from the job's step rate.
+  void SetProgress(const JobView& job, const JobSpec& spec, JobStatus* st);
   // The scheduler's input: every active job and every node's GPUs.
   ClusterState BuildCluster();
   StatusOr<JobPtr> WriteStatus(const JobPtr& job, const JobStatus& st);
@@ -144,6 +150,7 @@ class JobController {
   std::mutex writtenMu_;
   std::map<std::string, JobPtr> written_;  // our newest write per job
   std::set<std::string> ensured_;          // UIDs whose Secret and policy exist
+  std::map<std::string, StepRate> rates_;  // per job; the worker thread's only
   std::atomic<bool> stopped_{false};
   std::atomic<bool> acting_{false};  // StartWorker was called
   std::thread worker_;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <thread>
 
 #include "test_apiserver.h"
@@ -17,6 +18,12 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::Eventually;
+
+const json kGoodSpec = {{"image", "easyscale/worker:1"},
+                        {"ests", 8},
+                        {"minWorkers", 1},
+                        {"maxWorkers", 4},
+                        {"checkpoint", {{"mountPath", "/ckpt"}}}};
 
 class JobControllerTest : public ::testing::Test {
  protected:
@@ -42,7 +49,17 @@ class JobControllerTest : public ::testing::Test {
     ASSERT_TRUE(Eventually([&] { return controller_->HasSynced(); }));
     if (startWorker_) controller_->StartWorker();
   }
-  void TearDown() override { controller_->Stop(); }
+  void TearDown() override {
+    controller_->Stop();
+    // Every Event any test made has a CamelCase reason, as kubectl users expect.
+    StatusOr<json> events = client_->List(kEvents, "default", {});
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const json& e : (*events)["items"]) {
+      const std::string reason = e.value("reason", "");
+      EXPECT_TRUE(std::regex_match(reason, std::regex("[A-Z][a-z0-9]+([A-Z][a-z0-9]*)*")))
+          << "reason \"" << reason << "\": " << e.value("message", "");
+    }
+  }
 
   json Get(const std::string& name) {
     StatusOr<json> j = client_->Get(kEasyScaleJobs, "default", name);
@@ -124,6 +141,45 @@ class JobControllerTest : public ::testing::Test {
     for (const json& w : records) out.push_back(w["pod"]);
     return out;
   }
+  // The condition of `type` in the job's status; null when it has none.
+  json Condition(const std::string& name, const std::string& type) {
+    const json conditions = StatusOf(name).value("conditions", json::array());
+    const json* c = FindCondition(conditions, type);
+    return c == nullptr ? json() : *c;
+  }
+  // Job j (kGoodSpec) running on n1's one a100; returns its worker's pod.
+  std::string RunOneWorkerJob() {
+    EXPECT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+    EXPECT_TRUE(
+        client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+    EXPECT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+    const json workers = StatusOf("j").value("workers", json::array());
+    return workers.empty() ? "" : workers[0].value("pod", "");
+  }
+  // Job j's two workers on n1 lose it to inference while n3 is idle: the
+  // new workers (gen2) run and the drained old ones (gen1) serve them the state.
+  void HandOverToNewWorkers(std::vector<std::string>* gen1, std::vector<std::string>* gen2) {
+    ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+    json spec = kGoodSpec;
+    spec["maxWorkers"] = 2;  // n3 coming up is no reason to scale out
+    ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+    *gen1 = Pods(StatusOf("j")["workers"]);
+    for (const std::string& p : *gen1) Report(p, 1, WorkerState::kRunning, 7);
+    ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
+    RunInference("inf-1", "n1", 2);  // n1 is inference's again; n3 is idle
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+    *gen2 = Pods(StatusOf("j")["workers"]);
+    for (const std::string& p : *gen2) EXPECT_EQ(std::count(gen1->begin(), gen1->end(), p), 0);
+    for (const std::string& p : *gen1) Report(p, 1, WorkerState::kCheckpointed, 9);
+    ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+    EXPECT_EQ(Pods(StatusOf("j")["handover"]), *gen1);
+  }
+  void SetSuspend(const std::string& name, bool suspend) {
+    ASSERT_TRUE(
+        client_->MergePatch(kEasyScaleJobs, "default", name, {{"spec", {{"suspend", suspend}}}})
+            .ok());
+  }
 
   std::chrono::milliseconds resyncPeriod_ = 200ms;
   std::chrono::milliseconds scheduleWindow_ = 100ms;
@@ -134,12 +190,6 @@ class JobControllerTest : public ::testing::Test {
   std::unique_ptr<EventRecorder> recorder_;
   std::unique_ptr<JobController> controller_;
 };
-
-const json kGoodSpec = {{"image", "easyscale/worker:1"},
-                        {"ests", 8},
-                        {"minWorkers", 1},
-                        {"maxWorkers", 4},
-                        {"checkpoint", {{"mountPath", "/ckpt"}}}};
 
 TEST_F(JobControllerTest, InvalidSpecsGetFailedInvalidConditionAndEvent) {
   // The CRD refuses these specs; they reach the operator as jobs stored under
@@ -392,11 +442,8 @@ TEST_F(JobControllerTest, WorkerFailuresRestartWithBackoffThenFailTheJob) {
 }
 
 TEST_F(JobControllerTest, APermanentWorkerErrorFailsTheJobAtOnce) {
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
-  ASSERT_TRUE(
-      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
-  const std::string pod = Pods(StatusOf("j")["workers"])[0];
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
   Report(pod, 1, WorkerState::kFailed, 0, "", kPermanentErrorReason);
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Failed"; }));
   const json st = StatusOf("j");
@@ -410,22 +457,8 @@ TEST_F(JobControllerTest, APermanentWorkerErrorFailsTheJobAtOnce) {
 // workers hold none of the state, so the leaving ones stay, drained, to serve
 // it until the new generation has restored it; then their GPUs are freed.
 TEST_F(JobControllerTest, LeavingWorkersServeTheStateWhenNoWorkerStays) {
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
-  json spec = kGoodSpec;
-  spec["maxWorkers"] = 2;  // n3 coming up is no reason to scale out
-  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
-  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
-  for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 7);
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
-  RunInference("inf-1", "n1", 2);  // n1 is inference's again; n3 is idle
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
-  const std::vector<std::string> gen2 = Pods(StatusOf("j")["workers"]);
-  for (const std::string& p : gen2) EXPECT_EQ(std::count(gen1.begin(), gen1.end(), p), 0);
-  for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 9);
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
-  json st = StatusOf("j");
-  EXPECT_EQ(Pods(st["handover"]), gen1);
+  std::vector<std::string> gen1, gen2;
+  ASSERT_NO_FATAL_FAILURE(HandOverToNewWorkers(&gen1, &gen2));
   StatusOr<WorkerAssignment> a = RunAssignment(gen2[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->restore.from, RestoreFrom::kPeers);
@@ -443,11 +476,8 @@ TEST_F(JobControllerTest, LeavingWorkersServeTheStateWhenNoWorkerStays) {
 
 // Every worker gone at once, no claim: the job starts over, and says so.
 TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
-  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
-  ASSERT_TRUE(
-      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
-  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
-  const std::string pod = Pods(StatusOf("j")["workers"])[0];
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
   Report(pod, 1, WorkerState::kRunning, 30);
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("step", 0) == 30; }));
   ASSERT_TRUE(
@@ -474,6 +504,15 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
   ASSERT_EQ((*events)["items"].size(), 1u);
   EXPECT_NE((*events)["items"][0]["message"].get<std::string>().find("exit code 137 (OOMKilled)"),
             std::string::npos);
+  // Restarting goes True with the failure, then False once the new worker trains.
+  const json restarting = Condition("j", "Restarting");
+  EXPECT_EQ(restarting["status"], "True");
+  EXPECT_EQ(restarting["reason"], "WorkerLost");
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 2; }));
+  Report(Pods(StatusOf("j")["workers"])[0], 2, WorkerState::kRunning, 1);
+  ASSERT_TRUE(Eventually([&] { return Condition("j", "Restarting")["status"] == "False"; }));
+  EXPECT_EQ(Condition("j", "Restarting")["reason"], "Recovered");
+  EXPECT_EQ(Condition("j", "Running")["status"], "True");
 }
 
 // easyscale_gpus describes the cluster, not a running job: once every job has
@@ -577,6 +616,210 @@ TEST_F(JobControllerTest, DeletionWaitsForPodsTheCacheHasNotSeen) {
   ASSERT_FALSE(Get("j").is_null());
   EXPECT_EQ(Get("j")["metadata"]["finalizers"][0], kCleanupFinalizer);
   server_->HoldWatches("pods", false);
+}
+
+// spec.suspend on a job that never ran: it simply waits, with no pods, and
+// says so; the conditions follow it through its life.
+TEST_F(JobControllerTest, ASuspendedJobCreatesNoPodsAndWaits) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["suspend"] = true;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Suspended"; }));
+  std::this_thread::sleep_for(600ms);  // several resyncs and cycles
+  EXPECT_TRUE(WorkerPods("j").empty());
+  EXPECT_EQ(StatusOf("j")["phase"], "Suspended");
+  EXPECT_TRUE(StatusOf("j").value("workers", json::array()).empty());
+  const json created = Condition("j", "Created");
+  EXPECT_EQ(created["status"], "True");
+  EXPECT_EQ(created["reason"], "Created");
+  EXPECT_EQ(Condition("j", "Suspended")["status"], "True");
+  EXPECT_EQ(Condition("j", "Suspended")["reason"], "Suspended");
+  EXPECT_EQ(Condition("j", "Running")["status"], "False");
+  EXPECT_EQ(Condition("j", "Running")["reason"], "Suspended");
+  EXPECT_EQ(EventCount("j", "Suspended"), 1);
+  EXPECT_EQ(StatusOf("j")["progressPercentage"], 0);
+  // It asks the scheduler for nothing: a job created after it gets every GPU.
+  json other = kGoodSpec;
+  other["maxWorkers"] = 2;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("k", other)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("k").size() == 2; }));
+
+  // Resumed on a new node: scheduled like a new job. Created keeps its first transition.
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n2", "a100", 2)).ok());
+  SetSuspend("j", false);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  EXPECT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  EXPECT_EQ(Condition("j", "Running")["status"], "True");
+  EXPECT_EQ(Condition("j", "Suspended")["status"], "False");
+  EXPECT_EQ(Condition("j", "Suspended")["reason"], "Resumed");
+  EXPECT_EQ(Condition("j", "Created")["lastTransitionTime"], created["lastTransitionTime"]);
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "Resumed") == 1; }));
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "Scheduled") == 1; }));
+  EXPECT_EQ(StatusOf("j")["restore"]["from"], "Fresh");
+
+  // To the end: Running turns False with the reason, Succeeded True.
+  const std::vector<std::string> pods = Pods(StatusOf("j")["workers"]);
+  Report(pods[0], 1, WorkerState::kSucceeded, 120, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  EXPECT_EQ(Condition("j", "Succeeded")["status"], "True");
+  EXPECT_EQ(Condition("j", "Running")["status"], "False");
+  EXPECT_EQ(Condition("j", "Running")["reason"], "Succeeded");
+  EXPECT_EQ(StatusOf("j")["progressPercentage"], 100);
+  EXPECT_FALSE(StatusOf("j").contains("estimatedRemainingSeconds"));
+}
+
+// A running job with a claim is suspended: its workers checkpoint at the next
+// step (the drain a scale-in uses), then their pods are deleted and its GPUs
+// are free; resumed, the new workers restore that checkpoint.
+TEST_F(JobControllerTest, SuspendDrainsARunningJobThenDeletesItsPodsAndResumes) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["checkpoint"]["claimName"] = "ckpt";
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
+  ASSERT_EQ(gen1.size(), 2u);
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kRunning, 5);
+
+  SetSuspend("j", true);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+  json st = StatusOf("j");
+  EXPECT_TRUE(st.value("workers", json::array()).empty());
+  EXPECT_EQ(Pods(st["draining"]), gen1);
+  EXPECT_EQ(st["phase"], "Suspended");
+  EXPECT_NE(Condition("j", "Suspended")["message"].get<std::string>().find("checkpoint"),
+            std::string::npos);
+  // The pods stay until they have checkpointed.
+  ASSERT_TRUE(Eventually([&] {
+    StatusOr<WorkerAssignment> a = Assignment(gen1[0]);
+    return a.ok() && a->action == WorkerAction::kCheckpointAndStop;
+  }));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(WorkerPods("j").size(), 2u);
+  for (const std::string& p : gen1) Report(p, 1, WorkerState::kCheckpointed, 10);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("draining", json::array()).empty(); }));
+  st = StatusOf("j");
+  EXPECT_EQ(st["step"], 10);
+  EXPECT_EQ(st["progressPercentage"], 8);  // 10 of 120 steps
+  EXPECT_FALSE(st.contains("estimatedRemainingSeconds"));
+  EXPECT_NE(Condition("j", "Suspended")["message"].get<std::string>().find("claim ckpt"),
+            std::string::npos)
+      << Condition("j", "Suspended");
+  EXPECT_EQ(EventCount("j", "Suspended"), 1);
+  EXPECT_EQ(EventCount("j", "ScaledIn"), 0);
+  // No cycle gives the suspended job a GPU (the kubelet confirms the pods' end).
+  for (const std::string& p : gen1) ASSERT_TRUE(client_->Delete(kPods, "default", p, 0).ok());
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(StatusOf("j").value("workers", json::array()).empty());
+  EXPECT_EQ(StatusOf("j")["generation"], 2);
+
+  SetSuspend("j", false);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 3; }));
+  st = StatusOf("j");
+  EXPECT_EQ(st["phase"], "Running");
+  EXPECT_EQ(st["restore"]["from"], "Durable");
+  EXPECT_EQ(st["step"], 10);
+  EXPECT_EQ(Condition("j", "Suspended")["reason"], "Resumed");
+  EXPECT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  StatusOr<WorkerAssignment> a = Assignment(Pods(st["workers"])[0]);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->action, WorkerAction::kRun);
+  EXPECT_EQ(a->restore.from, RestoreFrom::kDurable);
+  EXPECT_FALSE(a->checkpointDir.empty());
+  EXPECT_EQ(EventCount("j", "StateLost"), 0);
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "Resumed") == 1; }));
+}
+
+// Without a claim nothing keeps the state of a suspended job: it resumes
+// from step 0 and a Warning Event says so.
+TEST_F(JobControllerTest, SuspendWithoutAClaimResumesFromStepZeroAndSaysSo) {
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
+  SetSuspend("j", true);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 2; }));
+  Report(pod, 1, WorkerState::kCheckpointed, 30);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  ASSERT_TRUE(Eventually([&] {
+    return Condition("j", "Suspended")["message"].get<std::string>().find("starts over") !=
+           std::string::npos;
+  })) << Condition("j", "Suspended");
+  ASSERT_TRUE(client_->Delete(kPods, "default", pod, 0).ok());
+  SetSuspend("j", false);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("runningGeneration", 0) == 3; }));
+  EXPECT_EQ(StatusOf("j")["restore"]["from"], "Fresh");
+  EXPECT_EQ(StatusOf("j")["step"], 0);
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "StateLost") == 1; }));
+}
+
+// Suspended during a hand-over: once the running workers have drained,
+// nothing is left to serve the state to, and the serving workers go too.
+TEST_F(JobControllerTest, ASuspensionDuringAHandOverLetsEveryWorkerGo) {
+  std::vector<std::string> gen1, gen2;
+  ASSERT_NO_FATAL_FAILURE(HandOverToNewWorkers(&gen1, &gen2));
+  SetSuspend("j", true);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("generation", 0) == 3; }));
+  EXPECT_EQ(WorkerPods("j").size(), 4u);  // gen2 drains, gen1 still serves it
+  for (const std::string& p : gen2) Report(p, 2, WorkerState::kCheckpointed, 12);
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").empty(); }));
+  const json st = StatusOf("j");
+  EXPECT_TRUE(st.value("handover", json::array()).empty());
+  EXPECT_EQ(st["step"], 12);
+  EXPECT_EQ(st["phase"], "Suspended");
+}
+
+// Kueue admits custom jobs through spec.suspend: one created suspended with
+// the queue label waits, saying why, until Kueue flips suspend.
+TEST_F(JobControllerTest, AJobQueuedInKueueWaitsForAdmission) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["suspend"] = true;
+  json job = testing::EasyScaleJob("j", spec);
+  job["metadata"]["labels"] = {{kQueueNameLabel, "team-a"}};
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", job).ok());
+  ASSERT_TRUE(Eventually([&] { return Condition("j", "Suspended").is_object(); }));
+  json c = Condition("j", "Suspended");
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "WaitingForAdmission");
+  EXPECT_NE(c["message"].get<std::string>().find("team-a"), std::string::npos) << c;
+  EXPECT_EQ(StatusOf("j")["phase"], "Suspended");
+  std::this_thread::sleep_for(600ms);
+  EXPECT_TRUE(WorkerPods("j").empty());
+  EXPECT_EQ(EventCount("j", "WaitingForAdmission"), 1);
+
+  SetSuspend("j", false);  // Kueue admits it
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  EXPECT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  c = Condition("j", "Suspended");
+  EXPECT_EQ(c["status"], "False");
+  EXPECT_EQ(c["reason"], "Admitted");
+  EXPECT_NE(c["message"].get<std::string>().find("team-a"), std::string::npos) << c;
+  EXPECT_TRUE(Eventually([&] { return EventCount("j", "Admitted") == 1; }));
+}
+
+// progressPercentage follows the step; the estimate appears once a rate is
+// measured and goes when the job ends.
+TEST_F(JobControllerTest, StatusShowsProgressAndTheTimeLeft) {
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
+  EXPECT_FALSE(StatusOf("j").contains("estimatedRemainingSeconds"));
+  Report(pod, 1, WorkerState::kRunning, 12);
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("progressPercentage", 0) == 10; }));
+  std::this_thread::sleep_for(1200ms);
+  Report(pod, 1, WorkerState::kRunning, 60);
+  ASSERT_TRUE(Eventually([&] {
+    const json st = StatusOf("j");
+    return st.value("progressPercentage", 0) == 50 && st.contains("estimatedRemainingSeconds");
+  }));
+  // 60 steps in at most the few seconds this test has run: 60 more take as long.
+  const int64_t eta = StatusOf("j")["estimatedRemainingSeconds"];
+  EXPECT_GE(eta, 1);
+  EXPECT_LE(eta, 60);
+  Report(pod, 1, WorkerState::kSucceeded, 120, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  EXPECT_EQ(StatusOf("j")["progressPercentage"], 100);
+  EXPECT_FALSE(StatusOf("j").contains("estimatedRemainingSeconds"));
 }
 
 // The test drives the controller's worker by hand: nothing reconciles or

@@ -61,7 +61,8 @@ json DrainingJson(const std::vector<DrainingRecord>& records) {
 constexpr std::pair<JobPhase, const char*> kPhaseNames[] = {
     {JobPhase::kPending, "Pending"},     {JobPhase::kRunning, "Running"},
     {JobPhase::kScaling, "Scaling"},     {JobPhase::kPreempted, "Preempted"},
-    {JobPhase::kSucceeded, "Succeeded"}, {JobPhase::kFailed, "Failed"}};
+    {JobPhase::kSuspended, "Suspended"}, {JobPhase::kSucceeded, "Succeeded"},
+    {JobPhase::kFailed, "Failed"}};
 
 }  // namespace
 
@@ -104,6 +105,8 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
   r.Int("failuresInARow", &s.failuresInARow, false, 0);
   r.String("restartAfter", &s.restartAfter);
   r.Int("failedGeneration", &s.failedGeneration, false, 0);
+  r.Int("progressPercentage", &s.progressPercentage, false, 0, 100);
+  r.Int("estimatedRemainingSeconds", &s.estimatedRemainingSeconds, false, 0);
   ES_RETURN_IF_ERROR(r.status());
   if (const json* restore = r.Object("restore")) {
     FieldReader rr(*restore, "status.restore");
@@ -164,7 +167,8 @@ json ToJson(const JobStatus& s) {
               {"scaleEvents", s.scaleEvents},
               {"speed", s.speed},
               {"conditions", s.conditions},
-              {"everPreempted", s.everPreempted}};
+              {"everPreempted", s.everPreempted},
+              {"progressPercentage", s.progressPercentage}};
   // The printer columns: worker count and "a100x2,t4x1".
   std::map<std::string, int> byType;
   for (const WorkerRecord& w : s.workers) ++byType[w.gpuType];
@@ -184,6 +188,9 @@ json ToJson(const JobStatus& s) {
   if (s.failuresInARow > 0) out["failuresInARow"] = s.failuresInARow;
   if (s.failedGeneration > 0) out["failedGeneration"] = s.failedGeneration;
   if (!s.restartAfter.empty()) out["restartAfter"] = s.restartAfter;
+  if (s.estimatedRemainingSeconds >= 0) {
+    out["estimatedRemainingSeconds"] = s.estimatedRemainingSeconds;
+  }
   if (s.restore.generation > 0) {
     json restore = ToJson(s.restore.plan);
     restore["generation"] = s.restore.generation;

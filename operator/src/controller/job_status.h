@@ -21,6 +21,9 @@
 //   speed (samples/s per GPU type, measured), digest, testAccuracy, output (the
 //   trained model's folder and files' SHA-256s, from rank 0's final report),
 //   observedGeneration, startTime, completionTime
+//   progressPercentage  step / spec.training.steps, in whole percent
+//   estimatedRemainingSeconds  to the last step at the measured step rate
+//                       (step_rate.h); -1: unknown (no rate yet, suspended, ended)
 #pragma once
 
 #include <cstdint>
@@ -60,7 +63,7 @@ struct RestoreRecord {
 };
 
 // status.phase; the CRD lists the same names.
-enum class JobPhase { kPending, kRunning, kScaling, kPreempted, kSucceeded, kFailed };
+enum class JobPhase { kPending, kRunning, kScaling, kPreempted, kSuspended, kSucceeded, kFailed };
 const char* PhaseName(JobPhase phase);
 StatusOr<JobPhase> ParseJobPhase(const std::string& name, const std::string& path);
 inline bool IsTerminal(JobPhase phase) {
@@ -91,6 +94,8 @@ struct JobStatus {
   std::string startTime;
   std::string completionTime;
   bool everPreempted = false;
+  int progressPercentage = 0;
+  int64_t estimatedRemainingSeconds = -1;
 };
 
 // Reads a status written by ToJson; malformed content is an error naming the field.

@@ -40,17 +40,19 @@ def kubectl_get_short_name(s):
 
 
 @case("`kubectl get esj`, `get esj -w` (Table answers)",
-      "the CRD's printer columns (Phase, ESTs, Workers, GPU types, Step, Preemptions, Age); "
+      "the CRD's printer columns (Phase, ESTs, Workers, GPU types, Step, Progress, ETA, "
+      "Preemptions, Age); "
       "a status change shows as a new row within 5 s")
 def kubectl_get_printer_columns(s):
     s.apply(job("t"))
     s.kubectl("patch", "esj", "t", "--subresource=status", "--type=merge", "-p",
               '{"status":{"phase":"Running","workerCount":2,"gpuTypes":"cpu:2","step":10,'
-              '"preemptions":0}}')
+              '"progressPercentage":8,"estimatedRemainingSeconds":95,"preemptions":0}}')
     lines = s.kubectl("get", "esj")[1].splitlines()
     check(lines[0].split() == ["NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES", "STEP",
-                               "PREEMPTIONS", "AGE"], lines)
-    check(lines[1].split()[:7] == ["t", "Running", "8", "2", "cpu:2", "10", "0"], lines)
+                               "PROGRESS", "ETA", "PREEMPTIONS", "AGE"], lines)
+    check(lines[1].split()[:9] == ["t", "Running", "8", "2", "cpu:2", "10", "8", "95", "0"],
+          lines)
     w = LineReader(s.kubectl_args("get", "esj", "-w"))
     try:
         w.wait_for(2, 5)
@@ -114,7 +116,7 @@ def kubectl_apply_unknown_field(s):
           f"kubectl apply: exit {rc}; the job was stored with the unknown field")
 
 
-@case("`kubectl explain easyscalejob.spec`, `explain esj.spec.ests`",
+@case("`kubectl explain easyscalejob.spec`, `explain esj.spec.ests` (and suspend, a status field)",
       "the CRD's descriptions, types and required fields")
 def kubectl_explain(s):
     out = s.kubectl("explain", "easyscalejob.spec")[1]
@@ -122,6 +124,10 @@ def kubectl_explain(s):
     check("ests\t<integer> -required-" in out and "image\t<string> -required-" in out, out)
     out = s.kubectl("explain", "esj.spec.ests")[1]
     check("Number of EasyScaleThreads" in out and "FIELD: ests <integer>" in out, out)
+    out = s.kubectl("explain", "esj.spec.suspend")[1]
+    check("FIELD: suspend <boolean>" in out and "kueue.x-k8s.io/queue-name" in out, out)
+    out = s.kubectl("explain", "esj.status.estimatedRemainingSeconds")[1]
+    check("measured" in out, out)
 
 
 @case("`kubectl apply --server-side -f` twice, the second with a change",

@@ -112,6 +112,9 @@ struct JobSpec {
   OutputSpec output;
   WorkerPodSettings worker;
   RunPolicy runPolicy;
+  // No worker pods while true: a running job is drained to a checkpoint and
+  // its pods deleted; false again resumes it. Kueue admits jobs through it.
+  bool suspend = false;
   bool operator==(const JobSpec&) const = default;
 };
 
