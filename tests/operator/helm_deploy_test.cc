@@ -173,7 +173,7 @@ TEST_F(HelmDeployedOperator, JobAppliedWithKubectlSucceedsWithTheFixedRunDigest)
   ASSERT_EQ(lines.size(), 2u) << *table;
   const std::vector<std::string> header = absl::StrSplit(lines[0], ' ', absl::SkipEmpty());
   EXPECT_EQ(header, (std::vector<std::string>{"NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES",
-                                              "STEP", "PREEMPTIONS", "AGE"}))
+                                              "STEP", "PROGRESS", "ETA", "PREEMPTIONS", "AGE"}))
       << *table;
   const std::vector<std::string> row = absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
   ASSERT_GE(row.size(), 5u) << *table;
@@ -181,6 +181,7 @@ TEST_F(HelmDeployedOperator, JobAppliedWithKubectlSucceedsWithTheFixedRunDigest)
   EXPECT_EQ(row[1], "Succeeded");
   EXPECT_EQ(row[2], "8");
   EXPECT_NE(lines[1].find(" " + std::to_string(steps) + " "), std::string::npos) << *table;
+  EXPECT_NE(lines[1].find(" 100 "), std::string::npos) << "progress: " << *table;
 }
 
 }  // namespace
