@@ -102,6 +102,9 @@ class JobController {
   Status EnsureJobObjects(const JobView& job);
   void MergeReports(const std::map<std::string, WorkerReport>& reports, const PodsByName& pods,
                     JobStatus* st, const JobView& job);
+  // Appends the certificates the workers reported to the job's history
+  // ConfigMap and sets status.certificate to the newest stored.
+  Status StoreCertificates(const JobView& job, JobStatus* st);
   std::vector<WorkerFailure> DropLostWorkers(const JobView& job, const PodsByName& pods,
                                              const std::map<std::string, WorkerReport>& reports,
                                              JobStatus* st);

@@ -5,6 +5,7 @@
 //     by worker pods; inference: held by inference; idle: the rest)
 //   easyscale_preemptions_total, easyscale_scale_events_total
 //   easyscale_job_step{job}
+//   easyscale_job_certified_step{job}  (the newest certificate, certificate_history.h)
 //   easyscale_reconcile_duration_seconds, easyscale_schedule_duration_seconds
 #pragma once
 
@@ -41,6 +42,7 @@ class Metrics {
   void AddPreemptions(int workers);
   void AddScaleEvent();
   void SetJobStep(const std::string& job, int64_t step);
+  void SetJobCertifiedStep(const std::string& job, int64_t step);
   void ForgetJob(const std::string& job);
   void ObserveReconcile(double seconds);
   void ObserveSchedule(double seconds);
@@ -52,12 +54,14 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* gpus_;
   prometheus::Family<prometheus::Gauge>* jobStep_;
+  prometheus::Family<prometheus::Gauge>* jobCertifiedStep_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* scaleEvents_;
   prometheus::Histogram* reconcile_;
   prometheus::Histogram* schedule_;
   std::mutex mu_;
   std::map<std::string, prometheus::Gauge*> steps_;
+  std::map<std::string, prometheus::Gauge*> certifiedSteps_;
   std::mutex gpuMu_;  // held while the source runs: replacing it waits for a scrape
   GpuSource gpuSource_;
   // By type: the idle, training and inference gauges.
