@@ -18,6 +18,7 @@ const std::set<std::string> kOperatorMetrics = {"easyscale_gpus",
                                                 "easyscale_preemptions_total",
                                                 "easyscale_scale_events_total",
                                                 "easyscale_job_step",
+                                                "easyscale_job_certified_step",
                                                 "easyscale_reconcile_duration_seconds",
                                                 "easyscale_schedule_duration_seconds"};
 
@@ -57,6 +58,25 @@ TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
   for (const auto& state : {"idle", "training", "inference"}) {
     EXPECT_NE(all.find(state), std::string::npos) << state;
   }
+}
+
+// The certificate panel plots each job's step beside its newest certified
+// step, per job, on the job variable.
+TEST(Dashboard, PlotsTheCertifiedStepBesideTheJobsStep) {
+  const json d = LoadDashboard();
+  ASSERT_TRUE(d.is_object());
+  const json* panel = nullptr;
+  for (const auto& p : d["panels"]) {
+    if (p["title"] == "Job progress and certified step") panel = &p;
+  }
+  ASSERT_NE(panel, nullptr) << "no certificate panel";
+  std::set<std::string> exprs;
+  for (const auto& t : (*panel)["targets"]) exprs.insert(t["expr"].get<std::string>());
+  EXPECT_EQ(exprs,
+            (std::set<std::string>{R"(max by (job) (easyscale_job_step{job=~"$job"}))",
+                                   R"(max by (job) (easyscale_job_certified_step{job=~"$job"}))"}));
+  std::set<int> ids;
+  for (const auto& p : d["panels"]) EXPECT_TRUE(ids.insert(p["id"].get<int>()).second) << p["id"];
 }
 
 TEST(Dashboard, ShipsInAGrafanaSidecarConfigMap) {
