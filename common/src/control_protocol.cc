@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/est_assignment.h"
 #include "easyscale/common/json_fields.h"
@@ -138,25 +140,28 @@ nlohmann::json ToJson(const WorkerAssignment& a) {
           {"training", ToJson(a.training)},
           {"output", ToJson(a.output)},
           {"action", ToString(a.action)},
-          {"stopAtStep", a.stopAtStep}};
+          {"stopAtStep", a.stopAtStep},
+          {"certificateEvery", a.certificateEvery}};
 }
 
 nlohmann::json ToJson(const WorkerReport& r) {
-  return {{"apiVersion", kControlApiVersion},
-          {"job", r.job},
-          {"pod", r.pod},
-          {"generation", r.generation},
-          {"rank", r.rank},
-          {"state", ToString(r.state)},
-          {"step", r.step},
-          {"samplesPerSecond", r.samplesPerSecond},
-          {"digest", r.digest},
-          {"testAccuracy", r.testAccuracy},
-          {"output", ToJson(r.output)},
-          {"message", r.message},
-          {"reason", r.reason},
-          {"stateStep", r.stateStep},
-          {"stateUrl", r.stateUrl}};
+  nlohmann::json j = {{"apiVersion", kControlApiVersion},
+                      {"job", r.job},
+                      {"pod", r.pod},
+                      {"generation", r.generation},
+                      {"rank", r.rank},
+                      {"state", ToString(r.state)},
+                      {"step", r.step},
+                      {"samplesPerSecond", r.samplesPerSecond},
+                      {"digest", r.digest},
+                      {"testAccuracy", r.testAccuracy},
+                      {"output", ToJson(r.output)},
+                      {"message", r.message},
+                      {"reason", r.reason},
+                      {"stateStep", r.stateStep},
+                      {"stateUrl", r.stateUrl}};
+  if (r.certificate.step > 0) j["certificate"] = ToJson(r.certificate);
+  return j;
 }
 
 nlohmann::json ToJson(const OutputDigests& d) {
@@ -182,6 +187,45 @@ StatusOr<OutputDigests> ParseOutputDigests(const nlohmann::json& j, const std::s
   return d;
 }
 
+nlohmann::json ToJson(const Certificate& c) { return {{"step", c.step}, {"digest", c.digest}}; }
+
+StatusOr<Certificate> ParseCertificate(const nlohmann::json& j, const std::string& path) {
+  Certificate c;
+  FieldReader r(j, path);
+  r.Int("step", &c.step, true, 1);
+  r.String("digest", &c.digest, true);
+  if (r.ok() && (c.digest.empty() || !IsDigestOrEmpty(c.digest))) {
+    r.Fail("digest", "not a SHA-256 in lowercase hex");
+  }
+  ES_RETURN_IF_ERROR(r.status());
+  return c;
+}
+
+std::string CertificateLine(const Certificate& c) {
+  return absl::StrCat("certificate step=", c.step, " digest=", c.digest);
+}
+
+StatusOr<Certificate> ParseCertificateLine(const std::string& line) {
+  constexpr std::string_view kStep = "certificate step=", kDigest = " digest=";
+  const size_t digest_at = line.find(kDigest);
+  const std::string step = digest_at == std::string::npos || digest_at < kStep.size()
+                               ? ""
+                               : line.substr(kStep.size(), digest_at - kStep.size());
+  Certificate c;
+  if (line.rfind(kStep, 0) != 0 || step.empty() ||
+      step.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(step, &c.step) || c.step < 1) {
+    return absl::InvalidArgumentError("\"" + line.substr(0, 200) +
+                                      "\": not \"certificate step=N digest=HEX\" with N >= 1");
+  }
+  c.digest = line.substr(digest_at + kDigest.size());
+  if (c.digest.empty() || !IsDigestOrEmpty(c.digest)) {
+    return absl::InvalidArgumentError("\"" + line.substr(0, 200) +
+                                      "\": digest: not a SHA-256 in lowercase hex");
+  }
+  return c;
+}
+
 StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   WorkerAssignment a;
   FieldReader r(j, "");
@@ -194,6 +238,7 @@ StatusOr<WorkerAssignment> ParseWorkerAssignment(const nlohmann::json& j) {
   r.IntList("ests", &a.ests, true, 0, a.totalEsts - 1);
   r.String("checkpointDir", &a.checkpointDir);
   r.Int("stopAtStep", &a.stopAtStep, false, 0);
+  r.Int("certificateEvery", &a.certificateEvery, false, 0);
   r.Enum("backend", &a.backend, {"cpu", "cuda"});
   std::string action = ToString(a.action);
   r.Enum("action", &action, {"Run", "Wait", "CheckpointAndStop"});
@@ -252,6 +297,9 @@ StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j) {
   r.String("stateUrl", &rep.stateUrl);
   if (const nlohmann::json* o = r.Object("output")) {
     ES_ASSIGN_OR_RETURN(rep.output, ParseOutputDigests(*o, "output"));
+  }
+  if (const nlohmann::json* c = r.Object("certificate")) {
+    ES_ASSIGN_OR_RETURN(rep.certificate, ParseCertificate(*c, "certificate"));
   }
   ES_RETURN_IF_ERROR(r.status());
   if (!rep.stateUrl.empty() && rep.stateUrl.rfind("http://", 0) != 0) {

@@ -20,6 +20,7 @@ WorkerAssignment Sample() {
   a.restore.sources = {{"mnist-w-2-0", "http://10.0.0.7:29400"}};
   a.checkpointDir = "/ckpt/0f2c";
   a.output = {.path = "/models/mnist", .everyCheckpoint = true};
+  a.certificateEvery = 20;
   return a;
 }
 
@@ -42,6 +43,7 @@ TEST(ControlProtocol, ReportRoundTrips) {
   r.output = {.path = "/models/mnist",
               .onnxSha256 = std::string(64, 'b'),
               .safetensorsSha256 = std::string(64, 'c')};
+  r.certificate = {.step = 100, .digest = std::string(64, 'd')};
   auto parsed = ParseWorkerReport(ToJson(r));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, r);
@@ -99,6 +101,51 @@ TEST(ControlProtocol, ReportOutputDigestsAreChecked) {
   auto parsed = ParseWorkerReport(j);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->output, OutputDigests{});
+}
+
+TEST(ControlProtocol, ReportCertificatesAreChecked) {
+  WorkerReport r;
+  r.job = "default/mnist";
+  r.state = WorkerState::kRunning;
+  r.step = 41;
+  EXPECT_FALSE(ToJson(r).contains("certificate")) << "no certificate yet: no field";
+  r.certificate = {.step = 40, .digest = std::string(64, 'e')};
+  const std::pair<nlohmann::json, const char*> bad[] = {
+      {{{"step", 0}, {"digest", std::string(64, 'e')}}, "certificate.step: must be >= 1"},
+      {{{"step", 40}, {"digest", std::string(64, 'E')}},
+       "certificate.digest: not a SHA-256 in lowercase hex"},
+      {{{"step", 40}, {"digest", std::string(63, 'e')}},
+       "certificate.digest: not a SHA-256 in lowercase hex"},
+      {{{"step", 40}}, "certificate.digest"},
+      {{{"digest", std::string(64, 'e')}}, "certificate.step"},
+  };
+  for (const auto& [certificate, want] : bad) {
+    nlohmann::json j = ToJson(r);
+    j["certificate"] = certificate;
+    const Status s = ParseWorkerReport(j).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << certificate << " -> " << s;
+    EXPECT_NE(std::string(s.message()).find(want), std::string::npos)
+        << certificate << " -> " << s.message();
+  }
+}
+
+TEST(ControlProtocol, CertificateLinesRoundTripAndRejectOthers) {
+  const Certificate c{.step = 120, .digest = std::string(64, 'f')};
+  EXPECT_EQ(CertificateLine(c), "certificate step=120 digest=" + std::string(64, 'f'));
+  auto parsed = ParseCertificateLine(CertificateLine(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+  const std::string hex(64, 'a');
+  for (const std::string& line : std::vector<std::string>{
+           "certificate step=0 digest=" + hex, "certificate step=+5 digest=" + hex,
+           "certificate step= 5 digest=" + hex, "certificate step=5 digest=" + hex.substr(1),
+           "certificate step=5 digest=" + std::string(64, 'A'), "certificate step=5",
+           "certificate digest=" + hex, "digest: " + hex, std::string("")}) {
+    const Status s = ParseCertificateLine(line).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << line;
+    EXPECT_NE(std::string(s.message()).find("\"" + line.substr(0, 200) + "\""), std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(ControlProtocol, BearerTokens) {

@@ -52,6 +52,8 @@ bool IsQuantity(const std::string& s) {
 
 namespace {
 
+constexpr int64_t kMaxSteps = 100000000;  // the CRD's bound on steps and step counts
+
 // Resources a job may set on its workers; the GPU is the operator's.
 constexpr const char* kWorkerResources[] = {"cpu", "memory", "ephemeral-storage"};
 
@@ -247,7 +249,6 @@ Status ValidateTrainingArgs(const TrainingArgs& t,
     if (!(v <= hi)) return fail(field, absl::StrCat("must be <= ", hi, ", got ", v));
     return absl::OkStatus();
   };
-  constexpr int64_t kMaxSteps = 100000000;
   ES_RETURN_IF_ERROR(one_of("model", t.model, {"mlp", "cnn", "file"}));
   if ((t.model == "file") != !t.modelFile.empty()) {
     return fail("modelFile", t.model == "file" ? "is required when model is \"file\""
@@ -314,6 +315,11 @@ StatusOr<JobSpec> ParseJobSpec(const nlohmann::json& j, const std::string& path)
   }
   if (const nlohmann::json* o = r.Object("output")) {
     ES_ASSIGN_OR_RETURN(s.output, ParseOutputSpec(*o, r.FieldPath("output")));
+  }
+  if (const nlohmann::json* c = r.Object("certificate")) {
+    FieldReader cr(*c, r.FieldPath("certificate"));
+    cr.Int("everySteps", &s.certificate.everySteps, false, 0, kMaxSteps);
+    ES_RETURN_IF_ERROR(cr.status());
   }
   if (const nlohmann::json* w = r.Object("worker")) {
     std::vector<std::string> operatorMountPaths = {kShmMountPath};
@@ -393,6 +399,7 @@ nlohmann::json ToJson(const JobSpec& s) {
       {"checkpoint",
        {{"claimName", s.checkpoint.claimName}, {"mountPath", s.checkpoint.mountPath}}},
       {"output", ToJson(s.output)},
+      {"certificate", {{"everySteps", s.certificate.everySteps}}},
       {"runPolicy", {{"backoffLimit", s.runPolicy.backoffLimit}}},
       {"suspend", s.suspend}};
   nlohmann::json secrets = nlohmann::json::array();

@@ -32,6 +32,7 @@ TEST(JobSpec, RoundTrips) {
   auto j = Valid();
   j["output"] = {{"path", "/models/mnist"}, {"everyCheckpoint", true}};
   j["suspend"] = true;
+  j["certificate"] = {{"everySteps", 50}};
   j["worker"]["volumes"] = {
       {{"name", "models"}, {"claimName", "models"}, {"mountPath", "/models"}}};
   auto s = ParseJobSpec(j);
@@ -41,6 +42,8 @@ TEST(JobSpec, RoundTrips) {
   EXPECT_EQ(*s, *again);
   EXPECT_EQ(again->output, (OutputSpec{.path = "/models/mnist", .everyCheckpoint = true}));
   EXPECT_TRUE(again->suspend);
+  EXPECT_EQ(again->certificate.everySteps, 50);
+  EXPECT_EQ(ParseJobSpec(Valid())->certificate.everySteps, 0) << "absent: no certificates";
 }
 
 struct BadCase {
@@ -62,6 +65,11 @@ TEST(JobSpec, RejectsBadFieldsNamingThem) {
       {"output", {{"path", "models"}}, "spec.output.path: must be an absolute path"},
       {"output", {{"everyCheckpoint", true}}, "spec.output.everyCheckpoint: needs a path"},
       {"output", {{"everyCheckpoint", "yes"}}, "spec.output.everyCheckpoint: must be a boolean"},
+      {"certificate", {{"everySteps", -1}}, "spec.certificate.everySteps: must be >= 0"},
+      {"certificate",
+       {{"everySteps", 100000001}},
+       "spec.certificate.everySteps: must be <= 100000000"},
+      {"certificate", {{"everySteps", 2.5}}, "spec.certificate.everySteps: must be an integer"},
   };
   for (const auto& c : cases) {
     auto j = Valid();

@@ -67,6 +67,25 @@ TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
   }
 }
 
+// The certificate panel plots each job's step beside its newest certified
+// step, per job, on the job variable.
+TEST(Dashboard, PlotsTheCertifiedStepBesideTheJobsStep) {
+  const json d = LoadDashboard();
+  ASSERT_TRUE(d.is_object());
+  const json* panel = nullptr;
+  for (const auto& p : d["panels"]) {
+    if (p["title"] == "Job progress and certified step") panel = &p;
+  }
+  ASSERT_NE(panel, nullptr) << "no certificate panel";
+  std::set<std::string> exprs;
+  for (const auto& t : (*panel)["targets"]) exprs.insert(t["expr"].get<std::string>());
+  EXPECT_EQ(exprs,
+            (std::set<std::string>{R"(max by (job) (easyscale_job_step{job=~"$job"}))",
+                                   R"(max by (job) (easyscale_job_certified_step{job=~"$job"}))"}));
+  std::set<int> ids;
+  for (const auto& p : d["panels"]) EXPECT_TRUE(ids.insert(p["id"].get<int>()).second) << p["id"];
+}
+
 TEST(Dashboard, ShipsInAGrafanaSidecarConfigMap) {
   auto docs = RenderChart();
   ASSERT_TRUE(docs.ok()) << docs.status();

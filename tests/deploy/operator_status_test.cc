@@ -53,6 +53,7 @@ TEST_F(OperatorStatus, FullStatusIsAcceptedWithNothingPruned) {
   s.output = {.path = "/models/demo",
               .onnxSha256 = std::string(64, 'b'),
               .safetensorsSha256 = std::string(64, 'c')};
+  s.certificate = {50, std::string(64, 'd')};
   s.startTime = "2026-12-02T13:00:00Z";
   s.completionTime = "2026-12-02T14:10:00Z";
   s.everPreempted = true;
@@ -88,6 +89,15 @@ TEST_F(OperatorStatus, OutputDigestsMustBeSha256) {
   s.output = {.path = "/models/demo", .safetensorsSha256 = "not-a-digest"};
   EXPECT_NE(Check(s), std::vector<std::string>{});
   s.output.safetensorsSha256 = std::string(64, 'c');  // a built-in model: no ONNX digest
+  EXPECT_EQ(Check(s), std::vector<std::string>{});
+}
+
+// status.certificate holds a step >= 1 and a SHA-256, as the schema says.
+TEST_F(OperatorStatus, CertificateMustBeAStepAndASha256) {
+  op::JobStatus s;
+  s.certificate = {40, "not-a-digest"};
+  EXPECT_NE(Check(s), std::vector<std::string>{});
+  s.certificate = {40, std::string(64, 'e')};
   EXPECT_EQ(Check(s), std::vector<std::string>{});
 }
 

@@ -205,5 +205,11 @@ TEST_F(OperatorObjects, SecretAndNetworkPolicyHaveTheirShapes) {
   EXPECT_EQ(policy["metadata"]["ownerReferences"][0]["uid"], kJob["metadata"]["uid"]);
 }
 
+TEST_F(OperatorObjects, CertificateHistoryConfigMapHasItsShape) {
+  json history = op::BuildCertificateConfigMap(kJob, {{20, std::string(64, 'a')}});
+  EXPECT_EQ(shapes_->Validate(&history), std::vector<std::string>{});
+  EXPECT_EQ(history["metadata"]["ownerReferences"][0]["uid"], kJob["metadata"]["uid"]);
+}
+
 }  // namespace
 }  // namespace easyscale::deploytest

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "controller/job_status.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/subprocess.h"
@@ -162,6 +164,56 @@ TEST_F(IsolatedEndToEnd, ElasticJobSurvivesEveryEventWithTheFixedRunDigest) {
   const json* durable = FindCondition(done["conditions"], "DurableCheckpoint");
   ASSERT_NE(durable, nullptr);
   EXPECT_EQ((*durable)["reason"], "NoClaim");
+}
+
+// The consistency certificate: a cluster run that scales out mid-training
+// keeps, in its history ConfigMap, the very (step, digest) lines that
+// `easyscale-worker local` prints for the same job on another worker count
+// and schedule; the status and the operator's gauge hold the newest.
+TEST_F(IsolatedEndToEnd, ACertifiedClusterRunWithAScaleEventMatchesALocalRun) {
+  TestCluster c("e2e-certificate", {.isolatePods = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  const int64_t steps = 1200, every = 100;
+  const std::string local =
+      LocalRunOutput(worker_, c.dir(),
+                     {"--ests", "8", "--schedule", "0:3,500:6", "--steps", std::to_string(steps),
+                      "--model", "mlp", "--certificate-every", std::to_string(every)});
+  std::vector<std::string> expected;
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(local, '\n'))) {
+    if (line.rfind("certificate ", 0) == 0) expected.push_back(line);
+  }
+  ASSERT_EQ(expected.size(), static_cast<size_t>(steps / every)) << local;
+  // Inference holds n1: the job starts on n2 and n3, then scales out to n1.
+  ASSERT_TRUE(c.AddNodes({{"n1", "h100", 2}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
+  StartOperators(c);
+  json spec = Spec(steps, 4, {});
+  spec["certificate"] = {{"everySteps", every}};
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return Step(c) >= 20; }, 60s)) << c.dir();
+  ASSERT_TRUE(c.client().Delete(kPods, "default", "inf-1").ok());
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "ScaledOut") >= 1; }, 60s));
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("phase", "") == "Succeeded"; }, 180s))
+      << c.JobStatus("j") << " in " << c.dir();
+  EXPECT_LT(c.JobStatus("j")["restore"].value("step", int64_t{0}), steps)
+      << "the scale-out came after the last step: no scale event during training";
+
+  StatusOr<json> cm = c.client().Get(kConfigMaps, "default", "j-certificate");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  const std::string history = (*cm)["data"]["certificates"];
+  EXPECT_EQ(history, absl::StrJoin(expected, "\n") + "\n");
+  EXPECT_EQ((*cm)["metadata"]["ownerReferences"][0]["uid"], c.Job("j")["metadata"]["uid"]);
+  const json done = c.JobStatus("j");
+  EXPECT_EQ(done["certificate"]["step"], steps);
+  EXPECT_EQ(expected.back(), "certificate step=" + std::to_string(steps) +
+                                 " digest=" + done["digest"].get<std::string>());
+  EXPECT_EQ(done["certificate"]["digest"], done["digest"]);
+  std::string metrics;
+  ASSERT_EQ(leader_->Get(leader_->metricsPort, "/metrics", &metrics), 200);
+  EXPECT_NE(metrics.find("easyscale_job_certified_step{job=\"default/j\"} " +
+                         std::to_string(steps) + "\n"),
+            std::string::npos)
+      << metrics;
 }
 
 // With a claim, even every worker killed at once loses nothing but the steps

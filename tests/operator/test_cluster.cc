@@ -62,26 +62,27 @@ std::string WorkerBinary() {
   return "";
 }
 
-std::string FixedRunDigest(const std::string& worker, const std::string& dir, int64_t steps,
-                           const std::vector<std::string>& model) {
-  std::vector<std::string> argv = {worker,
-                                   "local",
-                                   "--ests",
-                                   "8",
-                                   "--schedule",
-                                   "0:8",
-                                   "--steps",
-                                   std::to_string(steps),
-                                   "--checkpoint-dir",
-                                   dir + "/ref-ckpt"};
-  argv.insert(argv.end(), model.begin(), model.end());
+std::string LocalRunOutput(const std::string& worker, const std::string& dir,
+                           const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {worker, "local", "--checkpoint-dir", dir + "/ref-ckpt"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::filesystem::remove_all(dir + "/ref-ckpt");  // each run from step 0
   StatusOr<CommandResult> r = RunCommand({.argv = std::move(argv),
                                           .stdoutTo = Output::Pipe(),
                                           .stderrTo = Output::File(dir + "/reference.stderr")},
                                          std::chrono::seconds(300));
   if (!r.ok() || r->exitCode != 0) return "";
-  const size_t at = r->out.rfind("\ndigest: ");
-  return at == std::string::npos ? "" : r->out.substr(at + 9, 64);
+  return r->out;
+}
+
+std::string FixedRunDigest(const std::string& worker, const std::string& dir, int64_t steps,
+                           const std::vector<std::string>& model) {
+  std::vector<std::string> args = {"--ests", "8",       "--schedule",
+                                   "0:8",    "--steps", std::to_string(steps)};
+  args.insert(args.end(), model.begin(), model.end());
+  const std::string out = LocalRunOutput(worker, dir, args);
+  const size_t at = out.rfind("\ndigest: ");
+  return at == std::string::npos ? "" : out.substr(at + 9, 64);
 }
 
 int OperatorProcess::Get(int port, const std::string& path, std::string* body) const {

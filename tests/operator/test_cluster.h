@@ -128,6 +128,11 @@ std::vector<std::string> FastLeaderElectionArgs();
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 
+// What `easyscale-worker local` (`worker`) with `args` printed on stdout, with
+// its checkpoints in a fresh <dir>/ref-ckpt; "" when it fails.
+std::string LocalRunOutput(const std::string& worker, const std::string& dir,
+                           const std::vector<std::string>& args);
+
 // The digest of the reference run: `steps` of the same training on a fixed
 // layout of 8 workers (one EST each) with `easyscale-worker local` (`worker`),
 // with `model`'s flags (the built-in MLP unless told); "" when it fails.

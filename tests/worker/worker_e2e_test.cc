@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,12 +83,52 @@ TEST_P(BackendFault, ClearErrorAndResumeFromLastCheckpoint) {
 }
 INSTANTIATE_TEST_SUITE_P(Backends, BackendFault, ::testing::Values("cpu", "cuda", "mixed"));
 
+// The `certificate step=N digest=HEX` lines a run printed, in order.
+std::vector<std::string> CertificateLines(const std::string& output) {
+  static const std::regex kLine("(^|\n)(certificate step=[0-9]+ digest=[0-9a-f]{64})(?=\n)");
+  std::vector<std::string> lines;
+  for (std::sregex_iterator it(output.begin(), output.end(), kLine), end; it != end; ++it) {
+    lines.push_back((*it)[2]);
+  }
+  return lines;
+}
+
 TEST(Consistency, DefaultRunIsTheStandardJobAndReachesAccuracy) {
   RunResult r = Worker("local");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.digest, Reference());
   EXPECT_GE(r.accuracy, 0.95) << r.output;
   EXPECT_NE(r.output.find("\"event\":\"scale\""), std::string::npos);
+  // A certificate every 20 steps by default; the last one is the final digest.
+  const std::vector<std::string> lines = CertificateLines(r.output);
+  ASSERT_EQ(lines.size(), 6u) << r.output;
+  EXPECT_EQ(lines.back(), "certificate step=120 digest=" + r.digest);
+}
+
+// The consistency certificate: the (step, digest) lines of runs on different
+// worker counts, through scale events and a SIGKILL (whose restarted segment
+// trains certified steps again, printed once), are the same lines.
+TEST(Consistency, CertificateLinesAreTheSameForEverySchedule) {
+  const std::string job = "local --ests 8 --steps 120 --model mlp --certificate-every 10 ";
+  RunResult a = Worker(job + "--schedule 0:3,40:5");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = Worker(job + "--schedule 0:1,25:4,70:2 --checkpoint-every 15 --kill-worker-at 43");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_NE(b.output.find("restarting the segment from the last checkpoint"), std::string::npos)
+      << "the SIGKILL made no restart: " << b.output;
+  const std::vector<std::string> lines = CertificateLines(a.output);
+  ASSERT_EQ(lines.size(), 12u) << a.output;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].rfind("certificate step=" + std::to_string(10 * (i + 1)) + " ", 0), 0u)
+        << lines[i];
+  }
+  EXPECT_EQ(CertificateLines(b.output), lines);
+  EXPECT_EQ(lines.back(), "certificate step=120 digest=" + a.digest);
+  EXPECT_EQ(b.digest, a.digest);
+  // A digest of the state, not of the step: no two steps certify the same bits.
+  std::set<std::string> digests;
+  for (const std::string& line : lines) digests.insert(line.substr(line.find("digest=")));
+  EXPECT_EQ(digests.size(), lines.size());
 }
 
 TEST(Consistency, MlpWithAdamAndStepScheduleToo) {

@@ -493,17 +493,20 @@ Status EstWorker::RollBack() {
   return absl::OkStatus();
 }
 
-std::string EstWorker::Digest(const std::vector<EstContext>& all) const {
+std::string EstWorker::Digest() const {
   // Byte order (documented in README): "easyscale-digest-v1", step (u64), every
   // parameter tensor in model order, the optimizer state, then every EST context
-  // in id order, each in the serialisation of serialize.h / est_context.h.
+  // in id order, each in the serialisation of serialize.h / est_context.h
+  // (replicas_ holds every EST's context at step_ in exactly that form).
   ByteWriter w;
   w.Str("easyscale-digest-v1");
   w.I64(step_);
   for (const Param* p : model_->params()) w.TensorValue(p->value);
   optimizer_->Save(w);
-  for (const EstContext& c : all) c.Save(w);
-  return Sha256Hex(w.bytes().data(), w.bytes().size());
+  Sha256 h;
+  h.Update(w.bytes());
+  for (const auto& [id, context] : replicas_) h.Update(context);
+  return h.HexDigest();
 }
 
 Predictions EstWorker::Evaluate(const EstContext& est) {
@@ -543,10 +546,8 @@ StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Data
   auto no_peers = MakeSingleProcessCollective();
   ES_ASSIGN_OR_RETURN(auto reader, Create(all, data, *no_peers));
   ES_RETURN_IF_ERROR(reader->Restore(snapshot, "final state"));
-  std::vector<EstContext> contexts;
-  for (auto& [id, ctx] : reader->contexts_) contexts.push_back(ctx);
   FinalResult result;
-  result.digest = reader->Digest(contexts);
+  result.digest = reader->Digest();
   try {
     Predictions test = reader->Evaluate(reader->contexts_.at(0));
     result.test_accuracy = test.accuracy;

@@ -91,6 +91,7 @@ class GenerationWatch {
 
 // The worker's reports, the newest of which it repeats while it waits, so an
 // operator that restarted (or a new leader) learns at once where it stands.
+// Each carries the newest certificate this process computed (rank 0's).
 class Reporter {
  public:
   Reporter(ControlClient& client, const K8sWorkerOptions& o, const StateServer& state)
@@ -108,8 +109,10 @@ class Reporter {
     r.step = step;
     r.stateStep = held;
     if (held >= 0) r.stateUrl = state_.url();
+    r.certificate = certificate_;
     return r;
   }
+  void Certify(const Certificate& c) { certificate_ = c; }
   void Send(const WorkerReport& r) {
     last_ = r;
     sent_ = std::chrono::steady_clock::now();
@@ -133,6 +136,7 @@ class Reporter {
   const StateServer& state_;
   std::optional<WorkerReport> last_;
   std::chrono::steady_clock::time_point sent_;
+  Certificate certificate_;
 };
 
 // The state generation `a` starts from: this worker's own when it holds the
@@ -237,6 +241,7 @@ Status RunK8sWorker(const K8sWorkerOptions& o) {
       r.message = "restored";
       reporter.Send(r);
     };
+    wo.on_certificate = [&](const Certificate& c) { reporter.Certify(c); };
     wo.on_step = [&](const StepStats& s) {
       state->Drop();  // every member restored before the step's collective
       held.reset();

@@ -138,6 +138,22 @@ nlohmann::json EstsPerWorker(const EstAssignment& a) {
   return counts;
 }
 
+// Adds `c` to `certificates` (in step order); false when its step is there
+// already (a restarted segment trained it again) with the same digest.
+StatusOr<bool> AddCertificate(const Certificate& c, std::vector<Certificate>* certificates) {
+  for (const Certificate& seen : *certificates) {
+    if (seen.step != c.step) continue;
+    if (seen.digest == c.digest) return false;
+    return absl::InternalError(absl::StrCat("step ", c.step, " was certified twice with digests ",
+                                            seen.digest, " and ", c.digest,
+                                            ": the training is not deterministic"));
+  }
+  certificates->push_back(c);
+  std::sort(certificates->begin(), certificates->end(),
+            [](const Certificate& a, const Certificate& b) { return a.step < b.step; });
+  return true;
+}
+
 }  // namespace
 
 StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int ests,
@@ -260,6 +276,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
         w.training = o.args;
         w.output = o.output;
         w.stopAtStep = stop_at;
+        w.certificateEvery = o.certificate_every;
         workers.push_back(std::move(w));
       }
       store.SetPrefix("gen-" + std::to_string(generation));
@@ -289,6 +306,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
             continue;
           }
           const std::string kind = ev.value("event", "");
+          std::string said = ev.dump();
           if (kind == "step") {
             ev["ests_per_worker"] = EstsPerWorker(assignment);
             const auto now = Clock::now();
@@ -327,8 +345,12 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
           } else if (kind == "done") {
             result.digest = ev.value("digest", "");
             result.test_accuracy = ev.value("test_accuracy", 0.0);
+          } else if (kind == "certificate") {
+            ES_ASSIGN_OR_RETURN(const Certificate c, ParseCertificate(ev, "certificate event"));
+            ES_ASSIGN_OR_RETURN(const bool first, AddCertificate(c, &result.certificates));
+            said = first ? CertificateLine(c) : "";
           }
-          std::printf("%s\n", ev.dump().c_str());
+          if (!said.empty()) std::printf("%s\n", said.c_str());
           std::fflush(stdout);
           if ((failed = gen.Failed()) >= 0 || stop_requested()) break;
         }

@@ -189,7 +189,10 @@ int LocalCommand(int argc, char** argv) {
       "The final model is bit-for-bit the same for every schedule: compare the digests.\n"
       "Prints JSON lines (step, loss, samples/s, workers, ESTs per worker), then\n"
       "`test accuracy: A` and `digest: <64 hex>` (SHA-256 of parameters, optimizer state\n"
-      "and every EST context).");
+      "and every EST context). Every --certificate-every steps it prints\n"
+      "`certificate step=N digest=<64 hex>`, the digest of the state at step N: every\n"
+      "schedule prints the same lines, as does a cluster run (kubectl get configmap\n"
+      "<job>-certificate).");
   f.Int("ests", &o.ests, "number of ESTs (logical data-parallel workers), fixed for the job", 1,
         kMaxTotalEsts);
   f.String("schedule", &schedule, "worker count per step range, e.g. 0:8,20:3,45:5");
@@ -207,6 +210,11 @@ int LocalCommand(int argc, char** argv) {
         "testing: the last worker's backend fails in this step (on a GPU, an illegal address)");
   f.String("test-drop-context-field", &o.drop_field,
            "testing: forget rng | cursor | bn on restore");
+  o.certificate_every = 20;  // six lines for the standard job
+  f.Int("certificate-every", &o.certificate_every,
+        "print the state's digest every this many steps (0 = never), as "
+        "spec.certificate.everySteps has a cluster run keep it",
+        0, 100000000);
   f.String("log-level", &log_level, "debug | info | warn | error");
   AddTrainingFlags(f, o.args);
   if (auto done = ParseCommandFlags(f, argc, argv)) return *done;

@@ -139,6 +139,12 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
     }
     ES_RETURN_IF_ERROR(s.status());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Every worker holds the whole job's state after a step: rank 0 alone certifies.
+    std::optional<Certificate> certificate;
+    if (a.rank == 0 && a.certificateEvery > 0 && s->step % a.certificateEvery == 0) {
+      certificate = Certificate{.step = s->step, .digest = worker->Digest()};
+      if (options.on_certificate) options.on_certificate(*certificate);
+    }
     if (options.on_step) options.on_step(*s);
     if (printer) {
       PrintEvent(
@@ -152,6 +158,11 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
            {"workers", a.worldSize},
            {"ests_on_rank0", a.ests.size()},
            {"allreduce_ms", s->allreduce_seconds * 1e3}});
+      if (certificate) {
+        PrintEvent({{"event", "certificate"},
+                    {"step", certificate->step},
+                    {"digest", certificate->digest}});
+      }
     }
     const int64_t every = a.training.checkpointEvery;
     stop = s->stop;

@@ -1,6 +1,7 @@
 // Answers assignments and keeps reports and rendezvous keys of published plans.
 #include "controller/control_book.h"
 
+#include "absl/strings/str_cat.h"
 #include "easyscale/common/checks.h"
 
 namespace easyscale::op {
@@ -23,7 +24,31 @@ WorkerAssignment Base(const ControlPlan& p, const WorkerRecord& w, int64_t gener
   a.backend = p.backend != "auto" ? p.backend : (w.gpuType == "cpu" ? "cpu" : "cuda");
   a.training = p.training;
   a.output = p.output;
+  a.certificateEvery = p.certificateEvery;
   return a;
+}
+
+// Whether the job asked for certificate `c`, and it agrees with the newest taken.
+Status CheckCertificate(const ControlPlan& p, const Certificate& c, const Certificate& newest) {
+  const std::string field = absl::StrCat("certificate.step: ", c.step, ": ");
+  if (p.certificateEvery <= 0) {
+    return absl::InvalidArgumentError(field + "job " + p.job +
+                                      " asked for no certificates (spec.certificate.everySteps)");
+  }
+  if (c.step % p.certificateEvery != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "not a multiple of spec.certificate.everySteps (", p.certificateEvery, ")"));
+  }
+  if (c.step > p.training.steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "past the job's last step (", p.training.steps, ")"));
+  }
+  if (c.step == newest.step && c.digest != newest.digest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "certificate.digest: step ", c.step, " was certified with digest ", newest.digest,
+        ", this report says ", c.digest, ": the job's training is not deterministic"));
+  }
+  return absl::OkStatus();
 }
 
 const DrainingRecord* FindRecord(const std::vector<DrainingRecord>& records,
@@ -110,10 +135,35 @@ StatusOr<bool> ControlBook::Record(const WorkerReport& r) {
   }
   auto it = j->reports.find(r.pod);
   if (it != j->reports.end() && r.generation < it->second.generation) return false;  // stale
-  const bool news = it == j->reports.end() || it->second.state != r.state ||
-                    it->second.generation != r.generation;
+  bool news = it == j->reports.end() || it->second.state != r.state ||
+              it->second.generation != r.generation;
+  const Certificate& c = r.certificate;
+  if (c.step > 0) {
+    ES_RETURN_IF_ERROR(CheckCertificate(j->plan, c, j->newestCertificate));
+    if (c.step > j->newestCertificate.step) {
+      j->newestCertificate = c;
+      std::vector<Certificate>& pending = j->pendingCertificates;
+      pending.push_back(c);
+      if (pending.size() > kMaxPendingCertificates) pending.erase(pending.begin());
+      news = true;
+    }
+  }
   j->reports[r.pod] = r;
   return news;
+}
+
+std::vector<Certificate> ControlBook::PendingCertificates(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? std::vector<Certificate>() : it->second.pendingCertificates;
+}
+
+void ControlBook::Stored(const std::string& job, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  std::erase_if(it->second.pendingCertificates,
+                [step](const Certificate& c) { return c.step <= step; });
 }
 
 std::map<std::string, WorkerReport> ControlBook::Reports(const std::string& job) {

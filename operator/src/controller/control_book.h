@@ -48,8 +48,13 @@ struct ControlPlan {
   std::string checkpointDir;     // durable checkpoints; empty without a claim
   std::string backend = "auto";  // auto: cpu for gpuType "cpu", else cuda
   TrainingArgs training;
-  OutputSpec output;  // where rank 0 writes the trained model (spec.output)
+  OutputSpec output;             // where rank 0 writes the trained model (spec.output)
+  int64_t certificateEvery = 0;  // spec.certificate.everySteps
 };
+
+// Certificates the book holds per job until reconcile has stored them; the
+// oldest go first beyond this (a job whose history cannot be written).
+inline constexpr size_t kMaxPendingCertificates = 1000;
 
 class ControlBook {
  public:
@@ -62,9 +67,17 @@ class ControlBook {
   Status Authenticate(const std::string& job, const std::string& authorization);
   StatusOr<WorkerAssignment> AssignmentFor(const std::string& job, const std::string& pod);
   // Records a report of a pod of the plan; true when it says something new
-  // (state or generation). PermissionDenied for pods outside the plan.
+  // (state, generation or a certificate). PermissionDenied for pods outside
+  // the plan; InvalidArgument, with nothing kept, for a certificate the job
+  // did not ask for (a step that is no multiple of certificateEvery, or past
+  // the last) or one that contradicts the digest already taken for its step.
   StatusOr<bool> Record(const WorkerReport& r);
   std::map<std::string, WorkerReport> Reports(const std::string& job);
+  // The certificates reported since the last Stored, in step order; each
+  // step once, with steps above every certificate taken before.
+  std::vector<Certificate> PendingCertificates(const std::string& job);
+  // Drops the pending certificates up to `step` (reconcile stored them).
+  void Stored(const std::string& job, int64_t step);
 
   // The job's rendezvous store (control_protocol.h /v1/store): the newest
   // generation's keys.
@@ -74,6 +87,8 @@ class ControlBook {
   struct Job {
     ControlPlan plan;
     std::map<std::string, WorkerReport> reports;  // pod -> newest
+    Certificate newestCertificate;                // the highest step taken
+    std::vector<Certificate> pendingCertificates;
     std::shared_ptr<RendezvousStore> store = std::make_shared<RendezvousStore>();
   };
   StatusOr<Job*> FindLocked(const std::string& job);  // mu_ held

@@ -128,6 +128,46 @@ TEST_F(ControlServerTest, TakesReportsOnlyFromThePlansPods) {
   EXPECT_EQ(reported_.size(), 1u);
 }
 
+// A certificate is taken when the job asked for it; a malformed one, or one
+// for a step the job does not certify, is a 400 naming the field, and the
+// report is not kept.
+TEST_F(ControlServerTest, TakesCertificatesTheJobAskedForOnly) {
+  serving_ = true;
+  ControlPlan plan = Plan();
+  plan.certificateEvery = 10;
+  plan.training.steps = 100;
+  book_.Publish(plan);
+  auto post = [&](const nlohmann::json& report, std::string* body = nullptr) {
+    auto res = client_->Post("/v1/report", Auth(), report.dump(), "application/json");
+    if (res && body != nullptr) *body = res->body;
+    return res ? res->status : 0;
+  };
+  WorkerReport r{.job = "ns/j",
+                 .pod = "p0",
+                 .generation = 2,
+                 .state = WorkerState::kRunning,
+                 .step = 20,
+                 .certificate = {20, std::string(64, 'a')}};
+  EXPECT_EQ(post(ToJson(r)), 204);
+  EXPECT_EQ(book_.PendingCertificates("ns/j"), std::vector<Certificate>{r.certificate});
+  std::string body;
+  json bad = ToJson(r);
+  bad["certificate"]["digest"] = "not-hex";
+  EXPECT_EQ(post(bad, &body), 400);
+  EXPECT_NE(body.find("certificate.digest: not a SHA-256 in lowercase hex"), std::string::npos)
+      << body;
+  r.step = 25;
+  r.certificate = {25, std::string(64, 'b')};
+  EXPECT_EQ(post(ToJson(r), &body), 400);
+  EXPECT_NE(body.find("certificate.step: 25: not a multiple of spec.certificate.everySteps (10)"),
+            std::string::npos)
+      << body;
+  EXPECT_EQ(book_.Reports("ns/j").at("p0").step, 20) << "a refused report is not kept";
+  EXPECT_EQ(book_.PendingCertificates("ns/j").size(), 1u);
+  book_.Stored("ns/j", 20);
+  EXPECT_TRUE(book_.PendingCertificates("ns/j").empty());
+}
+
 TEST_F(ControlServerTest, ServesTheNewestGenerationsRendezvousKeys) {
   serving_ = true;
   book_.Publish(Plan());

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "controller/certificate_history.h"
 #include "controller/generation_plan.h"
 #include "controller/gpu_inventory.h"
 #include "easyscale/common/checks.h"
@@ -237,6 +238,12 @@ Status JobController::Reconcile(const std::string& key) {
   }
   const std::map<std::string, WorkerReport> reports = book_.Reports(key);
   MergeReports(reports, pods, &next, *job);
+  // The history is no reason to hold the job up: what failed is tried again.
+  if (Status s = StoreCertificates(*job, &next); !s.ok()) {
+    LogWarn("controller", "certificate history not written; will retry",
+            {{"job", key}, {"error", s.ToString()}});
+  }
+  if (next.certificate.step > 0) metrics_->SetJobCertifiedStep(key, next.certificate.step);
   if (next.phase == JobPhase::kSucceeded) {
     SetProgress(*job, spec, &next);
     ES_ASSIGN_OR_RETURN(JobPtr written, WriteStatus(job, next));
@@ -472,6 +479,47 @@ bool JobController::PodGone(const JobView& job, const PodsByName& pods, const st
   if (!live.ok()) return false;  // unknown: ask again at the next reconcile
   const PodView v = ParsePod(*live);
   return v.ownerUid != job.uid || v.Terminated();  // another incarnation's pod is not ours
+}
+
+Status JobController::StoreCertificates(const JobView& job, JobStatus* st) {
+  const std::vector<Certificate> pending = book_.PendingCertificates(job.key);
+  if (pending.empty()) return absl::OkStatus();
+  const std::string name = CertificateConfigMapName(job.name);
+  StatusOr<json> current = client_->Get(kConfigMaps, job.ns, name);
+  if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
+  std::vector<Certificate> history;
+  if (current.ok()) {
+    const json& owners = (*current)["metadata"].value("ownerReferences", json::array());
+    if (owners.size() != 1 || owners[0].value("uid", "") != job.uid) {
+      return absl::FailedPreconditionError("ConfigMap " + job.ns + "/" + name +
+                                           " exists and is not this job's");
+    }
+    const json& data = (*current).value("data", json::object());
+    StatusOr<std::vector<Certificate>> read =
+        ParseCertificateHistory(data.value(kCertificatesKey, ""));
+    if (read.ok()) {
+      history = *std::move(read);
+    } else {
+      LogWarn("controller", "unreadable certificate history; starting it again",
+              {{"job", job.key}, {"configMap", name}, {"error", read.status().ToString()}});
+    }
+  }
+  CertificateMerge merged = MergeCertificates(std::move(history), pending);
+  for (const std::string& conflict : merged.conflicts) {
+    recorder_->Warning(job.object, "CertificateMismatch", conflict);
+  }
+  if (merged.changed) {
+    json cm = BuildCertificateConfigMap(job.object, merged.history);
+    if (current.ok()) cm["metadata"]["resourceVersion"] = ResourceVersionOf(*current);
+    StatusOr<json> written =
+        current.ok() ? client_->Update(kConfigMaps, cm) : client_->Create(kConfigMaps, job.ns, cm);
+    if (!written.ok()) return written.status();
+  }
+  book_.Stored(job.key, pending.back().step);
+  if (!merged.history.empty() && merged.history.back().step > st->certificate.step) {
+    st->certificate = merged.history.back();
+  }
+  return absl::OkStatus();
 }
 
 std::vector<WorkerFailure> JobController::DropLostWorkers(
@@ -730,6 +778,7 @@ void JobController::PublishPlan(const JobView& job, const JobSpec& spec, const J
   p.backend = options_.workerBackend;
   p.training = spec.training;
   p.output = spec.output;
+  p.certificateEvery = spec.certificate.everySteps;
   book_.Publish(std::move(p));
 }
 

@@ -106,6 +106,9 @@ class JobController {
   // Whether a worker pod of `job` has ended or is gone. The cache may not have
   // seen a pod created moments ago: one it lacks is looked up on the server.
   bool PodGone(const JobView& job, const PodsByName& pods, const std::string& pod);
+  // Appends the certificates the workers reported to the job's history
+  // ConfigMap and sets status.certificate to the newest stored.
+  Status StoreCertificates(const JobView& job, JobStatus* st);
   std::vector<WorkerFailure> DropLostWorkers(const JobView& job, const PodsByName& pods,
                                              const std::map<std::string, WorkerReport>& reports,
                                              JobStatus* st);

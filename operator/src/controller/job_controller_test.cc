@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <thread>
 
@@ -393,6 +394,65 @@ TEST_F(JobControllerTest, JobsGetTheirTokenSecretAndNetworkPolicy) {
   EXPECT_EQ((*policy)["spec"]["podSelector"]["matchLabels"]["easyscale.io/job"], "j");
   EXPECT_EQ((*policy)["spec"]["ingress"][0]["from"][0]["podSelector"],
             (*policy)["spec"]["podSelector"]);
+}
+
+// Rank 0's certificates reach status.certificate, the job's history ConfigMap
+// (owned by the job) and the gauge; one the job did not ask for, or that
+// contradicts the history, is refused and kept out.
+TEST_F(JobControllerTest, CertificatesReachTheStatusTheHistoryAndTheGauge) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 1)).ok());
+  json spec = kGoodSpec;
+  spec["training"] = {{"steps", 100}};
+  spec["certificate"] = {{"everySteps", 20}};
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
+  const std::string pod = StatusOf("j")["workers"][0]["pod"];
+  StatusOr<WorkerAssignment> a = Assignment(pod);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->certificateEvery, 20) << "the workers are told the spec's interval";
+  const std::string d20(64, 'a'), d40(64, 'b');
+  auto report = [&](int64_t step, const Certificate& c) {
+    WorkerReport r{.job = "default/j",
+                   .pod = pod,
+                   .generation = 1,
+                   .state = WorkerState::kRunning,
+                   .step = step,
+                   .certificate = c};
+    StatusOr<bool> news = controller_->book().Record(r);
+    if (news.ok() && *news) controller_->queue().Add(r.job);
+    return news.status();
+  };
+  ASSERT_TRUE(report(20, {20, d20}).ok());
+  ASSERT_TRUE(report(21, {20, d20}).ok());  // repeated until the next: stored once
+  ASSERT_TRUE(report(40, {40, d40}).ok());
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j")["certificate"]["step"] == 40; }))
+      << StatusOf("j");
+  EXPECT_EQ(StatusOf("j")["certificate"]["digest"], d40);
+  StatusOr<json> cm = client_->Get(kConfigMaps, "default", "j-certificate");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  EXPECT_EQ((*cm)["data"]["certificates"],
+            "certificate step=20 digest=" + d20 + "\ncertificate step=40 digest=" + d40 + "\n");
+  EXPECT_EQ((*cm)["metadata"]["ownerReferences"][0]["uid"], Get("j")["metadata"]["uid"]);
+  EXPECT_NE(metrics_.Text().find("easyscale_job_certified_step{job=\"default/j\"} 40\n"),
+            std::string::npos);
+
+  const std::pair<Certificate, const char*> refused[] = {
+      {{30, std::string(64, 'c')}, "certificate.step: 30: not a multiple of"},
+      {{120, std::string(64, 'c')}, "certificate.step: 120: past the job's last step (100)"},
+      {{40, std::string(64, 'c')}, "certificate.digest: step 40 was certified with digest"},
+  };
+  for (const auto& [c, want] : refused) {
+    const Status s = report(41, c);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(std::string(s.message()).find(want), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(controller_->book().PendingCertificates("default/j").empty());
+  EXPECT_EQ(controller_->book().Reports("default/j").at(pod).step, 40) << "refused: not kept";
+  std::this_thread::sleep_for(500ms);  // resyncs: nothing else reaches the history
+  cm = client_->Get(kConfigMaps, "default", "j-certificate");
+  ASSERT_TRUE(cm.ok());
+  const std::string lines = (*cm)["data"]["certificates"];
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 2) << lines;
 }
 
 // A worker that says it cannot go on (here: it could not reach its peers)

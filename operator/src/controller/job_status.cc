@@ -123,6 +123,9 @@ StatusOr<JobStatus> ParseJobStatus(const json& status) {
   if (const json* output = r.Object("output")) {
     ES_ASSIGN_OR_RETURN(s.output, ParseOutputDigests(*output, "status.output"));
   }
+  if (const json* certificate = r.Object("certificate")) {
+    ES_ASSIGN_OR_RETURN(s.certificate, ParseCertificate(*certificate, "status.certificate"));
+  }
   ES_RETURN_IF_ERROR(r.status());
   if (status.contains("conditions") && status["conditions"].is_array())
     s.conditions = status["conditions"];
@@ -181,6 +184,7 @@ json ToJson(const JobStatus& s) {
   if (!s.digest.empty()) out["digest"] = s.digest;
   if (s.testAccuracy >= 0) out["testAccuracy"] = s.testAccuracy;
   if (!s.output.path.empty()) out["output"] = ToJson(s.output);
+  if (s.certificate.step > 0) out["certificate"] = ToJson(s.certificate);
   if (!s.startTime.empty()) out["startTime"] = s.startTime;
   if (!s.completionTime.empty()) out["completionTime"] = s.completionTime;
   if (!s.handover.empty()) out["handover"] = DrainingJson(s.handover);

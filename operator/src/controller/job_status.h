@@ -20,6 +20,7 @@
 //   phase, conditions (metav1.Condition), step, preemptions, scaleEvents,
 //   speed (samples/s per GPU type, measured), digest, testAccuracy, output (the
 //   trained model's folder and files' SHA-256s, from rank 0's final report),
+//   certificate (the newest certified step and its digest, certificate_history.h),
 //   observedGeneration, startTime, completionTime
 //   progressPercentage  step / spec.training.steps, in whole percent
 //   estimatedRemainingSeconds  to the last step at the measured step rate
@@ -89,7 +90,8 @@ struct JobStatus {
   std::map<std::string, double> speed;
   std::string digest;
   double testAccuracy = -1.0;
-  OutputDigests output;  // the trained model's files (rank 0's report); path empty: none
+  OutputDigests output;     // the trained model's files (rank 0's report); path empty: none
+  Certificate certificate;  // the newest stored in the history; step 0: none
   nlohmann::json conditions = nlohmann::json::array();
   std::string startTime;
   std::string completionTime;

@@ -37,6 +37,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("easyscale_useful_gpus")
                      .Help("The jobs' useful GPUs summed, by type")
                      .Register(*registry_);
+  jobCertifiedStep_ = &prometheus::BuildGauge()
+                           .Name("easyscale_job_certified_step")
+                           .Help("Newest step of a job whose state digest the history holds")
+                           .Register(*registry_);
   preemptions_ = &prometheus::BuildCounter()
                       .Name("easyscale_preemptions_total")
                       .Help("Training workers preempted for inference")
@@ -142,9 +146,22 @@ void Metrics::SetJobGpuUse(const std::string& job, const std::vector<GpuTypeUse>
   if (byType.empty()) jobGpus_.erase(job);
 }
 
+void Metrics::SetJobCertifiedStep(const std::string& job, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = certifiedSteps_.find(job);
+  if (it == certifiedSteps_.end()) {
+    it = certifiedSteps_.emplace(job, &jobCertifiedStep_->Add({{"job", job}})).first;
+  }
+  it->second->Set(static_cast<double>(step));
+}
+
 void Metrics::ForgetJob(const std::string& job) {
   SetJobGpuUse(job, {});
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto c = certifiedSteps_.find(job); c != certifiedSteps_.end()) {
+    jobCertifiedStep_->Remove(c->second);
+    certifiedSteps_.erase(c);
+  }
   auto it = steps_.find(job);
   if (it == steps_.end()) return;
   jobStep_->Remove(it->second);

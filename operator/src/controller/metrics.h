@@ -12,6 +12,7 @@
 //     (useful: the allocated GPUs times the share of each step they compute,
 //     under the measured speeds; the rest waits for the slowest worker)
 //   easyscale_useful_gpus{gpu_type}  (the jobs' useful GPUs summed)
+//   easyscale_job_certified_step{job}  (the newest certificate, certificate_history.h)
 //   easyscale_reconcile_duration_seconds, easyscale_schedule_duration_seconds
 #pragma once
 
@@ -55,6 +56,7 @@ class Metrics {
   void CountJob(JobCount what, const std::string& ns);
   void SetJobStep(const std::string& job, int64_t step);
   void SetJobGpuUse(const std::string& job, const std::vector<GpuTypeUse>& use);
+  void SetJobCertifiedStep(const std::string& job, int64_t step);
   void ForgetJob(const std::string& job);
   void ObserveReconcile(double seconds);
   void ObserveSchedule(double seconds);
@@ -67,6 +69,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* gpus_;
   prometheus::Family<prometheus::Gauge>* jobStep_;
+  prometheus::Family<prometheus::Gauge>* jobCertifiedStep_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* scaleEvents_;
   std::array<prometheus::Family<prometheus::Counter>*, 4> jobCounts_;  // by JobCount
@@ -84,6 +87,7 @@ class Metrics {
   };
   std::map<std::string, std::map<std::string, JobGpuGauges>> jobGpus_;  // job -> type ->
   std::map<std::string, prometheus::Gauge*> usefulByType_;
+  std::map<std::string, prometheus::Gauge*> certifiedSteps_;
   std::mutex gpuMu_;  // held while the source runs: replacing it waits for a scrape
   GpuSource gpuSource_;
   // By type: the idle, training and inference gauges.

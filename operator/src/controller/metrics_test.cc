@@ -27,5 +27,17 @@ TEST(Metrics, GpuGaugesShowTheSourceAtEachScrape) {
   EXPECT_EQ(m.Text().find("easyscale_gpus{"), std::string::npos);
 }
 
+TEST(Metrics, CertifiedStepPerJobUntilTheJobIsForgotten) {
+  Metrics m;
+  m.SetJobStep("ns/j", 57);
+  m.SetJobCertifiedStep("ns/j", 40);
+  EXPECT_TRUE(Shows(m, R"(easyscale_job_certified_step{job="ns/j"} 40)"));
+  EXPECT_TRUE(Shows(m, R"(easyscale_job_step{job="ns/j"} 57)"));
+  m.SetJobCertifiedStep("ns/j", 60);
+  EXPECT_TRUE(Shows(m, R"(easyscale_job_certified_step{job="ns/j"} 60)"));
+  m.ForgetJob("ns/j");
+  EXPECT_EQ(m.Text().find(R"({job="ns/j"})"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace easyscale::op

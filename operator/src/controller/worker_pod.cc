@@ -1,8 +1,10 @@
-// Builds the worker Pod manifest and the job's Secret and NetworkPolicy.
+// Builds the worker Pod manifest and the job's Secret, NetworkPolicy and
+// certificate ConfigMap.
 #include "controller/worker_pod.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "controller/certificate_history.h"
 #include "controller/control_token.h"
 #include "controller/gpu_inventory.h"
 
@@ -155,6 +157,14 @@ json BuildWorkerNetworkPolicy(const json& job) {
            {{"podSelector", workers},
             {"policyTypes", {"Ingress"}},
             {"ingress", {{{"from", {{{"podSelector", workers}}}}}}}}}};
+}
+
+json BuildCertificateConfigMap(const json& job, const std::vector<Certificate>& history) {
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata", JobMetadata(job, CertificateConfigMapName(job["metadata"].value("name", "")))},
+      {"data", {{kCertificatesKey, FormatCertificateHistory(history)}}}};
 }
 
 }  // namespace easyscale::op

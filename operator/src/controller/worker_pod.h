@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "controller/job_status.h"
 #include "easyscale/common/job_spec.h"
@@ -43,5 +44,8 @@ nlohmann::json BuildWorkerPod(const nlohmann::json& job, const JobSpec& spec,
 // pods take traffic only from each other; both owned by the job.
 nlohmann::json BuildControlSecret(const nlohmann::json& job, const std::string& token);
 nlohmann::json BuildWorkerNetworkPolicy(const nlohmann::json& job);
+// The job's certificate history ConfigMap (certificate_history.h), owned by the job.
+nlohmann::json BuildCertificateConfigMap(const nlohmann::json& job,
+                                         const std::vector<Certificate>& history);
 
 }  // namespace easyscale::op

@@ -19,6 +19,7 @@ const Resource kEvents{"", "v1", "events", "Event", true};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
 const Resource kEasyScaleJobs{"easyscale.io", "v1alpha1", "easyscalejobs", "EasyScaleJob", true};
 const Resource kSecrets{"", "v1", "secrets", "Secret", true};
+const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
 const Resource kNetworkPolicies{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy",
                                 true};
 

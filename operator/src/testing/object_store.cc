@@ -165,7 +165,7 @@ const std::vector<ResourceInfo>& ServedResources() {
       {kSecrets, false, {}, {}},
       {kNetworkPolicies, false, {"netpol"}, {}},
       {{"", "v1", "namespaces", "Namespace", false}, true, {"ns"}, {}},
-      {{"", "v1", "configmaps", "ConfigMap", true}, false, {"cm"}, {}},
+      {kConfigMaps, false, {"cm"}, {}},
       {{"", "v1", "services", "Service", true}, true, {"svc"}, {"all"}},
       {{"", "v1", "serviceaccounts", "ServiceAccount", true}, false, {"sa"}, {}},
       {{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true}, true, {"pvc"}, {}},

@@ -30,7 +30,11 @@
 //      holding it; a worker that holds it already uses its own), from the durable
 //      checkpoint in checkpointDir, or fresh. They restore, rendezvous under
 //      `prefix`, report Running, and train.
-//   3. Failures are reported (state Failed, a CamelCase reason and a message);
+//   3. With certificateEvery K > 0, rank 0 computes the digest of the whole
+//      job's state after every K-th step (a Certificate) and carries the newest
+//      in each report; the operator keeps the newest in the job's status and
+//      the history in the job's ConfigMap.
+//   4. Failures are reported (state Failed, a CamelCase reason and a message);
 //      the operator restarts the generation with backoff, up to a limit.
 #pragma once
 
@@ -90,6 +94,19 @@ struct OutputDigests {
   bool operator==(const OutputDigests&) const = default;
 };
 
+// The consistency certificate: the digest of the whole job's training state
+// after global step `step` (parameters, optimizer state and every EST's
+// context; the digest the job prints at its end, README "Digest"). It depends
+// on the logical training state only: every run of the job, on any workers,
+// schedule or device types, certifies the same pairs. Its line, as
+// `easyscale-worker local` prints it and the job's ConfigMap keeps it:
+//   certificate step=<N> digest=<64 lowercase hex>
+struct Certificate {
+  int64_t step = 0;  // >= 1; 0: no certificate
+  std::string digest;
+  bool operator==(const Certificate&) const = default;
+};
+
 struct WorkerAssignment {
   std::string job;         // namespace/name
   int64_t generation = 0;  // grows with every reconfiguration
@@ -107,6 +124,8 @@ struct WorkerAssignment {
   WorkerAction action = WorkerAction::kRun;
   // Checkpoint and stop after this global step; 0 = train to training.steps.
   int64_t stopAtStep = 0;
+  // Rank 0 certifies every step that is a multiple of this; 0 = none.
+  int64_t certificateEvery = 0;
   bool operator==(const WorkerAssignment&) const = default;
 };
 
@@ -129,6 +148,9 @@ struct WorkerReport {
   std::string reason;
   int64_t stateStep = -1;  // step of the whole-job state it holds and serves; -1: none
   std::string stateUrl;    // where it serves that state
+  // Rank 0: the newest certificate this process computed (repeated in every
+  // report until the next, so one lost report loses none); step 0: none.
+  Certificate certificate;
   bool operator==(const WorkerReport&) const = default;
 };
 
@@ -156,5 +178,12 @@ StatusOr<WorkerReport> ParseWorkerReport(const nlohmann::json& j);
 StatusOr<RestorePlan> ParseRestorePlan(const nlohmann::json& j);
 // Errors name the field under `path` ("output.onnxSha256: ...").
 StatusOr<OutputDigests> ParseOutputDigests(const nlohmann::json& j, const std::string& path);
+
+nlohmann::json ToJson(const Certificate& c);
+// step >= 1 and a SHA-256 in lowercase hex; errors name the field under `path`.
+StatusOr<Certificate> ParseCertificate(const nlohmann::json& j, const std::string& path);
+// "certificate step=N digest=HEX" and back; the error quotes the line.
+std::string CertificateLine(const Certificate& c);
+StatusOr<Certificate> ParseCertificateLine(const std::string& line);
 
 }  // namespace easyscale

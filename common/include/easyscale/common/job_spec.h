@@ -94,6 +94,15 @@ struct WorkerPodSettings {
   bool operator==(const WorkerPodSettings&) const = default;
 };
 
+// The consistency certificate (control_protocol.h): every everySteps global
+// steps, rank 0 publishes the digest of the whole training state; the operator
+// keeps the newest in status.certificate and the history in the job's
+// ConfigMap. 0 (the default) = none. Not part of the training identity.
+struct CertificateSpec {
+  int64_t everySteps = 0;
+  bool operator==(const CertificateSpec&) const = default;
+};
+
 // Failures: after backoffLimit worker failures the job is Failed.
 struct RunPolicy {
   int backoffLimit = 6;
@@ -110,6 +119,7 @@ struct JobSpec {
   TrainingArgs training;
   CheckpointVolume checkpoint;
   OutputSpec output;
+  CertificateSpec certificate;
   WorkerPodSettings worker;
   RunPolicy runPolicy;
   // No worker pods while true: a running job is drained to a checkpoint and

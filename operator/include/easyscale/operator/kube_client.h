@@ -45,6 +45,7 @@ extern const Resource kLeases;
 extern const Resource kEasyScaleJobs;
 extern const Resource kSecrets;  // data values are base64, as on the wire
 extern const Resource kNetworkPolicies;
+extern const Resource kConfigMaps;
 
 struct ListOptions {
   std::string labelSelector;

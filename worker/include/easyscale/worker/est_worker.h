@@ -85,6 +85,10 @@ class EstWorker {
   // context (this worker's own and the replicas the last step brought).
   TrainingSnapshot Snapshot() const;
   int64_t step() const { return step_; }
+  // SHA-256 of the whole job at step() (README "Digest": parameters, optimizer
+  // state, every EST's context): a function of the logical training state
+  // only, the same on every worker of every run that reached this step.
+  std::string Digest() const;
   // With config.profile_ops: the ops' times summed over every pass so far.
   OpTimes& op_times() { return op_times_; }
   const WorkerConfig& config() const { return config_; }
@@ -106,7 +110,6 @@ class EstWorker {
   void PrefetchComingSamples();
   const std::vector<uint32_t>& Permutation(uint64_t epoch);
   std::string IdentityJson() const;
-  std::string Digest(const std::vector<EstContext>& all) const;
   Predictions Evaluate(const EstContext& est);
   KernelBackend& kernels() { return kernels_ ? *kernels_ : CpuKernelBackend(); }
   // Runs every hosted EST's forward and backward pass and folds its gradient

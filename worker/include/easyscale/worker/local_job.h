@@ -5,7 +5,10 @@
 // which meet over loopback through Gloo, train to the segment's end and hand
 // their ESTs over through a checkpoint; the next segment's processes restore
 // them. A worker that dies (e.g. SIGKILL) makes the segment restart from the
-// last checkpoint. The last line printed is `digest: <64 hex>`. The workers
+// last checkpoint. With certificate_every K it prints, after every K-th step,
+// `certificate step=N digest=<64 hex>` (control_protocol.h Certificate), once
+// per step even when a restart trains it again. The last line printed is
+// `digest: <64 hex>`. The workers
 // die with the runner, and the checkpoint folder belongs to one run at a time
 // (<dir>/LOCK): a second run on it fails at once.
 #pragma once
@@ -45,6 +48,7 @@ struct LocalJobOptions {
   int64_t fault_worker_at = 0;      // test: the last rank's backend fails in this step, once
   std::string drop_field = "none";  // test: forget an EST context field on restore
   int max_restarts = 3;
+  int64_t certificate_every = 0;  // certify every this many steps; 0 = never
   // Polled while workers run; true stops them (SIGTERM, then SIGKILL after a
   // grace) and ends the run with Cancelled.
   std::function<bool()> stop_requested;
@@ -55,6 +59,7 @@ struct LocalJobResult {
   double test_accuracy = 0.0;
   int restarts = 0;
   OutputDigests output;  // the model files written at the end (options.output.path)
+  std::vector<Certificate> certificates;    // in step order
   std::vector<double> scale_event_seconds;  // from "stopping" to the first resumed step
   std::vector<double> step_seconds;         // rank 0's wall time between steps
 };

@@ -9,6 +9,9 @@
 //
 // Rank 0 prints progress as JSON lines on stdout:
 //   {"event":"step","ts":unix seconds,"generation":g,"step":s,"loss":x,"samples_per_s":y,...}
+//   {"event":"certificate","step":s,"digest":"<64 hex>"}   with certificateEvery K, after
+//        every step that is a multiple of K: the digest of the whole job's state
+//        (control_protocol.h Certificate)
 //   {"event":"stopping","step":s}                 the generation ends before the last step
 //   {"event":"output","step":s,"path":dir,"onnxSha256":h,"safetensorsSha256":h}
 //        the trained model written (model_output.h): at the end into the output
@@ -39,6 +42,8 @@ struct WorkerProcessOptions {
   std::function<bool()> stop_requested;
   // Called after every step (all ranks), e.g. to report to the operator.
   std::function<void(const StepStats&)> on_step;
+  // Rank 0, before on_step of each certified step (assignment's certificateEvery).
+  std::function<void(const Certificate&)> on_certificate;
   // Called once the generation's state is restored and its peers met.
   std::function<void(int64_t step)> on_restored;
 };
