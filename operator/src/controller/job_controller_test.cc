@@ -942,7 +942,11 @@ TEST_F(JobControllerStepTest, AWorkerTheCacheHasNotSeenIsDrainedNotDropped) {
   ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
   ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
   server_->HoldWatches("pods", true);
-  controller_->RunSchedulingCycle();
+  ASSERT_TRUE(Eventually([&] {  // once the node cache has n1
+    controller_->RunSchedulingCycle();
+    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 2}};
+  }));
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());
   ASSERT_EQ(WorkerPods("j").size(), 2u);
   ASSERT_EQ(StatusOf("j").value("runningGeneration", 0), 1);
