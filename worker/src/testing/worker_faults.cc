@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #ifdef EASYSCALE_WITH_CUDA
-#include "cuda_kernels.h"
+#include "testing/illegal_address.h"
 #endif
 
 namespace easyscale {
@@ -23,7 +23,7 @@ void ForgetEstField(const std::string& field, EstContext& restored, const EstCon
 void InjectBackendFault(KernelBackend& backend) {
   if (!backend.OnDevice()) throw std::runtime_error("injected fault (test-only)");
 #ifdef EASYSCALE_WITH_CUDA  // (only a CUDA build has a device backend)
-  const cudaError_t e = cuda::InjectIllegalAddress(static_cast<cudaStream_t>(backend.Stream()));
+  const cudaError_t e = InjectIllegalAddress(static_cast<cudaStream_t>(backend.Stream()));
   if (e != cudaSuccess) {
     throw std::runtime_error(std::string("fault injection: ") + cudaGetErrorName(e));
   }
