@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   auto comm = MakeSingleProcessCollective();
   std::vector<int> all;
   for (int e = 0; e < ests; ++e) all.push_back(e);
-  WorkerConfig config{args, ests, all, EstField::kNone};
+  WorkerConfig config{args, ests, all};
   auto worker = EstWorker::Create(config, data, *comm);
   if (!worker.ok()) {
     std::fprintf(stderr, "est_bench: %s\n", std::string(worker.status().message()).c_str());

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The images, built and run: deploy/docker/build-images.sh builds them from the
-# host build's binaries (--prebuilt), then each runs from its own root
-# filesystem (buildah mount, then chroot, since no container runtime starts
-# here) as the image's configured user, with its env, workdir and entrypoint:
-# `--help` of each binary, and the worker-cpu image's CPU training job (the
-# README's elastic `local` run, shortened), whose digest must equal the host
-# build's. Needs root, buildah and mmdebstrap; exits 77 (skipped) without them.
-#   images_test.sh BUILD_DIR
+# host build's binaries (--prebuilt, and --prebuilt-cuda for the CUDA worker),
+# then each runs from its own root filesystem (buildah mount, then chroot,
+# since no container runtime starts here) as the image's configured user, with
+# its env, workdir and entrypoint: `--help` of each binary, and each worker
+# image's CPU training job (the README's elastic `local` run, shortened), whose
+# digest must equal the host build's. Needs root, buildah and mmdebstrap;
+# exits 77 (skipped) without them.
+#   images_test.sh BUILD_DIR [CUDA_BUILD_DIR]
+# The CUDA worker image (target worker) is built and checked when BUILD_DIR or
+# CUDA_BUILD_DIR was configured with EASYSCALE_WITH_CUDA=ON; worker-cpu when
+# BUILD_DIR was not.
 set -euo pipefail
 build=$(cd "$1" && pwd)
+cuda_build_dir=${2:+$(cd "$2" && pwd)}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "images_test: needs root (CI runs as root)"; exit 77; }
 for tool in buildah mmdebstrap unshare chroot; do
@@ -20,7 +25,7 @@ cleanup() {
   # run_image's working containers (it runs in subshells: found by name).
   buildah containers --format '{{.ContainerName}}' | grep "^easyscale-images-test-$$-" |
     while read -r c; do buildah rm "$c" >/dev/null 2>&1 || true; done
-  for t in operator device-plugin worker-cpu; do
+  for t in operator device-plugin worker-cpu worker; do
     buildah rmi "localhost/easyscale-$t:$tag" >/dev/null 2>&1 || true
   done
   rm -rf "$work"
@@ -28,7 +33,17 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "images_test: FAIL: $*" >&2; exit 1; }
 
-"$root/deploy/docker/build-images.sh" --prebuilt "$build" --out "$work/archives" --tag "$tag"
+cuda_build() { grep -q '^EASYSCALE_WITH_CUDA:BOOL=ON$' "$1/CMakeCache.txt" 2>/dev/null; }
+workers=(worker-cpu)
+cuda_args=()
+if cuda_build "$build"; then workers=(worker); fi
+if [ -n "$cuda_build_dir" ]; then
+  cuda_build "$cuda_build_dir" || fail "$cuda_build_dir is not configured with EASYSCALE_WITH_CUDA=ON"
+  workers+=(worker)
+  cuda_args=(--prebuilt-cuda "$cuda_build_dir")
+fi
+"$root/deploy/docker/build-images.sh" --prebuilt "$build" "${cuda_args[@]}" --out "$work/archives" \
+  --tag "$tag"
 
 # Runs the image's entrypoint with ARGS as its container would start: the
 # image's user, env and workdir; /proc and /dev mounted in a private mount
@@ -61,22 +76,25 @@ print("\n".join(v) if isinstance(v, list) else v or "")' "$1" <<<"$config"
     run "$mnt" "$user" "$workdir" "${env[@]}" "${entrypoint[@]}" "$@"
 }
 
-for target in operator device-plugin worker-cpu; do
+for target in operator device-plugin "${workers[@]}"; do
   help=$(run_image "localhost/easyscale-$target:$tag" --help 2>&1) || fail "$target --help: $help"
   grep -q "easyscale-${target%-cpu} " <<<"$(head -n 1 <<<"$help")" || fail "$target --help printed: $help"
   echo "images_test: easyscale-$target --help: ok ($(head -n 1 <<<"$help"))"
 done
 
-# The worker pods' command as the operator writes it (--worker-command's default).
-help=$(run_image "localhost/easyscale-worker-cpu:$tag" --command easyscale-worker --help 2>&1) ||
-  fail "easyscale-worker is not on the worker-cpu image's PATH: $help"
-echo "images_test: worker pods' command easyscale-worker on the image's PATH: ok"
-
 job=(local --ests 8 --steps 60 --schedule 0:2,30:3 --model mlp --checkpoint-dir)
 host=$("$build/bin/easyscale-worker" "${job[@]}" "$work/host-ckpt" | grep '^digest: ') ||
   fail "the host build's training job printed no digest"
-image=$(run_image "localhost/easyscale-worker-cpu:$tag" "${job[@]}" /tmp/ckpt | grep '^digest: ') ||
-  fail "the worker-cpu image's training job printed no digest"
-echo "images_test: host $host; worker-cpu image $image"
-[ "$host" = "$image" ] || fail "the image's digest differs from the host build's"
+for target in "${workers[@]}"; do
+  image=localhost/easyscale-$target:$tag
+  # The worker pods' command as the operator writes it (--worker-command's default).
+  help=$(run_image "$image" --command easyscale-worker --help 2>&1) ||
+    fail "easyscale-worker is not on the $target image's PATH: $help"
+  echo "images_test: worker pods' command easyscale-worker on the $target image's PATH: ok"
+  # The CPU backend: the CUDA image's worker too, on a machine without a GPU.
+  digest=$(run_image "$image" "${job[@]}" /tmp/ckpt | grep '^digest: ') ||
+    fail "the $target image's training job printed no digest"
+  echo "images_test: host $host; $target image $digest"
+  [ "$host" = "$digest" ] || fail "the $target image's digest differs from the host build's"
+done
 echo "images_test: ok"

@@ -29,10 +29,22 @@ Outcome Command(std::vector<std::string> argv, int timeout_s) {
   return r;
 }
 
-Outcome Worker(const std::string& args, int timeout_s) {
-  std::vector<std::string> argv = {EASYSCALE_WORKER_BIN};
+namespace {
+
+Outcome Binary(const std::string& binary, const std::string& args, int timeout_s) {
+  std::vector<std::string> argv = {binary};
   for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   return Command(argv, timeout_s);
+}
+
+}  // namespace
+
+Outcome Worker(const std::string& args, int timeout_s) {
+  return Binary(EASYSCALE_WORKER_BIN, args, timeout_s);
+}
+
+Outcome TestWorker(const std::string& args, int timeout_s) {
+  return Binary(EASYSCALE_TEST_WORKER_BIN, args, timeout_s);
 }
 
 fs::path WorkDir() {

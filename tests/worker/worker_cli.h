@@ -1,6 +1,7 @@
 // File: tests/worker/worker_cli.h
 //
-// Test-only: runs `easyscale-worker` (and Python) as a user would and reads
+// Test-only: runs `easyscale-worker` (or `easyscale-test-worker`) and Python
+// as a user would and reads
 // what it prints; exports the example models once per test run.
 #pragma once
 
@@ -24,6 +25,9 @@ Outcome Command(std::vector<std::string> argv, int timeout_s = 600);
 // easyscale-worker with the space-separated `args`, killed after
 // `timeout_s` (a run that must not hang).
 Outcome Worker(const std::string& args, int timeout_s = 600);
+// The same with easyscale-test-worker, which also takes the flags that break
+// a job on purpose (worker/src/testing/test_worker_main.cc).
+Outcome TestWorker(const std::string& args, int timeout_s = 600);
 // A folder for the files a test binary makes, shared by its tests.
 std::filesystem::path WorkDir();
 

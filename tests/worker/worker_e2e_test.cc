@@ -21,6 +21,7 @@
 namespace {
 
 using RunResult = easyscale::clitest::Outcome;
+using easyscale::clitest::TestWorker;
 using easyscale::clitest::Worker;
 
 // ReadFile's bound for the files these tests read back.
@@ -28,11 +29,20 @@ constexpr size_t kAnyFile = size_t{1} << 30;
 
 const std::string kJob = "--ests 8 --steps 120 --model cnn --dataset mnist --seed 1 ";
 
-std::string Digest(const std::string& schedule, const std::string& extra = "") {
-  RunResult r = Worker("local " + kJob + "--schedule " + schedule + " " + extra);
+// The digest a run printed (it must have succeeded).
+std::string DigestOf(const RunResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.digest.size(), 64u) << r.output;
   return r.digest;
+}
+
+std::string Digest(const std::string& schedule, const std::string& extra = "") {
+  return DigestOf(Worker("local " + kJob + "--schedule " + schedule + " " + extra));
+}
+
+// The same job with easyscale-test-worker and its `test_flags`.
+std::string TestDigest(const std::string& schedule, const std::string& test_flags) {
+  return DigestOf(TestWorker("local " + kJob + "--schedule " + schedule + " " + test_flags));
 }
 
 const std::string& Reference() {
@@ -50,7 +60,7 @@ TEST(Consistency, SameDigestForEveryWorkerCount) {
 
 TEST(Consistency, SameDigestAfterSigkillAndResume) {
   RunResult r =
-      Worker("local " + kJob + "--schedule 0:3,60:2 --checkpoint-every 10 --kill-worker-at 37");
+      TestWorker("local " + kJob + "--schedule 0:3,60:2 --checkpoint-every 10 --kill-worker-at 37");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("restarting the segment from the last checkpoint"), std::string::npos);
   EXPECT_EQ(r.digest, Reference());
@@ -67,10 +77,10 @@ TEST_P(BackendFault, ClearErrorAndResumeFromLastCheckpoint) {
     RunResult probe = Worker("local --ests 2 --steps 1 --schedule 0:1 --backend cuda");
     if (probe.exit_code != 0) GTEST_SKIP() << "needs a CUDA build and GPU: " << probe.output;
   }
-  RunResult r = Worker("local " + kJob +
-                       "--schedule 0:3,60:2 --checkpoint-every 10 --fault-worker-at 37 "
-                       "--backend " +
-                       backend);
+  RunResult r = TestWorker("local " + kJob +
+                           "--schedule 0:3,60:2 --checkpoint-every 10 --fault-worker-at 37 "
+                           "--backend " +
+                           backend);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string failed =
       (backend == "cpu" ? "cpu" : "cuda") + std::string(" backend failed at step 37");
@@ -112,7 +122,8 @@ TEST(Consistency, CertificateLinesAreTheSameForEverySchedule) {
   const std::string job = "local --ests 8 --steps 120 --model mlp --certificate-every 10 ";
   RunResult a = Worker(job + "--schedule 0:3,40:5");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  RunResult b = Worker(job + "--schedule 0:1,25:4,70:2 --checkpoint-every 15 --kill-worker-at 43");
+  RunResult b =
+      TestWorker(job + "--schedule 0:1,25:4,70:2 --checkpoint-every 15 --kill-worker-at 43");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   ASSERT_NE(b.output.find("restarting the segment from the last checkpoint"), std::string::npos)
       << "the SIGKILL made no restart: " << b.output;
@@ -148,11 +159,11 @@ TEST(Consistency, MlpWithAdamAndStepScheduleToo) {
 TEST(Consistency, SeedChangesDigest) { EXPECT_NE(Digest("0:2", "--seed 2"), Reference()); }
 
 // Each field of the EST context matters: forgetting it on every scale event
-// changes the bits. (The switch is test-only.)
+// changes the bits. (The switch is easyscale-test-worker's.)
 class DroppedField : public ::testing::TestWithParam<const char*> {};
 TEST_P(DroppedField, BreaksEquality) {
   const std::string d =
-      Digest("0:8,20:3,45:5,70:1,90:8", std::string("--test-drop-context-field ") + GetParam());
+      TestDigest("0:8,20:3,45:5,70:1,90:8", std::string("--test-drop-context-field ") + GetParam());
   EXPECT_NE(d, Reference()) << GetParam();
 }
 INSTANTIATE_TEST_SUITE_P(EstContext, DroppedField, ::testing::Values("rng", "cursor", "bn"));

@@ -1,7 +1,6 @@
 #include "easyscale/worker/backend.h"
 
 #include <cstring>
-#include <stdexcept>
 
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/fixed_point.h"
@@ -13,7 +12,6 @@ class CpuBackend : public KernelBackend {
  public:
   std::string Name() const override { return "cpu"; }
   void Wait() override {}
-  void InjectFault() override { throw std::runtime_error("injected fault (test-only)"); }
   void Copy(size_t bytes, const void* src, void* dst) override {
     if (bytes > 0 && src != dst) std::memmove(dst, src, bytes);
   }

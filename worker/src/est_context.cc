@@ -4,15 +4,6 @@
 
 namespace easyscale {
 
-StatusOr<EstField> ParseEstField(const std::string& name) {
-  if (name == "none") return EstField::kNone;
-  if (name == "rng") return EstField::kRng;
-  if (name == "cursor") return EstField::kCursor;
-  if (name == "bn") return EstField::kBuffers;
-  return absl::InvalidArgumentError("unknown EST context field \"" + name +
-                                    "\" (want rng, cursor, bn or none)");
-}
-
 void EstContext::Save(ByteWriter& w) const {
   w.U32(static_cast<uint32_t>(id));
   w.U64(aug_counter);

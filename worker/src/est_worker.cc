@@ -210,21 +210,8 @@ Status EstWorker::Restore(const TrainingSnapshot& snapshot, const std::string& w
   for (int e : config_.ests) {
     EstContext ctx;
     ES_RETURN_IF_ERROR(LoadContext(e, snapshot.ests.at(e), what, &ctx));
-    const EstContext fresh = InitialEstContext(e, model_->InitialBuffers());
-    switch (config_.drop_field) {  // test-only: prove each field matters
-      case EstField::kRng:
-        ctx.aug_counter = fresh.aug_counter;
-        ctx.dropout_counter = fresh.dropout_counter;
-        break;
-      case EstField::kCursor:
-        ctx.epoch = fresh.epoch;
-        ctx.position = fresh.position;
-        break;
-      case EstField::kBuffers:
-        ctx.buffers = fresh.buffers;
-        break;
-      case EstField::kNone:
-        break;
+    if (config_.hooks.after_restore) {
+      config_.hooks.after_restore(ctx, InitialEstContext(e, model_->InitialBuffers()));
     }
     contexts_.emplace(e, std::move(ctx));
   }
@@ -321,7 +308,7 @@ void EstWorker::ComputeHostedEsts() {
     Lane& lane = lanes_[lane_index];
     Model& model = ModelOf(lane);
     k.UseLane(lane_index);
-    if (step_ == config_.test_fault_step && hosted == 0) k.InjectFault();
+    if (config_.hooks.before_pass) config_.hooks.before_pass(step_, id, k);
     samples_.clear();
     NextSamples(id, &ctx.epoch, &ctx.position, &samples_);
     PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
@@ -542,7 +529,7 @@ StatusOr<FinalResult> EstWorker::Finalize(const WorkerConfig& config, const Data
   WorkerConfig all = config;
   all.ests.clear();
   for (int e = 0; e < config.total_ests; ++e) all.ests.push_back(e);
-  all.drop_field = EstField::kNone;
+  all.hooks = {};
   auto no_peers = MakeSingleProcessCollective();
   ES_ASSIGN_OR_RETURN(auto reader, Create(all, data, *no_peers));
   ES_RETURN_IF_ERROR(reader->Restore(snapshot, "final state"));

@@ -58,9 +58,7 @@ class EstWorkerTest : public testing::ThreadedTraining {
     return ThreadedTraining::Train(workers);
   }
 
-  WorkerConfig Config(std::vector<int> ests) {
-    return WorkerConfig{args_, kEsts, std::move(ests), EstField::kNone};
-  }
+  WorkerConfig Config(std::vector<int> ests) { return WorkerConfig{args_, kEsts, std::move(ests)}; }
 };
 
 // A collective that sums like one process until told to fail.

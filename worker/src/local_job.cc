@@ -38,23 +38,22 @@ class Generation {
  public:
   Generation(const LocalJobOptions& o, const DirLock& lock) : options_(o), lock_(lock) {}
 
-  // `fault_step` >= 0: the last rank's backend fails in that step (test-only).
+  // The workers of the segment that starts at `from_step`.
   Status Start(const std::vector<WorkerAssignment>& workers, const std::string& folder,
-               int64_t fault_step) {
+               int64_t from_step) {
     for (const WorkerAssignment& w : workers) {
       const std::string path = folder + "/assignment-" + std::to_string(w.generation) + "-" +
                                std::to_string(w.rank) + ".json";
       ES_RETURN_IF_ERROR(WriteFileAtomic(path, ToJson(w).dump()));
-      std::vector<std::string> args = {
-          options_.worker_binary, "run", "--assignment", path, "--test-drop-context-field",
-          options_.drop_field};
+      std::vector<std::string> args = {options_.worker_binary, "run", "--assignment", path};
       if (!options_.digits_file.empty()) {
         args.push_back("--digits-file");
         args.push_back(options_.digits_file);
       }
-      if (fault_step >= 0 && w.rank == w.worldSize - 1) {
-        args.push_back("--test-fault-at");
-        args.push_back(std::to_string(fault_step));
+      if (options_.hooks.run_flags) {
+        for (std::string& flag : options_.hooks.run_flags(w, from_step)) {
+          args.push_back(std::move(flag));
+        }
       }
       SubprocessOptions worker{
           .argv = std::move(args), .keepFds = {lock_.fd()}, .parentDeathSignal = SIGKILL};
@@ -247,8 +246,6 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
     }
   } cleanup{dir, remove_dir};
 
-  bool killed_once = false;
-  bool faulted_once = false;
   Clock::time_point scale_requested{};
   bool scale_pending = false;
   int previous_workers = 0;
@@ -290,12 +287,7 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
       std::fflush(stdout);
       std::optional<Clock::time_point> last_step_at;
       Generation gen(o, *lock);
-      // The fault is injected into the first attempt that reaches its step only.
-      const bool inject = o.fault_worker_at > 0 && !faulted_once &&
-                          o.fault_worker_at >= entry.step &&
-                          (stop_at == 0 || o.fault_worker_at < stop_at);
-      faulted_once = faulted_once || inject;
-      ES_RETURN_IF_ERROR(gen.Start(workers, dir, inject ? o.fault_worker_at : -1));
+      ES_RETURN_IF_ERROR(gen.Start(workers, dir, entry.step));
       const auto stop_requested = [&o] { return o.stop_requested && o.stop_requested(); };
       int failed = -1;
       while (failed < 0 && !gen.AllExited() && !stop_requested()) {
@@ -328,11 +320,13 @@ StatusOr<LocalJobResult> RunLocalJob(const LocalJobOptions& o) {
                                       .c_str());
               scale_pending = false;
             }
-            if (o.kill_worker_at > 0 && !killed_once && ev.value("step", 0) == o.kill_worker_at) {
-              killed_once = true;
-              LogWarn("local", "injecting failure: SIGKILL to a worker",
-                      {{"rank", entry.workers - 1}, {"step", o.kill_worker_at}});
-              gen.Kill(entry.workers - 1);
+            const int64_t step = ev.value("step", int64_t{0});
+            if (std::optional<int> rank = o.hooks.kill_after_step
+                                              ? o.hooks.kill_after_step(step, entry.workers)
+                                              : std::nullopt) {
+              LogWarn("local", "SIGKILL to a worker, as a hook asks",
+                      {{"rank", *rank}, {"step", step}});
+              gen.Kill(*rank);
             }
           } else if (kind == "stopping") {
             scale_requested = Clock::now();

@@ -75,7 +75,6 @@ TEST(CpuBackend, LossGoesToItsOutputAndCopyZeroWork) {
   EXPECT_EQ(std::vector<float>(dst, dst + 4), std::vector<float>(4, 0.0f));
   Tensor t({3});
   EXPECT_EQ(k.At(t), t.ptr());  // the CPU computes on the host elements themselves
-  EXPECT_THROW(k.InjectFault(), std::runtime_error);
 }
 
 }  // namespace

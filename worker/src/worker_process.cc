@@ -94,8 +94,7 @@ StatusOr<WorkerOutcome> RunGeneration(const WorkerAssignment& a, const Dataset& 
   config.args = a.training;
   config.total_ests = a.totalEsts;
   config.ests = a.ests;
-  config.drop_field = options.drop_field;
-  config.test_fault_step = options.fault_step;
+  config.hooks = options.hooks;
   config.backend = a.backend;
   config.device = a.rank;
   ES_ASSIGN_OR_RETURN(auto worker, EstWorker::Create(config, data, *comm));

@@ -98,8 +98,4 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,
                               cudaStream_t stream = nullptr);
 
-// Test-only: a kernel that writes to an illegal address, the fault a broken
-// kernel or a failing GPU produces (sticky: the context is unusable after it).
-cudaError_t InjectIllegalAddress(cudaStream_t stream = nullptr);
-
 }  // namespace easyscale::cuda

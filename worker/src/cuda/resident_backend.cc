@@ -102,7 +102,6 @@ class ResidentBackend : public KernelBackend {
     if (forked_) throw std::logic_error("Wait between ForkLanes and JoinLanes");
     Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
-  void InjectFault() override { Check(InjectIllegalAddress(stream_), "fault injection"); }
 
   int Lanes() const override { return kLanes; }
   void ForkLanes() override {

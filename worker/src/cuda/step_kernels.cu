@@ -29,8 +29,6 @@ __global__ void AccumulateFixedPointKernel(Segments s, double limit, int64_t* ac
   if (bad) nonfinite[seg] = 1;  // every writer writes the same value
 }
 
-__global__ void IllegalAddressKernel(float* p) { p[threadIdx.x] = 1.0f; }
-
 }  // namespace
 
 cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
@@ -56,12 +54,6 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
 
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst, cudaStream_t stream) {
   return LaunchForEach(n, stream, [=] __device__(size_t i) { dst[i] += src[i]; });
-}
-
-cudaError_t InjectIllegalAddress(cudaStream_t stream) {
-  // An address no allocation can have: the low page is never mapped.
-  IllegalAddressKernel<<<1, 32, 0, stream>>>(reinterpret_cast<float*>(0x40));
-  return cudaGetLastError();
 }
 
 }  // namespace easyscale::cuda

@@ -23,7 +23,7 @@ StatusOr<TrainingSnapshot> RunSegment(const TrainingArgs& args, const Dataset& d
     threads.emplace_back([&, r] {
       results[r] = [&]() -> Status {
         ES_ASSIGN_OR_RETURN(auto comm, rendezvous.Connect(r, size, {}));
-        WorkerConfig c{args, total_ests, workers[r].ests, EstField::kNone, workers[r].backend};
+        WorkerConfig c{args, total_ests, workers[r].ests, workers[r].backend};
         c.lanes = workers[r].lanes;
         ES_ASSIGN_OR_RETURN(auto w, EstWorker::Create(c, data, *comm));
         if (start) {
@@ -55,7 +55,7 @@ StatusOr<std::string> TrainInThreads(const TrainingArgs& args, const Dataset& da
   if (!state) return absl::InvalidArgumentError("no segment to train");
   std::vector<int> all;
   for (int e = 0; e < total_ests; ++e) all.push_back(e);
-  const WorkerConfig c{args, total_ests, all, EstField::kNone, "cpu"};
+  const WorkerConfig c{args, total_ests, all, "cpu"};
   ES_ASSIGN_OR_RETURN(FinalResult result, EstWorker::Finalize(c, data, *state));
   return result.digest;
 }

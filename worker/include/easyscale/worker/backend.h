@@ -59,9 +59,6 @@ class KernelBackend {
   }
   // Waits for queued work, throwing the device's error if it failed.
   virtual void Wait() = 0;
-  // Test-only: the backend fails as a device fault would (a CUDA backend's next
-  // kernel writes to an illegal address; the CPU's throws at once).
-  virtual void InjectFault() = 0;
 
   // Whether tensors live in device memory (At is then a device address) and
   // work is queued on Stream(), the current lane's queue (a cudaStream_t).

@@ -20,10 +20,6 @@
 
 namespace easyscale {
 
-// The fields a scale event carries; a test-only switch drops one to prove it matters.
-enum class EstField { kNone, kRng, kCursor, kBuffers };
-StatusOr<EstField> ParseEstField(const std::string& name);  // rng | cursor | bn | none
-
 struct EstContext {
   int id = 0;
   // RNG streams: Philox counters; keys derive from (job seed, id, stream).

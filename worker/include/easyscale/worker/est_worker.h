@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,14 +33,22 @@
 
 namespace easyscale {
 
+// Points where a caller steps into a worker's training (e.g. the test worker
+// binary's faults and forgotten context fields); an empty one does nothing.
+struct WorkerHooks {
+  // Before each hosted EST's forward and backward pass of `step` (steps done
+  // so far), on the backend that runs it; what it throws fails the step.
+  std::function<void(int64_t step, int est, KernelBackend& backend)> before_pass;
+  // On each EST context Restore loads, with a fresh context of the same EST.
+  std::function<void(EstContext& restored, const EstContext& fresh)> after_restore;
+};
+
 struct WorkerConfig {
   TrainingArgs args;
   int total_ests = 1;
-  std::vector<int> ests;                  // hosted here, ascending
-  EstField drop_field = EstField::kNone;  // test-only: forget this field on restore
-  std::string backend = "cpu";            // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
-  int device = 0;                         // cuda: GPU ordinal, modulo the device count
-  int64_t test_fault_step = -1;           // test-only: the backend fails during this step
+  std::vector<int> ests;        // hosted here, ascending
+  std::string backend = "cpu";  // cpu | cuda (a build with EASYSCALE_WITH_CUDA)
+  int device = 0;               // cuda: GPU ordinal, modulo the device count
   // Hosted ESTs side by side (KernelBackend::Lanes): 0 for the backend's
   // count; else at most the backend's, except that the CPU backend runs its
   // lanes in order and takes any count (tests: lanes change no bit).
@@ -47,6 +56,7 @@ struct WorkerConfig {
   // Benchmarks: every pass runs its ops one by one (no replay) and adds their
   // times to op_times() (a device waits for each pass).
   bool profile_ops = false;
+  WorkerHooks hooks;
 };
 
 // The kernels of a backend name: null for "cpu" (PassContext's default);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,23 +36,32 @@ struct ScheduleEntry {
 StatusOr<std::vector<ScheduleEntry>> ParseSchedule(const std::string& text, int ests,
                                                    int64_t steps);
 
+// Points where a caller steps into the job (e.g. the test worker binary's
+// lost workers and faults); an empty one does nothing.
+struct LocalJobHooks {
+  // Flags added to the `run` command of worker `w` of the segment that starts
+  // at `from_step` (worker_binary must take them); called for every start.
+  std::function<std::vector<std::string>(const WorkerAssignment& w, int64_t from_step)> run_flags;
+  // On each step rank 0 reports (`step` steps done) with the segment's worker
+  // count: the rank it names is SIGKILLed.
+  std::function<std::optional<int>(int64_t step, int workers)> kill_after_step;
+};
+
 struct LocalJobOptions {
   TrainingArgs args;
   int ests = 8;
   std::vector<ScheduleEntry> schedule;
-  std::string backend = "cpu";      // cpu | cuda | mixed
-  std::string digits_file;          // the embedded digits (--dataset mnist without --data)
-  std::string checkpoint_dir;       // empty: a temporary folder, removed at the end
-  OutputSpec output;                // where rank 0 writes the trained model
-  std::string worker_binary;        // this program
-  int64_t kill_worker_at = 0;       // test: SIGKILL the last rank when this step is reported
-  int64_t fault_worker_at = 0;      // test: the last rank's backend fails in this step, once
-  std::string drop_field = "none";  // test: forget an EST context field on restore
+  std::string backend = "cpu";  // cpu | cuda | mixed
+  std::string digits_file;      // the embedded digits (--dataset mnist without --data)
+  std::string checkpoint_dir;   // empty: a temporary folder, removed at the end
+  OutputSpec output;            // where rank 0 writes the trained model
+  std::string worker_binary;    // this program
   int max_restarts = 3;
   int64_t certificate_every = 0;  // certify every this many steps; 0 = never
   // Polled while workers run; true stops them (SIGTERM, then SIGKILL after a
   // grace) and ends the run with Cancelled.
   std::function<bool()> stop_requested;
+  LocalJobHooks hooks;
 };
 
 struct LocalJobResult {

@@ -25,7 +25,6 @@
 
 #include "easyscale/common/control_protocol.h"
 #include "easyscale/worker/dataset.h"
-#include "easyscale/worker/est_context.h"
 #include "easyscale/worker/est_worker.h"
 #include "easyscale/worker/snapshot.h"
 
@@ -35,9 +34,8 @@ struct WorkerProcessOptions {
   std::string bind_host = "127.0.0.1";
   std::string token;  // the job's control token (rendezvous store)
   std::chrono::milliseconds collective_timeout{60000};
-  EstField drop_field = EstField::kNone;
-  int64_t fault_step = -1;     // test-only: the backend fails during this step
   bool print_progress = true;  // only rank 0 prints
+  WorkerHooks hooks;           // the worker's (est_worker.h)
   // Polled once per step; true = this worker votes to stop after the step.
   std::function<bool()> stop_requested;
   // Called after every step (all ranks), e.g. to report to the operator.
