@@ -274,7 +274,7 @@ TEST_F(JobControllerTest, ScalesOutOnReleasePreemptsForInferenceAndFinishes) {
   // The Event is recorded after the pods are created: wait for it.
   EXPECT_TRUE(Eventually([&] { return EventCount("j", "Scheduled") == 1; }));
   const std::vector<std::string> gen1 = Pods(st["workers"]);
-  StatusOr<WorkerAssignment> a = Assignment(gen1[0]);
+  StatusOr<WorkerAssignment> a = RunAssignment(gen1[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->action, WorkerAction::kRun);
   EXPECT_EQ(a->rendezvous.prefix.rfind("gen-1-", 0), 0u) << a->rendezvous.prefix;
@@ -407,7 +407,7 @@ TEST_F(JobControllerTest, CertificatesReachTheStatusTheHistoryAndTheGauge) {
   ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Running"; }));
   const std::string pod = StatusOf("j")["workers"][0]["pod"];
-  StatusOr<WorkerAssignment> a = Assignment(pod);
+  StatusOr<WorkerAssignment> a = RunAssignment(pod);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->certificateEvery, 20) << "the workers are told the spec's interval";
   const std::string d20(64, 'a'), d40(64, 'b');
@@ -783,7 +783,7 @@ TEST_F(JobControllerTest, SuspendDrainsARunningJobThenDeletesItsPodsAndResumes) 
   EXPECT_EQ(st["step"], 10);
   EXPECT_EQ(Condition("j", "Suspended")["reason"], "Resumed");
   EXPECT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
-  StatusOr<WorkerAssignment> a = Assignment(Pods(st["workers"])[0]);
+  StatusOr<WorkerAssignment> a = RunAssignment(Pods(st["workers"])[0]);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->action, WorkerAction::kRun);
   EXPECT_EQ(a->restore.from, RestoreFrom::kDurable);
