@@ -354,8 +354,9 @@ TEST_F(CrdSchema, PrinterColumnsReadSchemaFieldsOfTheirType) {
     }
     EXPECT_EQ((*node)["type"], c["type"]) << c["name"];
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"Phase", "ESTs", "Workers", "GPU types", "Step",
-                                             "Progress", "ETA", "Preemptions", "Age"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"Phase", "ESTs", "Workers", "GPU types", "Step", "Progress",
+                                      "ETA", "Certified", "Preemptions", "Age"}));
 }
 
 // `kubectl explain` documents the whole spec and status: every field under

@@ -172,8 +172,9 @@ TEST_F(HelmDeployedOperator, JobAppliedWithKubectlSucceedsWithTheFixedRunDigest)
   const std::vector<std::string> lines = absl::StrSplit(*table, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << *table;
   const std::vector<std::string> header = absl::StrSplit(lines[0], ' ', absl::SkipEmpty());
-  EXPECT_EQ(header, (std::vector<std::string>{"NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES",
-                                              "STEP", "PROGRESS", "ETA", "PREEMPTIONS", "AGE"}))
+  EXPECT_EQ(header,
+            (std::vector<std::string>{"NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES", "STEP",
+                                      "PROGRESS", "ETA", "CERTIFIED", "PREEMPTIONS", "AGE"}))
       << *table;
   const std::vector<std::string> row = absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
   ASSERT_GE(row.size(), 5u) << *table;

@@ -63,7 +63,9 @@ TEST_F(TestApiServerWireTest, TablesCarryTheCrdPrinterColumnsWhenAskedFor) {
   const json job = EasyScaleJob("t", {{"image", "w"}, {"ests", 4}, {"maxWorkers", 2}});
   ASSERT_EQ(Call("POST", kJobsPath, job.dump()).status, 201);
   ASSERT_EQ(Call("PATCH", kJobsPath + "/t/status",
-                 R"({"status":{"phase":"Running","step":7,"progressPercentage":5}})",
+                 R"({"status":{"phase":"Running","step":7,"progressPercentage":5,)"
+                 R"("certificate":{"step":5,"digest":")" +
+                     std::string(64, 'a') + R"("}}})",
                  "application/merge-patch+json")
                 .status,
             200);
@@ -76,8 +78,9 @@ TEST_F(TestApiServerWireTest, TablesCarryTheCrdPrinterColumnsWhenAskedFor) {
   EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
   std::vector<std::string> names;
   for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Phase", "ESTs", "Workers", "GPU types",
-                                             "Step", "Progress", "ETA", "Preemptions", "Age"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"Name", "Phase", "ESTs", "Workers", "GPU types", "Step",
+                                      "Progress", "ETA", "Certified", "Preemptions", "Age"}));
   ASSERT_EQ(table["rows"].size(), 1u);
   const json& cells = table["rows"][0]["cells"];
   EXPECT_EQ(cells[0], "t");
@@ -87,7 +90,8 @@ TEST_F(TestApiServerWireTest, TablesCarryTheCrdPrinterColumnsWhenAskedFor) {
   EXPECT_EQ(cells[5], 7);
   EXPECT_EQ(cells[6], 5);
   EXPECT_TRUE(cells[7].is_null());  // no estimate yet
-  EXPECT_EQ(cells[9], "0s");
+  EXPECT_EQ(cells[8], 5);           // a nested field: status.certificate.step
+  EXPECT_EQ(cells[10], "0s");
   EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
   EXPECT_EQ(table["rows"][0]["object"]["metadata"]["name"], "t");
   const json one = Call("GET", kJobsPath + "/t?includeObject=Object", "", "", kubectl).Json();

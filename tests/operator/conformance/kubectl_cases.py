@@ -40,7 +40,7 @@ def kubectl_get_short_name(s):
 
 
 @case("`kubectl get esj`, `get esj -w` (Table answers)",
-      "the CRD's printer columns (Phase, ESTs, Workers, GPU types, Step, Progress, ETA, "
+      "the CRD's printer columns (Phase, ESTs, Workers, GPU types, Step, Progress, ETA, Certified, "
       "Preemptions, Age); "
       "a status change shows as a new row within 5 s")
 def kubectl_get_printer_columns(s):
@@ -50,7 +50,7 @@ def kubectl_get_printer_columns(s):
               '"progressPercentage":8,"estimatedRemainingSeconds":95,"preemptions":0}}')
     lines = s.kubectl("get", "esj")[1].splitlines()
     check(lines[0].split() == ["NAME", "PHASE", "ESTS", "WORKERS", "GPU", "TYPES", "STEP",
-                               "PROGRESS", "ETA", "PREEMPTIONS", "AGE"], lines)
+                               "PROGRESS", "ETA", "CERTIFIED", "PREEMPTIONS", "AGE"], lines)
     check(lines[1].split()[:9] == ["t", "Running", "8", "2", "cpu:2", "10", "8", "95", "0"],
           lines)
     w = LineReader(s.kubectl_args("get", "esj", "-w"))
