@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:?usage: collect.sh DIR}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-for b in easyscale-worker step_bench cuda_kernels_test gpu_kernel_check; do
+for b in easyscale-worker easyscale-test-worker step_bench cuda_kernels_test gpu_kernel_check; do
   bash "$root/deploy/docker/collect-runtime-libs.sh" "$stage" "$root/build/bin/$b" >/dev/null
 done
 mkdir -p "$dest/lib" "$dest/../data"

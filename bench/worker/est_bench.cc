@@ -60,7 +60,7 @@ class PlainAccumulation {
       for (size_t j = 0; j < ps[i]->grad.size(); ++j)
         ps[i]->grad.data[j] = sums_[i].data[j] / ests_;
     }
-    optimizer_->Step(ps, 0.01f);
+    optimizer_->Step(CpuKernelBackend(), ps, 0.01f);
   }
 
  private:

@@ -150,7 +150,7 @@ TEST_P(TorchReference, OneStepMatchesPyTorch) {
                 off.at("grads").at(p->name));
   }
   std::unique_ptr<Optimizer> sgd = MakeOptimizer(args, m.params());
-  sgd->Step(m.params(), static_cast<float>(args.learningRate));
+  sgd->Step(CpuKernelBackend(), m.params(), static_cast<float>(args.learningRate));
   for (const Param* p : m.params()) {
     ExpectClose("updated " + p->name, p->value.data, Floats(want.at("params_after").at(p->name)),
                 off.at("params_after").at(p->name));

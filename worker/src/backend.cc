@@ -35,11 +35,23 @@ class CpuBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     cpu::Argmax(rows, classes, logits, out);
   }
+  void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) override {
+    easyscale::DecodeFixedPointMean(sums, n, terms, out);
+  }
+  void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad, float* value,
+                    float* state1, float* state2) override {
+    if (rule.adam) {
+      for (size_t i = 0; i < n; ++i)
+        formulas::AdamUpdate(rule, grad[i], &value[i], &state1[i], &state2[i]);
+    } else {
+      for (size_t i = 0; i < n; ++i) formulas::SgdUpdate(rule, grad[i], &value[i], &state1[i]);
+    }
+  }
 
  protected:
   void* AddressOf(void* host, size_t, DeviceMirror&) override { return host; }
   void CopyToDevice(const void*, size_t, DeviceMirror&) override {}
-  void CopyToHost(void*, size_t, DeviceMirror&) override {}
+  void CopyToHost(void*, size_t, DeviceMirror&, size_t) override {}
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <span>
 
 #include "absl/strings/str_join.h"
 #include "easyscale/common/checks.h"
@@ -109,6 +110,7 @@ EstWorker::EstWorker(const WorkerConfig& config, const Dataset& data, Collective
       model_(std::move(model)),
       kernels_(std::move(kernels)) {
   optimizer_ = MakeOptimizer(config_.args, model_->params());
+  update_on_backend_ = kernels_ != nullptr && kernels_->OnDevice() && comm_.size() == 1;
   split_ = SplitTrainTest(data_.count());
   shard_size_ = EstShardSize(split_, config_.total_ests);
   ByteWriter fresh;
@@ -141,6 +143,7 @@ std::string EstWorker::IdentityJson() const {
 }
 
 std::string EstWorker::JobPayload() const {
+  SyncStateToHost();
   ByteWriter w;
   w.Str(IdentityJson());
   w.I64(step_);
@@ -170,6 +173,8 @@ void EstWorker::Initialize() {
   contexts_.clear();
   replicas_.clear();
   buffers_on_backend_ = false;
+  backend_state_current_ = false;
+  host_state_current_ = true;
   for (int e = 0; e < config_.total_ests; ++e) {
     EstContext ctx = InitialEstContext(e, model_->InitialBuffers());
     ByteWriter w;
@@ -200,6 +205,8 @@ Status EstWorker::Restore(const TrainingSnapshot& snapshot, const std::string& w
     return absl::DataLossError(absl::StrCat(what, ": holds ", snapshot.ests.size(),
                                             " EST contexts, the job has ", config_.total_ests));
   }
+  SyncStateToHost();  // what LoadJobPayload does not overwrite stays step_'s
+  backend_state_current_ = false;
   ES_RETURN_IF_ERROR(LoadJobPayload(snapshot.job, what));
   if (step_ != snapshot.step) {
     return absl::DataLossError(
@@ -261,17 +268,25 @@ void EstWorker::PrefetchComingSamples() {
   PrefetchSamples(data_, coming);
 }
 
-// The step's memory protocol: parameter values are the host's (the optimizer
-// runs there) and go to the backend at the start of every step; the hosted
+// The step's memory protocol: parameter values go to the backend at the start
+// of a step when the host's are newer (after a restore, or every step when the
+// optimizer runs on the host); with the update on the backend they and the
+// optimizer state stay there, and only the loss comes back; the hosted
 // ESTs' buffers stay on the backend from the first step after a restore, and
 // on a device each EST's graph also copies them into one staging tensor that
 // comes to the host with the sums (every step's collective carries them);
 // activations and gradients are the backend's alone; the fixed-point sums
-// come to the host once, at the end.
+// come to the host once, at the end, unless the update runs on the backend.
 void EstWorker::ComputeHostedEsts() {
   KernelBackend& k = kernels();
   const auto& params = model_->params();
-  for (const Param* p : params) k.Upload(p->value);
+  if (!backend_state_current_) {
+    for (const Param* p : params) k.Upload(p->value);
+    if (update_on_backend_) {
+      for (const Tensor* t : optimizer_->StateTensors()) k.Upload(*t);
+    }
+    backend_state_current_ = true;
+  }
   if (!buffers_on_backend_) {
     for (auto& [id, ctx] : contexts_) {
       for (const Tensor& b : ctx.buffers) k.Upload(b);
@@ -387,7 +402,11 @@ void EstWorker::ComputeHostedEsts() {
   k.JoinLanes();
   for (size_t i = 1; i < lanes_.size(); ++i)
     k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));
-  k.Download(accum_);
+  if (update_on_backend_) {
+    k.DownloadPart(accum_, model_->NumParamValues(), 1);  // the loss
+  } else {
+    k.Download(accum_);
+  }
   k.Download(nonfinite_);
   if (!staged) return;
   k.Download(buffer_staging_);
@@ -428,23 +447,40 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   StepStats stats;
   stats.compute_seconds = Seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  if (Status sum = comm_.AllreduceSum(accum_.data); !sum.ok()) {
+  // With the update on the backend the gradients' sums stay there (no peer
+  // adds to them): the collective carries the loss, the vote and the contexts.
+  std::span<int64_t> carried(accum_.data);
+  if (update_on_backend_) carried = carried.subspan(n);
+  if (Status sum = comm_.AllreduceSum(carried); !sum.ok()) {
     ES_RETURN_IF_ERROR(RollBack());
     return sum;
   }
   stats.allreduce_seconds = Seconds(t1);
   UnpackContexts();
-  std::vector<size_t> offsets;  // each parameter's first sum
-  size_t k = 0;
-  for (const Param* p : params) {
-    offsets.push_back(k);
-    k += p->grad.size();
+  KernelBackend& k = update_on_backend_ ? kernels() : CpuKernelBackend();
+  try {
+    const int64_t* sums = k.At(accum_);
+    size_t first = 0;  // parameter i's first sum
+    std::vector<size_t> firsts;
+    for (const Param* p : params) {
+      firsts.push_back(first);
+      first += p->grad.size();
+    }
+    ForEachParamRange(k, params, [&](size_t i, size_t begin, size_t end) {
+      k.DecodeFixedPointMean(end - begin, sums + firsts[i] + begin, config_.total_ests,
+                             k.At(params[i]->grad) + begin);
+    });
+    optimizer_->Step(k, params, LearningRate(config_.args, step_));
+    k.Wait();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat(k.Name(), " backend failed updating step ", step_, ": ", e.what()));
   }
-  ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
-    DecodeFixedPointMean(&accum_.data[offsets[i] + begin], end - begin, config_.total_ests,
-                         params[i]->grad.ptr() + begin);
-  });
-  optimizer_->Step(params, LearningRate(config_.args, step_));
+  if (update_on_backend_) {
+    host_state_current_ = false;
+  } else {
+    backend_state_current_ = false;
+  }
   ++step_;
   stats.step = step_;
   stats.loss = FixedPointMean(accum_.data[n], config_.total_ests);
@@ -472,6 +508,13 @@ void EstWorker::UnpackContexts() {
   }
 }
 
+void EstWorker::SyncStateToHost() const {
+  if (host_state_current_) return;
+  for (Param* p : model_->params()) kernels_->Download(p->value);
+  for (Tensor* t : optimizer_->StateTensors()) kernels_->Download(*t);
+  host_state_current_ = true;
+}
+
 Status EstWorker::RollBack() {
   buffers_on_backend_ = false;
   for (auto& [id, ctx] : contexts_) {
@@ -485,6 +528,7 @@ std::string EstWorker::Digest() const {
   // parameter tensor in model order, the optimizer state, then every EST context
   // in id order, each in the serialisation of serialize.h / est_context.h
   // (replicas_ holds every EST's context at step_ in exactly that form).
+  SyncStateToHost();
   ByteWriter w;
   w.Str("easyscale-digest-v1");
   w.I64(step_);
@@ -498,11 +542,13 @@ std::string EstWorker::Digest() const {
 
 Predictions EstWorker::Evaluate(const EstContext& est) {
   // Held-out predictions with EST 0's BatchNorm statistics, as a DDP job saves rank 0's.
+  SyncStateToHost();  // Predict uploads the host's parameters
   std::vector<Tensor> buffers = est.buffers;
   return Predict(*model_, buffers, data_, split_.test, kernels());
 }
 
 StatusOr<TrainedModel> EstWorker::Trained() const {
+  SyncStateToHost();
   TrainedModel m;
   m.step = step_;
   for (const Param* p : model_->params()) {

@@ -66,7 +66,7 @@ class FailingCollective : public Collective {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  Status AllreduceSum(std::vector<int64_t>&) override {
+  Status AllreduceSum(std::span<int64_t>) override {
     return fail ? absl::UnavailableError("peer gone") : absl::OkStatus();
   }
   Status Barrier() override { return absl::OkStatus(); }

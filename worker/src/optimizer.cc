@@ -15,62 +15,51 @@ std::vector<Tensor> ZerosLike(const std::vector<Param*>& params) {
   return out;
 }
 
+std::vector<Tensor*> Pointers(std::vector<Tensor>& ts) {
+  std::vector<Tensor*> out;
+  for (Tensor& t : ts) out.push_back(&t);
+  return out;
+}
+
 Status LoadTensors(ByteReader& r, std::vector<Tensor>& ts, const char* field) {
   for (Tensor& t : ts) ES_RETURN_IF_ERROR(r.TensorInto(&t, field));
   return absl::OkStatus();
 }
 
-// g' = g + wd*w; v = momentum*v + g'; w = w - lr*v
+// g' = g + wd*w; v = momentum*v + g'; w = w - lr*v (formulas::SgdUpdate)
 class Sgd : public Optimizer {
  public:
   Sgd(float momentum, float wd, const std::vector<Param*>& params)
       : momentum_(momentum), wd_(wd), velocity_(ZerosLike(params)) {}
-  void Step(const std::vector<Param*>& params, float lr) override {
-    ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
-      float* w = params[i]->value.ptr();
-      const float* g = params[i]->grad.ptr();
-      float* v = velocity_[i].ptr();
-      for (size_t j = begin; j < end; ++j) {
-        const float gj = g[j] + wd_ * w[j];
-        v[j] = momentum_ * v[j] + gj;
-        w[j] = w[j] - lr * v[j];
-      }
-    });
-  }
+  std::vector<Tensor*> StateTensors() override { return Pointers(velocity_); }
   void Save(ByteWriter& w) const override {
     for (const Tensor& t : velocity_) w.TensorValue(t);
   }
   Status Load(ByteReader& r) override { return LoadTensors(r, velocity_, "sgd.velocity"); }
+
+ protected:
+  formulas::UpdateRule NextRule(float lr) override {
+    return {.adam = false, .lr = lr, .momentum = momentum_, .weight_decay = wd_};
+  }
+  std::pair<Tensor*, Tensor*> StateOf(size_t param) override {
+    return {&velocity_[param], nullptr};
+  }
 
  private:
   float momentum_, wd_;
   std::vector<Tensor> velocity_;
 };
 
-// Adam (L2 weight decay added to the gradient, as torch.optim.Adam does).
+// Adam (L2 weight decay added to the gradient, as torch.optim.Adam does;
+// formulas::AdamUpdate).
 class Adam : public Optimizer {
  public:
   Adam(float wd, const std::vector<Param*>& params)
       : wd_(wd), m_(ZerosLike(params)), v_(ZerosLike(params)) {}
-  void Step(const std::vector<Param*>& params, float lr) override {
-    ++t_;
-    beta1_pow_ *= kBeta1;
-    beta2_pow_ *= kBeta2;
-    const float c1 = static_cast<float>(1.0 - beta1_pow_);
-    const float c2_sqrt = std::sqrt(static_cast<float>(1.0 - beta2_pow_));
-    ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
-      float* w = params[i]->value.ptr();
-      const float* g = params[i]->grad.ptr();
-      float* m = m_[i].ptr();
-      float* v = v_[i].ptr();
-      for (size_t j = begin; j < end; ++j) {
-        const float gj = g[j] + wd_ * w[j];
-        m[j] = kBeta1 * m[j] + (1.0f - kBeta1) * gj;
-        v[j] = kBeta2 * v[j] + (1.0f - kBeta2) * (gj * gj);
-        const float denom = std::sqrt(v[j]) / c2_sqrt + kEps;
-        w[j] = w[j] - (lr / c1) * (m[j] / denom);
-      }
-    });
+  std::vector<Tensor*> StateTensors() override {
+    std::vector<Tensor*> out = Pointers(m_);
+    for (Tensor* t : Pointers(v_)) out.push_back(t);
+    return out;
   }
   void Save(ByteWriter& w) const override {
     w.I64(t_);
@@ -87,8 +76,20 @@ class Adam : public Optimizer {
     return LoadTensors(r, v_, "adam.v");
   }
 
+ protected:
+  formulas::UpdateRule NextRule(float lr) override {
+    ++t_;
+    beta1_pow_ *= formulas::kAdamBeta1;
+    beta2_pow_ *= formulas::kAdamBeta2;
+    return {.adam = true,
+            .lr = lr,
+            .weight_decay = wd_,
+            .c1 = static_cast<float>(1.0 - beta1_pow_),
+            .c2_sqrt = std::sqrt(static_cast<float>(1.0 - beta2_pow_))};
+  }
+  std::pair<Tensor*, Tensor*> StateOf(size_t param) override { return {&m_[param], &v_[param]}; }
+
  private:
-  static constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
   float wd_;
   int64_t t_ = 0;
   double beta1_pow_ = 1.0, beta2_pow_ = 1.0;
@@ -96,6 +97,15 @@ class Adam : public Optimizer {
 };
 
 }  // namespace
+
+void Optimizer::Step(KernelBackend& k, const std::vector<Param*>& params, float lr) {
+  const formulas::UpdateRule rule = NextRule(lr);
+  ForEachParamRange(k, params, [&](size_t i, size_t begin, size_t end) {
+    auto [s1, s2] = StateOf(i);
+    k.UpdateParams(rule, end - begin, k.At(params[i]->grad) + begin, k.At(params[i]->value) + begin,
+                   k.At(*s1) + begin, s2 != nullptr ? k.At(*s2) + begin : nullptr);
+  });
+}
 
 std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& a, const std::vector<Param*>& params) {
   if (a.optimizer == "adam")

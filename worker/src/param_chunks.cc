@@ -41,4 +41,12 @@ void ForEachParamChunk(const std::vector<Param*>& params,
   for (std::thread& h : helpers) h.join();
 }
 
+void ForEachParamRange(KernelBackend& k, const std::vector<Param*>& params,
+                       const std::function<void(size_t, size_t, size_t)>& f) {
+  if (!k.OnDevice()) return ForEachParamChunk(params, f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i]->value.size() > 0) f(i, 0, params[i]->value.size());
+  }
+}
+
 }  // namespace easyscale

@@ -21,4 +21,9 @@ namespace easyscale {
 void ForEachParamChunk(const std::vector<Param*>& params,
                        const std::function<void(size_t param, size_t begin, size_t end)>& f);
 
+// The same work queued on backend `k`: on a device one call per whole
+// parameter (the device spreads each launch), on the CPU ForEachParamChunk.
+void ForEachParamRange(KernelBackend& k, const std::vector<Param*>& params,
+                       const std::function<void(size_t param, size_t begin, size_t end)>& f);
+
 }  // namespace easyscale

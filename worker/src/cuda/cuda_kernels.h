@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "easyscale/worker/kernel_formulas.h"
+
 namespace easyscale::cuda {
 
 // C[i,j] = the sum over k in formulas::GemmOutput's order (fma chains over k
@@ -97,5 +99,12 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
 // dst[i] += src[i] over n fixed-point sums.
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,
                               cudaStream_t stream = nullptr);
+// out[i] = FixedPointMean(sums[i], terms).
+cudaError_t DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out,
+                                 cudaStream_t stream = nullptr);
+// KernelBackend::UpdateParams: the rule's update of value[i] and its state from
+// grad[i], every value on its own.
+cudaError_t UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
+                         float* value, float* state1, float* state2, cudaStream_t stream = nullptr);
 
 }  // namespace easyscale::cuda

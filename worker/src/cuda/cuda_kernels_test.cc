@@ -29,6 +29,7 @@ void ExpectAllBitEqual(const std::vector<KernelCheck>& checks) {
 TEST_F(CudaKernels, GemmsMatchCpuBits) { ExpectAllBitEqual(CheckGemms(11)); }
 TEST_F(CudaKernels, LayoutKernelsMatchCpuBits) { ExpectAllBitEqual(CheckLayoutKernels(12)); }
 TEST_F(CudaKernels, ReductionKernelsMatchCpuBits) { ExpectAllBitEqual(CheckReductionKernels(13)); }
+TEST_F(CudaKernels, StepKernelsMatchCpuBits) { ExpectAllBitEqual(CheckStepKernels(14)); }
 
 TEST(CudaKernelArguments, RejectedBeforeAnyLaunch) {
   float* none = nullptr;

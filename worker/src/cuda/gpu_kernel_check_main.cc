@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, Group>> groups = {
       {"gemm", &easyscale::cuda::CheckGemms},
       {"layout", &easyscale::cuda::CheckLayoutKernels},
-      {"reduction", &easyscale::cuda::CheckReductionKernels}};
+      {"reduction", &easyscale::cuda::CheckReductionKernels},
+      {"step", &easyscale::cuda::CheckStepKernels}};
   if (only != "all" && only != "gemm" && only != "layout" && only != "reduction") {
     std::fprintf(stderr, "gpu_kernel_check: group \"%s\": want all, gemm, layout or reduction\n",
                  only.c_str());

@@ -6,6 +6,7 @@
 
 #include "cuda_kernels.h"
 #include "device_buffer.h"
+#include "easyscale/worker/backend.h"
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/philox.h"
 #include "gemm_variants.h"
@@ -338,6 +339,62 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
       Compare(&d, "argmax", arg, darg);
       return d;
     });
+  }
+  return out;
+}
+
+std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
+  std::vector<KernelCheck> out;
+  KernelBackend& cpu = CpuKernelBackend();
+  for (const size_t n : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+    for (const int terms : {1, 3, 8}) {
+      Run(&out, "DecodeFixedPointMean " + std::to_string(n) + "/" + std::to_string(terms), [&] {
+        // Sums of every magnitude: around 2^32 (values near 1), tiny ones and,
+        // beyond 2^51, the host's scalar route.
+        const auto r = Random(n, seed++);
+        std::vector<int64_t> sums(n);
+        for (size_t i = 0; i < n; ++i) {
+          const int shift = static_cast<int>(i % 29) * 2;
+          sums[i] = static_cast<int64_t>(static_cast<double>(r[i]) * 4294967296.0) *
+                    (int64_t{1} << (shift % 24));
+        }
+        if (n > 2) {
+          sums[n / 2] = (int64_t{1} << 60) + 12345;
+          sums[1] = -(int64_t{1} << 55) - 7;
+        }
+        std::vector<float> mean(n);
+        cpu.DecodeFixedPointMean(n, sums.data(), terms, mean.data());
+        DeviceBuffer<int64_t> dsums(sums);
+        DeviceBuffer<float> dmean(n);
+        ThrowIfError(DecodeFixedPointMean(n, dsums.get(), terms, dmean.get()), "launch");
+        std::string d;
+        Compare(&d, "mean", mean, dmean);
+        return d;
+      });
+    }
+    for (const bool adam : {false, true}) {
+      Run(&out, std::string(adam ? "UpdateParams/adam " : "UpdateParams/sgd ") + std::to_string(n),
+          [&] {
+            formulas::UpdateRule rule{
+                .adam = adam, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+            if (adam) rule.c1 = 0.271f, rule.c2_sqrt = 0.0547f;  // step 3's corrections
+            const auto g = Random(n, seed++);
+            auto w = Random(n, seed++), m = Random(n, seed++), v = Random(n, seed++);
+            for (float& x : v) x = x * x;  // a second moment is not negative
+            DeviceBuffer<float> dg(g), dw(w), dm(m), dv(v);
+            for (int step = 0; step < 3; ++step) {
+              cpu.UpdateParams(rule, n, g.data(), w.data(), m.data(), adam ? v.data() : nullptr);
+              ThrowIfError(
+                  UpdateParams(rule, n, dg.get(), dw.get(), dm.get(), adam ? dv.get() : nullptr),
+                  "launch");
+            }
+            std::string d;
+            Compare(&d, "value", w, dw);
+            Compare(&d, adam ? "m" : "velocity", m, dm);
+            if (adam) Compare(&d, "v", v, dv);
+            return d;
+          });
+    }
   }
   return out;
 }

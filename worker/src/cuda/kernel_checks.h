@@ -23,5 +23,8 @@ struct KernelCheck {
 std::vector<KernelCheck> CheckGemms(uint64_t seed);
 std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed);
 std::vector<KernelCheck> CheckReductionKernels(uint64_t seed);
+// The step's own kernels against the CPU backend's: the sums' decode and the
+// optimizers' updates.
+std::vector<KernelCheck> CheckStepKernels(uint64_t seed);
 
 }  // namespace easyscale::cuda

@@ -31,7 +31,7 @@ class NcclCollective : public Collective {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
-  Status AllreduceSum(std::vector<int64_t>& data) override {
+  Status AllreduceSum(std::span<int64_t> data) override {
     if (data.empty()) return absl::OkStatus();
     try {
       buffer_.Resize(data.size());

@@ -177,6 +177,13 @@ class ResidentBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     Check(cuda::Argmax(rows, classes, logits, out, stream_), "Argmax");
   }
+  void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) override {
+    Check(cuda::DecodeFixedPointMean(n, sums, terms, out, stream_), "DecodeFixedPointMean");
+  }
+  void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad, float* value,
+                    float* state1, float* state2) override {
+    Check(cuda::UpdateParams(rule, n, grad, value, state1, state2, stream_), "UpdateParams");
+  }
 
  protected:
   void* AddressOf(void* host, size_t bytes, DeviceMirror& mirror) override {
@@ -195,11 +202,12 @@ class ResidentBackend : public KernelBackend {
     if (bytes > 0)
       Check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   }
-  void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror) override {
+  void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror, size_t offset) override {
     if (bytes == 0) return;
-    if (mirror.bytes() != bytes)
+    if (mirror.get() == nullptr || offset + bytes > mirror.bytes())
       throw std::logic_error("download of a tensor the device never had");
-    Check(cudaMemcpyAsync(host, mirror.get(), bytes, cudaMemcpyDeviceToHost, stream_),
+    Check(cudaMemcpyAsync(host, static_cast<char*>(mirror.get()) + offset, bytes,
+                          cudaMemcpyDeviceToHost, stream_),
           "copy to host");
     Wait();
   }

@@ -97,5 +97,24 @@ TEST_F(CudaBackendTest, DigestEqualsCpuOnOneWorkerAndMixed) {
   EXPECT_EQ(Train({"cpu", "cuda"}), cpu);
 }
 
+// One cuda worker keeps parameters, Adam's moments and the sums on the device
+// and updates there; two workers update on the host. Generations switching
+// between the two hand the state over through snapshots, and every digest is
+// the CPU's.
+TEST_F(CudaBackendTest, TheDeviceUpdateEqualsTheHostsAcrossGenerations) {
+  args_.optimizer = "adam";
+  args_.weightDecay = 1e-3;
+  args_.lrSchedule = "cosine";
+  const std::string cpu = Train({"cpu"});
+  ASSERT_EQ(cpu.size(), 64u);
+  EXPECT_EQ(Train({"cuda"}), cpu);
+  auto switching = TrainInThreads(args_, data_, kEsts,
+                                  {{0, {{{0, 1, 2, 3}, "cuda"}}},
+                                   {1, {{{0, 1}, "cuda"}, {{2, 3}, "cpu"}}},
+                                   {3, {{{0, 1, 2, 3}, "cuda", 2}}}});
+  ASSERT_TRUE(switching.ok()) << switching.status();
+  EXPECT_EQ(*switching, cpu);
+}
+
 }  // namespace
 }  // namespace easyscale

@@ -1,6 +1,7 @@
-// Kernels of the training step that have no twin in cpu_kernels.h: the exact
-// aggregation's fixed-point accumulation (fixed_point.h's FixedPointTerm, so the
-// same integers) and the test-only fault.
+// Kernels of the training step around the model: the exact aggregation's
+// fixed-point accumulation (fixed_point.h's FixedPointTerm, so the same
+// integers) and the parameter update (the CPU backend's twin in backend.cc, both
+// from fixed_point.h and kernel_formulas.h).
 #include "cuda_kernels.h"
 #include "easyscale/worker/fixed_point.h"
 #include "launch.cuh"
@@ -54,6 +55,24 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
 
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst, cudaStream_t stream) {
   return LaunchForEach(n, stream, [=] __device__(size_t i) { dst[i] += src[i]; });
+}
+
+cudaError_t DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out,
+                                 cudaStream_t stream) {
+  return LaunchForEach(n, stream,
+                       [=] __device__(size_t i) { out[i] = FixedPointMean(sums[i], terms); });
+}
+
+cudaError_t UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
+                         float* value, float* state1, float* state2, cudaStream_t stream) {
+  if (rule.adam) {
+    return LaunchForEach(n, stream, [=] __device__(size_t i) {
+      formulas::AdamUpdate(rule, grad[i], &value[i], &state1[i], &state2[i]);
+    });
+  }
+  return LaunchForEach(n, stream, [=] __device__(size_t i) {
+    formulas::SgdUpdate(rule, grad[i], &value[i], &state1[i]);
+  });
 }
 
 }  // namespace easyscale::cuda

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "easyscale/worker/philox.h"
 #include "easyscale/worker/tensor.h"
 
@@ -55,7 +56,12 @@ class KernelBackend {
   }
   template <typename T>
   void Download(TensorOf<T>& t) {
-    CopyToHost(t.ptr(), t.bytes(), t.mirror);
+    CopyToHost(t.ptr(), t.bytes(), t.mirror, 0);
+  }
+  // Elements [first, first + count) of t, back to the host after queued work.
+  template <typename T>
+  void DownloadPart(TensorOf<T>& t, size_t first, size_t count) {
+    CopyToHost(t.ptr() + first, count * sizeof(T), t.mirror, first * sizeof(T));
   }
   // Waits for queued work, throwing the device's error if it failed.
   virtual void Wait() = 0;
@@ -111,11 +117,21 @@ class KernelBackend {
   // dst[i] += src[i]: fixed-point sums of the same segments (exact, any order).
   virtual void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) = 0;
   virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
+  // out[i] = the mean of fixed-point sum sums[i] over `terms` ESTs
+  // (fixed_point.h's DecodeFixedPointMean).
+  virtual void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) = 0;
+  // The optimizer's update of n parameter values from their mean gradients:
+  // `rule` (kernel_formulas.h) applied to each value and its state (state2:
+  // Adam's second moment, else null). Values are independent, so a caller may
+  // split them into ranges.
+  virtual void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
+                            float* value, float* state1, float* state2) = 0;
 
  protected:
   virtual void* AddressOf(void* host, size_t bytes, DeviceMirror& mirror) = 0;
   virtual void CopyToDevice(const void* host, size_t bytes, DeviceMirror& mirror) = 0;
-  virtual void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror) = 0;
+  // `bytes` from `offset` bytes into the mirror, to `host`.
+  virtual void CopyToHost(void* host, size_t bytes, DeviceMirror& mirror, size_t offset) = 0;
 };
 
 // The CPU backend (shared, stateless).

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ class Collective {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // In-place element-wise sum over all ranks.
-  virtual Status AllreduceSum(std::vector<int64_t>& data) = 0;
+  virtual Status AllreduceSum(std::span<int64_t> data) = 0;
   virtual Status Barrier() = 0;
 };
 

@@ -123,9 +123,14 @@ class EstWorker {
   Predictions Evaluate(const EstContext& est);
   KernelBackend& kernels() { return kernels_ ? *kernels_ : CpuKernelBackend(); }
   // Runs every hosted EST's forward and backward pass and folds its gradient
-  // and loss into accum_, on the backend; accum_ and nonfinite_ are on the
-  // host when it returns. Throws what the backend throws.
+  // and loss into accum_, on the backend; nonfinite_ and accum_ (from the loss
+  // on, when the update runs on the backend) are on the host when it returns.
+  // Throws what the backend throws.
   void ComputeHostedEsts();
+  // Brings the parameters and the optimizer state home from the backend when
+  // the last update ran there (they are read on the host only for snapshots,
+  // digests and outputs). Throws what the backend throws.
+  void SyncStateToHost() const;
   // Writes each hosted EST's context into its slot of the step's collective
   // (the slots of other ESTs stay zero, so the sum is a gather), and after the
   // sum takes every EST's context from its slot.
@@ -156,6 +161,14 @@ class EstWorker {
   FixedTensor accum_;      // gradients, loss, stop vote, EST contexts
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
+  // Where the step's update runs: on a device backend when no peer takes part
+  // in the sums (one worker), so parameters, optimizer state and sums stay in
+  // device memory; else on the host after the collective.
+  bool update_on_backend_ = false;
+  // Whether the backend's copy of the parameters (and, with update_on_backend_,
+  // of the optimizer state) is step_'s, and whether the host's is.
+  bool backend_state_current_ = false;
+  mutable bool host_state_current_ = true;
   Tensor buffer_staging_;  // a device's copy of the hosted ESTs' buffers, one download a step
   // On a device: each hosted EST's dropout counter at its pass's start (where a
   // replayed pass reads it), and how far one pass of each EST moves it.

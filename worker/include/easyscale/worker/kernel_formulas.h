@@ -103,4 +103,32 @@ ES_HD float SoftmaxCrossEntropyRow(int classes, const float* z, int label, float
   return loss;
 }
 
+// The optimizers' update of one parameter value from its mean gradient g
+// (optimizer.h): SGD with momentum and weight decay (state1: the velocity) or
+// Adam with L2 weight decay (state1, state2: the two moments), as PyTorch
+// defines them, in one fixed order of operations.
+inline constexpr float kAdamBeta1 = 0.9f, kAdamBeta2 = 0.999f, kAdamEps = 1e-8f;
+struct UpdateRule {
+  bool adam = false;
+  float lr = 0.0f;
+  float momentum = 0.0f;  // SGD
+  float weight_decay = 0.0f;
+  float c1 = 1.0f, c2_sqrt = 1.0f;  // Adam's bias corrections at this step
+};
+
+// g' = g + wd*w; v = momentum*v + g'; w = w - lr*v
+ES_HD void SgdUpdate(const UpdateRule& r, float g, float* w, float* v) {
+  const float gw = g + r.weight_decay * *w;
+  *v = r.momentum * *v + gw;
+  *w = *w - r.lr * *v;
+}
+
+ES_HD void AdamUpdate(const UpdateRule& r, float g, float* w, float* m, float* v) {
+  const float gw = g + r.weight_decay * *w;
+  *m = kAdamBeta1 * *m + (1.0f - kAdamBeta1) * gw;
+  *v = kAdamBeta2 * *v + (1.0f - kAdamBeta2) * (gw * gw);
+  const float denom = sqrtf(*v) / r.c2_sqrt + kAdamEps;
+  *w = *w - (r.lr / r.c1) * (*m / denom);
+}
+
 }  // namespace easyscale::formulas

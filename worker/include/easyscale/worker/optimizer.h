@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "easyscale/common/job_spec.h"
@@ -18,10 +19,20 @@ namespace easyscale {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Applies p.grad to p.value for every parameter.
-  virtual void Step(const std::vector<Param*>& params, float lr) = 0;
+  // Applies every p.grad to p.value on backend `k` (its memory holds both and
+  // the state: KernelBackend::UpdateParams).
+  void Step(KernelBackend& k, const std::vector<Param*>& params, float lr);
+  // The per-parameter state Save writes (a device's copy is uploaded from and
+  // downloaded into these).
+  virtual std::vector<Tensor*> StateTensors() = 0;
   virtual void Save(ByteWriter& w) const = 0;
   virtual Status Load(ByteReader& r) = 0;
+
+ protected:
+  // This step's rule (advancing per-step state such as Adam's bias corrections),
+  // and parameter i's state tensors (the second null for SGD).
+  virtual formulas::UpdateRule NextRule(float lr) = 0;
+  virtual std::pair<Tensor*, Tensor*> StateOf(size_t param) = 0;
 };
 
 std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& args,
