@@ -4,7 +4,8 @@
 # line also says how many workers summed through NCCL (one rank per GPU: only
 # where every worker has a GPU of its own) instead of Gloo.
 #   bench/cuda/cli_digests.sh DIR   where DIR holds easyscale-worker (a CUDA
-#   build), its shared libraries in DIR/lib, and mnist-digits.esd
+#   build) and its shared libraries in DIR/lib (collect.sh), and DIR/../data
+#   the digits file
 set -u
 dir=$(cd "${1:?usage: cli_digests.sh DIR}" && pwd)
 export LD_LIBRARY_PATH=$dir/lib
@@ -12,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for spec in "cpu 0:1" "cuda 0:1" "cuda 0:8,20:3,45:5,70:1,90:8" "mixed 0:2" "mixed 0:8,20:3,45:5,70:1,90:8"; do
   set -- $spec
   out=$("$dir/easyscale-worker" local --ests 8 --steps 120 --backend "$1" --schedule "$2" \
-        --digits-file "$dir/mnist-digits.esd" --log-level info 2>&1)
+        --digits-file "$dir/../data/mnist-digits.esd" --log-level info 2>&1)
   nccl=$(echo "$out" | grep -c '"msg":"sums through NCCL"')
   echo "backend=$1 schedule=$2 nccl_generations=$nccl $(echo "$out" | grep -E '^digest:|^test accuracy:|error' | tr '\n' ' ')"
 done
