@@ -122,10 +122,8 @@ void JobController::OnChange(const ClusterChange& change) {
   if (change.schedulingInput) cycle_.MarkDirty();
 }
 
-// Behind every change's key (WorkQueue::AddBackground): at 1,000 jobs a resync
-// is a second of reconciles, which must not delay a released GPU's cycle.
 void JobController::EnqueueAllJobs() {
-  for (const JobPtr& j : cache_.Jobs()) queue_.AddBackground(j->key);
+  for (const JobPtr& j : cache_.Jobs()) queue_.Add(j->key);
 }
 
 void JobController::ResyncLoop() {

@@ -15,13 +15,7 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::AddLocked(const std::string& key) {
-  if (shutDown_) return;
-  if (inBackground_.erase(key) != 0) {  // queued behind the changes: move it ahead
-    queue_.push_back(key);
-    cv_.notify_one();
-    return;
-  }
-  if (dirty_.count(key) != 0) return;
+  if (shutDown_ || dirty_.count(key) != 0) return;
   dirty_.insert(key);
   if (processing_.count(key) != 0) return;  // queued again by Done
   queue_.push_back(key);
@@ -31,16 +25,6 @@ void WorkQueue::AddLocked(const std::string& key) {
 void WorkQueue::Add(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   AddLocked(key);
-}
-
-void WorkQueue::AddBackground(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (shutDown_ || dirty_.count(key) != 0) return;
-  dirty_.insert(key);
-  if (processing_.count(key) != 0) return;  // queued again by Done
-  background_.push_back(key);
-  inBackground_.insert(key);
-  cv_.notify_one();
 }
 
 void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay) {
@@ -80,20 +64,10 @@ int WorkQueue::NumRequeues(const std::string& key) {
 
 std::optional<std::string> WorkQueue::Get() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !queue_.empty() || !inBackground_.empty() || shutDown_; });
-  std::string key;
-  if (!queue_.empty()) {
-    key = queue_.front();
-    queue_.pop_front();
-  } else if (!inBackground_.empty()) {
-    do {  // skip the keys Add moved ahead
-      key = background_.front();
-      background_.pop_front();
-    } while (inBackground_.count(key) == 0);
-    inBackground_.erase(key);
-  } else {
-    return std::nullopt;
-  }
+  cv_.wait(lock, [&] { return !queue_.empty() || shutDown_; });
+  if (queue_.empty()) return std::nullopt;
+  std::string key = queue_.front();
+  queue_.pop_front();
   processing_.insert(key);
   dirty_.erase(key);
   return key;
@@ -117,7 +91,7 @@ void WorkQueue::ShutDown() {
 
 size_t WorkQueue::Len() {
   std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size() + inBackground_.size();
+  return queue_.size();
 }
 
 void WorkQueue::DelayLoop() {

@@ -34,30 +34,6 @@ TEST(WorkQueue, KeyAddedWhileProcessingIsRequeuedOnDoneOnly) {
   EXPECT_EQ(q.Len(), 0u);
 }
 
-// A resync's keys wait behind every change's; a change to one of them moves
-// it ahead, and it is still served once.
-TEST(WorkQueue, BackgroundKeysWaitBehindAddedOnesUnlessAddedAgain) {
-  WorkQueue q;
-  q.AddBackground("r1");
-  q.AddBackground("r2");
-  q.AddBackground("r3");
-  q.Add("change");
-  q.Add("r2");
-  q.AddBackground("r1");  // already queued
-  EXPECT_EQ(q.Len(), 4u);
-  EXPECT_EQ(q.Get(), "change");
-  EXPECT_EQ(q.Get(), "r2");
-  q.Add("later");
-  EXPECT_EQ(q.Get(), "later");
-  EXPECT_EQ(q.Get(), "r1");
-  q.Done("r1");
-  q.AddBackground("r2");  // processing: queued again by Done, ahead of r3
-  q.Done("r2");
-  EXPECT_EQ(q.Get(), "r2");
-  EXPECT_EQ(q.Get(), "r3");
-  EXPECT_EQ(q.Len(), 0u);
-}
-
 TEST(WorkQueue, RateLimitedBackoffDoublesAndForgetResets) {
   WorkQueue q(BackoffOptions{.base = 20ms, .max = 100ms});
   EXPECT_EQ(q.NextBackoff("k"), 20ms);

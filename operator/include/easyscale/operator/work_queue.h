@@ -4,9 +4,6 @@
 //  - Add dedups: a key queued twice is processed once.
 //  - A key being processed is never handed to a second worker; an Add while it
 //    is processed marks it dirty and it is queued again on Done.
-//  - AddBackground queues a periodic re-check (a resync): such keys are served
-//    only when no other key waits, so re-checking every object never delays
-//    the reaction to a change; an Add of a key waiting there moves it ahead.
 //  - AddRateLimited re-adds after a per-key exponential backoff
 //    (base * 2^failures, capped); Forget resets the key's failures.
 //   while (auto key = q.Get()) { Status s = Reconcile(*key); ...; q.Done(*key); }
@@ -35,7 +32,6 @@ class WorkQueue {
   ~WorkQueue();
 
   void Add(const std::string& key);
-  void AddBackground(const std::string& key);
   void AddAfter(const std::string& key, std::chrono::milliseconds delay);
   void AddRateLimited(const std::string& key);
   void Forget(const std::string& key);
@@ -56,10 +52,6 @@ class WorkQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
-  // AddBackground's keys, in order; a key Add moved ahead stays in the deque
-  // but leaves inBackground_, and is skipped there.
-  std::deque<std::string> background_;
-  std::set<std::string> inBackground_;
   std::set<std::string> dirty_;       // queued or to be requeued
   std::set<std::string> processing_;  // handed out, not Done yet
   std::map<std::string, int> failures_;
