@@ -205,9 +205,11 @@ Status EstWorker::Restore(const TrainingSnapshot& snapshot, const std::string& w
     return absl::DataLossError(absl::StrCat(what, ": holds ", snapshot.ests.size(),
                                             " EST contexts, the job has ", config_.total_ests));
   }
-  SyncStateToHost();  // what LoadJobPayload does not overwrite stays step_'s
-  backend_state_current_ = false;
   ES_RETURN_IF_ERROR(LoadJobPayload(snapshot.job, what));
+  // The loaded parameters and optimizer state are the host's; a failed load
+  // leaves the flags, so a device's copy stays the state.
+  host_state_current_ = true;
+  backend_state_current_ = false;
   if (step_ != snapshot.step) {
     return absl::DataLossError(
         absl::StrCat(what, ": says step ", snapshot.step, " but its job state is at ", step_));

@@ -15,12 +15,6 @@ std::vector<Tensor> ZerosLike(const std::vector<Param*>& params) {
   return out;
 }
 
-std::vector<Tensor*> Pointers(std::vector<Tensor>& ts) {
-  std::vector<Tensor*> out;
-  for (Tensor& t : ts) out.push_back(&t);
-  return out;
-}
-
 Status LoadTensors(ByteReader& r, std::vector<Tensor>& ts, const char* field) {
   for (Tensor& t : ts) ES_RETURN_IF_ERROR(r.TensorInto(&t, field));
   return absl::OkStatus();
@@ -30,8 +24,7 @@ Status LoadTensors(ByteReader& r, std::vector<Tensor>& ts, const char* field) {
 class Sgd : public Optimizer {
  public:
   Sgd(float momentum, float wd, const std::vector<Param*>& params)
-      : momentum_(momentum), wd_(wd), velocity_(ZerosLike(params)) {}
-  std::vector<Tensor*> StateTensors() override { return Pointers(velocity_); }
+      : Optimizer(params.size()), momentum_(momentum), wd_(wd), velocity_(ZerosLike(params)) {}
   void Save(ByteWriter& w) const override {
     for (const Tensor& t : velocity_) w.TensorValue(t);
   }
@@ -55,12 +48,7 @@ class Sgd : public Optimizer {
 class Adam : public Optimizer {
  public:
   Adam(float wd, const std::vector<Param*>& params)
-      : wd_(wd), m_(ZerosLike(params)), v_(ZerosLike(params)) {}
-  std::vector<Tensor*> StateTensors() override {
-    std::vector<Tensor*> out = Pointers(m_);
-    for (Tensor* t : Pointers(v_)) out.push_back(t);
-    return out;
-  }
+      : Optimizer(params.size()), wd_(wd), m_(ZerosLike(params)), v_(ZerosLike(params)) {}
   void Save(ByteWriter& w) const override {
     w.I64(t_);
     w.F64(beta1_pow_);
@@ -97,6 +85,16 @@ class Adam : public Optimizer {
 };
 
 }  // namespace
+
+std::vector<Tensor*> Optimizer::StateTensors() {
+  std::vector<Tensor*> out;
+  for (size_t i = 0; i < params_; ++i) {
+    const auto [s1, s2] = StateOf(i);
+    out.push_back(s1);
+    if (s2 != nullptr) out.push_back(s2);
+  }
+  return out;
+}
 
 void Optimizer::Step(KernelBackend& k, const std::vector<Param*>& params, float lr) {
   const formulas::UpdateRule rule = NextRule(lr);

@@ -24,15 +24,19 @@ class Optimizer {
   void Step(KernelBackend& k, const std::vector<Param*>& params, float lr);
   // The per-parameter state Save writes (a device's copy is uploaded from and
   // downloaded into these).
-  virtual std::vector<Tensor*> StateTensors() = 0;
+  std::vector<Tensor*> StateTensors();
   virtual void Save(ByteWriter& w) const = 0;
   virtual Status Load(ByteReader& r) = 0;
 
  protected:
+  explicit Optimizer(size_t params) : params_(params) {}
   // This step's rule (advancing per-step state such as Adam's bias corrections),
   // and parameter i's state tensors (the second null for SGD).
   virtual formulas::UpdateRule NextRule(float lr) = 0;
   virtual std::pair<Tensor*, Tensor*> StateOf(size_t param) = 0;
+
+ private:
+  size_t params_;
 };
 
 std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& args,
