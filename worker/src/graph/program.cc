@@ -346,14 +346,32 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       din[i] = &owned[i];
       wanted = true;
     }
-    if (!wanted) continue;
-    for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
-    timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
-    for (size_t i = 0; i < s.in.size(); ++i) {
-      if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
+    if (wanted) {
+      for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
+      timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
+      for (size_t i = 0; i < s.in.size(); ++i) {
+        if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
+      }
+    }
+    // Only this node's rule reads its outputs' gradients (a node's output is
+    // never a parameter): their buffers serve the requests still to come, so
+    // the pass holds the gradients of a few nodes at a time, not of all.
+    for (size_t id : s.out) {
+      if (id == kNone || !has_grad_[id]) continue;
+      spare_.push_back(std::move(grads_[id]));
+      grads_[id] = Value();
+      has_grad_[id] = false;
     }
   }
   for (const std::string& name : parameters_) Finish(ctx, ids_.at(name));
+}
+
+size_t Program::GradientBytesHeld() const {
+  size_t bytes = 0;
+  for (const std::vector<Value>* held : {&grads_, &spare_}) {
+    for (const Value& v : *held) bytes += v.floats.capacity() * sizeof(float) + v.mirror.bytes();
+  }
+  return bytes;
 }
 
 const Value& Program::Gradient(const std::string& parameter) const {

@@ -54,6 +54,9 @@ class Program {
   // device that ran Forward: in its mirror) as the gradient of output `output`.
   void Backward(RunContext& ctx, size_t output, Value doutput);
   const Value& Gradient(const std::string& parameter) const;
+  // The bytes of the gradient buffers the program keeps (in use and spare,
+  // host and device): after a pass, what its reverse pass needed at once.
+  size_t GradientBytesHeld() const;
   // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
   // buffers the last pass let go where one fits, on ctx's device.
   Value TakeGradient(RunContext& ctx, const Shape& shape);

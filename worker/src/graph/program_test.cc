@@ -32,8 +32,7 @@ Graph TwoReaders() {
                     {"k", Floats({3}, {0.5f, 0.25f, 2.0f})},
                     {"unused", Floats({1}, {7.0f})}};
   g.constants = {"k"};
-  for (const char* name : {"x", "w", "k", "a", "b", "y"})
-    g.values[name] = {DType::kFloat32, {3}};
+  for (const char* name : {"x", "w", "k", "a", "b", "y"}) g.values[name] = {DType::kFloat32, {3}};
   g.values["unused"] = {DType::kFloat32, {1}};
   return g;
 }
@@ -73,6 +72,55 @@ TEST(Program, GradientOfAValueReadTwiceIsTheSumOfBoth) {
   // dy/dw = x (1 + k): the Add's contribution (node 2) and the second Mul's
   // (node 1) meet at a, added in (node, input) order.
   EXPECT_EQ(prog.Gradient("w").floats, (std::vector<float>{1.5f, -2.5f, 12.0f}));
+}
+
+// y = x * w * k * k * ... (`links` Muls by the constant k = 2), n values each.
+Graph MulChain(int links, int64_t n) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  std::string last = "a0";
+  g.nodes = {MakeNode("Mul", {"x", "w"}, {last})};
+  for (int i = 1; i <= links; ++i) {
+    const std::string next = i == links ? "y" : "a" + std::to_string(i);
+    g.nodes.push_back(MakeNode("Mul", {last, "k"}, {next}));
+    g.nodes.back().name = "Mul_" + std::to_string(i);
+    g.values[next] = {DType::kFloat32, {n}};
+    last = next;
+  }
+  g.initializers = {{"w", Floats({n}, std::vector<float>(n, 3.0f))},
+                    {"k", Floats({n}, std::vector<float>(n, 2.0f))}};
+  g.constants = {"k"};
+  for (const char* name : {"x", "w", "k", "a0"}) g.values[name] = {DType::kFloat32, {n}};
+  return g;
+}
+
+TEST(Program, TheReversePassHoldsAFewGradientsAtATimeNotOneAValue) {
+  if (std::find(SupportedOps().begin(), SupportedOps().end(), "Mul") == SupportedOps().end()) {
+    GTEST_SKIP() << "needs Mul";
+  }
+  constexpr int kLinks = 16;
+  constexpr int64_t kN = 4096;
+  auto p = Program::Create(MulChain(kLinks, kN));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Program& prog = **p;
+  prog.Input(0).floats.assign(kN, 0.5f);
+  RunContext ctx;
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  for (int pass = 0; pass < 2; ++pass) {
+    prog.Forward(ctx);
+    Value seed;
+    seed.Reset(DType::kFloat32, {kN});
+    seed.floats.assign(kN, 1.0f);
+    prog.Backward(ctx, 0, seed);
+    // dy/dw = x k^16, exact in float.
+    EXPECT_EQ(prog.Gradient("w").floats, std::vector<float>(kN, 0.5f * 65536.0f));
+    // The seed, w's gradient and the one in flight between two nodes: 17
+    // values have gradients, but no more than three buffers are ever needed.
+    EXPECT_LE(prog.GradientBytesHeld(), 3 * kN * sizeof(float)) << "pass " << pass;
+  }
 }
 
 TEST(Program, RefusesAGraphWithoutOutputs) {
