@@ -8,7 +8,7 @@
 #   the digits file
 set -u
 dir=$(cd "${1:?usage: cli_digests.sh DIR}" && pwd)
-export LD_LIBRARY_PATH=$dir/lib
+export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 # The last line's CUDA worker faults (an illegal address: its context is lost)
 # in step 50 and must recover from the job's checkpoint to the same digest.
