@@ -138,6 +138,14 @@ class Op {
                         const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                         const std::vector<Value*>& din) = 0;
 
+  // Whether Backward reads the elements of input `i` / output `j` (every op
+  // may read shapes). The runtime reuses the memory of a value no backward
+  // reads as soon as the forward pass is done with it, so an op that says
+  // false must not touch those elements (on a device: not even ask DeviceData
+  // for them). By default an op reads them all.
+  virtual bool BackwardReadsInput(size_t /*i*/) const { return true; }
+  virtual bool BackwardReadsOutput(size_t /*j*/) const { return true; }
+
   // Outputs that are the new value of a state input in training (BatchNormalization's
   // running mean and variance): pairs {output index, input index}. The runtime
   // writes them back into the EST's buffers after the pass.

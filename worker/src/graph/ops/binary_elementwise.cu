@@ -13,15 +13,6 @@
 namespace easyscale::graph::cuda_ops {
 namespace {
 
-// Operand `operand`'s term of one output (b's only where F has one).
-template <typename F>
-__device__ float GradTerm(int operand, float a, float b, float y, float dy) {
-  if constexpr (F::kGradB) {
-    if (operand == 1) return F::GradB(a, b, y, dy);
-  }
-  return F::GradA(a, b, y, dy);
-}
-
 // An operand read by the rows of an [R, C] view of the output (broadcast
 // along the leading dimensions, equal to the trailing ones: a bias): element
 // e's readers are o = t*C + e, t ascending. R and C, or R = 0 for any other
@@ -112,7 +103,7 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
       int64_t ia, ib;
       Indices(bc, pp, o, &ia, &ib);
       float sum = 0.0f;
-      sum += GradTerm<F>(operand, a[ia], b[ib], y[o], dy[o]);
+      sum += BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
       grad[e] = sum;
     });
   }
@@ -124,7 +115,7 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
           const int64_t o = t * rr.cols + e;
           int64_t ia, ib;
           Indices(bc, pp, o, &ia, &ib);
-          term[0] = GradTerm<F>(operand, a[ia], b[ib], y[o], dy[o]);
+          term[0] = BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
         },
         [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
         [=] __device__(int64_t e, const float* sum) { grad[e] = sum[0]; });
@@ -132,7 +123,7 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
   return cuda::LaunchForEach(operand_size, stream, [=] __device__(size_t e) {
     float sum = 0.0f;
     ForEachReader(bc, operand, static_cast<int64_t>(e), [&](int64_t o, int64_t ia, int64_t ib) {
-      sum += GradTerm<F>(operand, a[ia], b[ib], y[o], dy[o]);
+      sum += BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
     });
     grad[e] = sum;
   });

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "graph/ops/broadcast.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
@@ -77,9 +78,9 @@ class BinaryElementwiseOp final : public Op {
                 const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {
     ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *out[0], dout[0], din));
-    const std::vector<float>& a = in[0]->floats;
-    const std::vector<float>& b = FloatB(*in[1]);
-    const std::vector<float>& y = out[0]->floats;
+    const float* a = in[0]->floats.data();
+    const float* b = FloatB(*in[1]).data();
+    const float* y = out[0]->floats.data();
     for (int k = 0; k < 2; ++k) {
       if (din[k] == nullptr) continue;
       std::vector<float>& grad = din[k]->floats;
@@ -87,20 +88,21 @@ class BinaryElementwiseOp final : public Op {
         std::fill(grad.begin(), grad.end(), 0.0f);
         continue;
       }
-      const std::vector<float>& dy = dout[0]->floats;
-      if (k == 0) {
-        ReduceToOperand(
-            bc_, 0,
-            [&](int64_t o, int64_t ia, int64_t ib) { return F::GradA(a[ia], b[ib], y[o], dy[o]); },
-            grad);
-      } else if constexpr (F::kGradB) {
-        ReduceToOperand(
-            bc_, 1,
-            [&](int64_t o, int64_t ia, int64_t ib) { return F::GradB(a[ia], b[ib], y[o], dy[o]); },
-            grad);
-      }
+      const float* dy = dout[0]->floats.data();
+      if (k == 1 && !F::kGradB) continue;
+      ReduceToOperand(
+          bc_, k,
+          [&](int64_t o, int64_t ia, int64_t ib) {
+            return BinaryGradTerm<F>(k, a, b, y, dy, ia, ib, o);
+          },
+          grad);
     }
   }
+
+  bool BackwardReadsInput(size_t i) const override {
+    return i == 0 ? F::kGradReadsA : F::kGradReadsB;
+  }
+  bool BackwardReadsOutput(size_t) const override { return F::kGradReadsY; }
 
   // Float32 operands only (the int64 forms are shape arithmetic the loader folds).
   bool RunsOnDevice() const override {
@@ -121,9 +123,11 @@ class BinaryElementwiseOp final : public Op {
     for (int k = 0; k < 2; ++k) {
       if (din[k] == nullptr || (k == 1 && !F::kGradB)) continue;
       CheckLaunch(cuda_ops::BinaryBackward<F>(DeviceDims(bc_), k, din[k]->size(),
-                                              DeviceData(ctx, *in[0]), DeviceData(ctx, *in[1]),
-                                              DeviceData(ctx, y), DeviceData(ctx, *dy),
-                                              DeviceData(ctx, *din[k]), StreamOf(ctx)),
+                                              F::kGradReadsA ? DeviceData(ctx, *in[0]) : nullptr,
+                                              F::kGradReadsB ? DeviceData(ctx, *in[1]) : nullptr,
+                                              F::kGradReadsY ? DeviceData(ctx, y) : nullptr,
+                                              DeviceData(ctx, *dy), DeviceData(ctx, *din[k]),
+                                              StreamOf(ctx)),
                   "element-wise op gradient");
     }
   }

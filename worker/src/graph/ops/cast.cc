@@ -60,6 +60,8 @@ class CastOp : public Op {
   bool HasGradient(size_t i) const override {
     return i == 0 && from_ == DType::kFloat32 && out_.dtype == DType::kFloat32;
   }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext&, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] != nullptr && dout[0] != nullptr) din[0]->floats = dout[0]->floats;

@@ -44,6 +44,8 @@ class ClipOp final : public Op {
   }
 
   bool HasGradient(size_t i) const override { return i == 0; }
+  bool BackwardReadsInput(size_t) const override { return true; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                 const std::vector<const Value*>&, const std::vector<const Value*>& dout,

@@ -31,6 +31,8 @@ class ConcatOp : public Op {
     }
   }
   bool HasGradient(size_t) const override { return out_.dtype == DType::kFloat32; }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;

@@ -15,6 +15,7 @@ namespace easyscale::graph {
 
 struct AddFormula {
   static constexpr bool kInt64 = true;
+  static constexpr bool kGradReadsA = false, kGradReadsB = false, kGradReadsY = false;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a + b; }
@@ -28,6 +29,7 @@ struct AddFormula {
 
 struct SubFormula {
   static constexpr bool kInt64 = true;
+  static constexpr bool kGradReadsA = false, kGradReadsB = false, kGradReadsY = false;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a - b; }
@@ -41,6 +43,7 @@ struct SubFormula {
 
 struct MulFormula {
   static constexpr bool kInt64 = true;
+  static constexpr bool kGradReadsA = true, kGradReadsB = true, kGradReadsY = false;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a * b; }
@@ -54,6 +57,7 @@ struct MulFormula {
 
 struct DivFormula {
   static constexpr bool kInt64 = true;
+  static constexpr bool kGradReadsA = false, kGradReadsB = true, kGradReadsY = true;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a / b; }
@@ -68,6 +72,7 @@ struct DivFormula {
 
 struct PowFormula {
   static constexpr bool kInt64 = true;
+  static constexpr bool kGradReadsA = true, kGradReadsB = true, kGradReadsY = false;
   static constexpr bool kMixed = true;
   static constexpr bool kGradB = false;
   ES_HD static float Apply(float a, float b) { return detmath::Pow(a, b); }
@@ -94,16 +99,21 @@ struct PowFormula {
 };
 
 struct ReluFormula {
+  static constexpr bool kGradReadsX = false, kGradReadsY = true;
   ES_HD static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
-  ES_HD static float Grad(float x, float, float dy) { return x > 0.0f ? dy : 0.0f; }
+  // Y > 0 exactly where X > 0 (NaN and -0 stay themselves), so the rule
+  // reads Y and X's memory can go once the forward pass is done with it.
+  ES_HD static float Grad(float, float y, float dy) { return y > 0.0f ? dy : 0.0f; }
 };
 
 struct SqrtFormula {
+  static constexpr bool kGradReadsX = false, kGradReadsY = true;
   ES_HD static float Apply(float x) { return sqrtf(x); }
   ES_HD static float Grad(float, float y, float dy) { return dy / (2.0f * y); }
 };
 
 struct ErfFormula {
+  static constexpr bool kGradReadsX = true, kGradReadsY = false;
   ES_HD static float Apply(float x) { return detmath::Erf(x); }
   ES_HD static float Grad(float x, float, float dy) {
     const float kTwoOverSqrtPi = 1.12837916709551257f;
@@ -112,13 +122,36 @@ struct ErfFormula {
 };
 
 struct TanhFormula {
+  static constexpr bool kGradReadsX = false, kGradReadsY = true;
   ES_HD static float Apply(float x) { return detmath::Tanh(x); }
   ES_HD static float Grad(float, float y, float dy) { return dy * (1.0f - y * y); }
 };
 
 struct SigmoidFormula {
+  static constexpr bool kGradReadsX = false, kGradReadsY = true;
   ES_HD static float Apply(float x) { return detmath::Sigmoid(x); }
   ES_HD static float Grad(float, float y, float dy) { return dy * ((1.0f - y) * y); }
 };
+
+// A unary op's gradient at element i, reading only what F's rule reads (the
+// runtime may have reused the others' memory: Op::BackwardReadsInput).
+template <typename F>
+ES_HD float UnaryGrad(const float* x, const float* y, const float* dy, int64_t i) {
+  return F::Grad(F::kGradReadsX ? x[i] : 0.0f, F::kGradReadsY ? y[i] : 0.0f, dy[i]);
+}
+
+// Operand `operand`'s gradient term from output o (a's element ia, b's ib),
+// reading only what F's rules read, as UnaryGrad.
+template <typename F>
+ES_HD float BinaryGradTerm(int operand, const float* a, const float* b, const float* y,
+                           const float* dy, int64_t ia, int64_t ib, int64_t o) {
+  const float av = F::kGradReadsA ? a[ia] : 0.0f;
+  const float bv = F::kGradReadsB ? b[ib] : 0.0f;
+  const float yv = F::kGradReadsY ? y[o] : 0.0f;
+  if constexpr (F::kGradB) {
+    if (operand == 1) return F::GradB(av, bv, yv, dy[o]);
+  }
+  return F::GradA(av, bv, yv, dy[o]);
+}
 
 }  // namespace easyscale::graph

@@ -45,6 +45,8 @@ class GatherOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0 && out_.dtype == DType::kFloat32; }
+  bool BackwardReadsInput(size_t i) const override { return i == 1; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                 const std::vector<const Value*>&, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {

@@ -61,6 +61,8 @@ class Gemm final : public Op {
   }
 
   bool HasGradient(size_t i) const override { return i <= 2; }
+  bool BackwardReadsInput(size_t i) const override { return i <= 1; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                 const std::vector<const Value*>&, const std::vector<const Value*>& dout,

@@ -111,6 +111,8 @@ class StridedViewOp : public Op {
     }
   }
   bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr || dout[0] == nullptr) return;
@@ -154,6 +156,8 @@ class SameOrderOp : public Op {
     CopyRange(*in[0], 0, out[0], 0, in[0]->size());
   }
   bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
     if (din[0] == nullptr || dout[0] == nullptr) return;

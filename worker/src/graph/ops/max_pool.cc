@@ -56,6 +56,8 @@ class MaxPool final : public Op {
   }
 
   bool HasGradient(size_t i) const override { return i == 0; }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {

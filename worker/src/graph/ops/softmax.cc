@@ -43,6 +43,8 @@ class SoftmaxOp final : public Op {
   }
 
   bool HasGradient(size_t i) const override { return i == 0; }
+  bool BackwardReadsInput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t) const override { return true; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>&,
                 const std::vector<const Value*>& out, const std::vector<const Value*>& dout,

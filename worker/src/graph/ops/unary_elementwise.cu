@@ -14,8 +14,9 @@ cudaError_t UnaryForward(size_t n, const float* x, float* y, cudaStream_t stream
 template <typename F>
 cudaError_t UnaryBackward(size_t n, const float* x, const float* y, const float* dy, float* dx,
                           cudaStream_t stream) {
-  return cuda::LaunchForEach(n, stream,
-                             [=] __device__(size_t i) { dx[i] = F::Grad(x[i], y[i], dy[i]); });
+  return cuda::LaunchForEach(n, stream, [=] __device__(size_t i) {
+    dx[i] = UnaryGrad<F>(x, y, dy, static_cast<int64_t>(i));
+  });
 }
 
 #define ES_UNARY_OP(F)                                                                            \

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "graph/ops/device_op.h"
@@ -51,11 +52,14 @@ class UnaryElementwiseOp final : public Op {
       std::fill(dx.begin(), dx.end(), 0.0f);
       return;
     }
-    const std::vector<float>& x = in[0]->floats;
-    const std::vector<float>& y = out[0]->floats;
-    const std::vector<float>& dy = dout[0]->floats;
-    for (size_t i = 0; i < x.size(); ++i) dx[i] = F::Grad(x[i], y[i], dy[i]);
+    const float* x = in[0]->floats.data();
+    const float* y = out[0]->floats.data();
+    const float* dy = dout[0]->floats.data();
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] = UnaryGrad<F>(x, y, dy, static_cast<int64_t>(i));
   }
+
+  bool BackwardReadsInput(size_t) const override { return F::kGradReadsX; }
+  bool BackwardReadsOutput(size_t) const override { return F::kGradReadsY; }
 
   bool RunsOnDevice() const override { return true; }
 
@@ -70,7 +74,8 @@ class UnaryElementwiseOp final : public Op {
                         Value& dx) {
     if (dy == nullptr) return;  // dx is zeroed
     CheckLaunch(
-        cuda_ops::UnaryBackward<F>(x.size(), DeviceData(ctx, x), DeviceData(ctx, y),
+        cuda_ops::UnaryBackward<F>(x.size(), F::kGradReadsX ? DeviceData(ctx, x) : nullptr,
+                                   F::kGradReadsY ? DeviceData(ctx, y) : nullptr,
                                    DeviceData(ctx, *dy), DeviceData(ctx, dx), StreamOf(ctx)),
         "element-wise op gradient");
   }

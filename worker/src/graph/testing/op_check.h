@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -143,6 +145,44 @@ inline double WeightedSum(const std::vector<Value>& outputs, const std::vector<V
   return sum;
 }
 
+// The runtime reuses the memory of values an op says its Backward does not
+// read (Op::BackwardReads*): run Backward again with their elements NaN and
+// expect the very same gradient bits.
+inline void ExpectBackwardReadsOnlyWhatItSays(Op& op, const std::vector<const Value*>& given_in,
+                                              std::vector<Value> inputs, std::vector<Value> outputs,
+                                              const std::vector<const Value*>& dout,
+                                              const std::vector<Value>& grads,
+                                              const std::vector<size_t>& wrt) {
+  auto poison = [](Value& v) {
+    std::fill(v.floats.begin(), v.floats.end(), std::numeric_limits<float>::quiet_NaN());
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!op.BackwardReadsInput(i)) poison(inputs[i]);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!op.BackwardReadsOutput(o)) poison(outputs[o]);
+  }
+  std::vector<const Value*> in, out;
+  std::vector<Value*> din(inputs.size(), nullptr);
+  std::vector<Value> again(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in.push_back(given_in[i] ? &inputs[i] : nullptr);
+  for (const Value& v : outputs) out.push_back(&v);
+  for (size_t i : wrt) {
+    again[i].Reset(DType::kFloat32, inputs[i].shape);
+    din[i] = &again[i];
+  }
+  RunContext ctx;
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  op.Backward(ctx, in, out, dout, din);
+  for (size_t i : wrt) {
+    EXPECT_EQ(std::memcmp(again[i].floats.data(), grads[i].floats.data(),
+                          grads[i].floats.size() * sizeof(float)),
+              0)
+        << "input " << i << "'s gradient read a value the op says its backward does not read";
+  }
+}
+
 // Checks the op's Backward for dL/d(input i), i in `wrt`, against central
 // differences with step `h`: |analytic - numeric| <= tol * (1 + |numeric|).
 // Only the first `checked_outputs` outputs carry weight (by default all; pass
@@ -181,6 +221,7 @@ inline void ExpectGradientsMatch(const Node& node, std::vector<Value> inputs,
   uint64_t counter = 0;
   ctx.dropout_counter = &counter;
   run.op->Backward(ctx, in, out, dout, din);
+  ExpectBackwardReadsOnlyWhatItSays(*run.op, in, inputs, run.outputs, dout, grads, wrt);
 
   for (size_t i : wrt) {
     for (size_t e = 0; e < inputs[i].floats.size(); ++e) {
