@@ -193,10 +193,94 @@ Status Program::Compile() {
       return absl::InvalidArgumentError("initializer " + name + " is both a parameter and state");
     }
   }
+  PlanMemory();
   contributions_.resize(values_.size());
   grads_.resize(values_.size());
   has_grad_.assign(values_.size(), false);
   return absl::OkStatus();
+}
+
+void Program::PlanMemory() {
+  std::vector<bool> kept(values_.size(), false);  // read after the pass
+  for (size_t id : outputs_) kept[id] = true;
+  for (const Step& s : steps_) {
+    for (const auto& [o, i] : s.op->StateUpdates()) {
+      if (s.out[o] != kNone) kept[s.out[o]] = true;
+    }
+  }
+  // By value: the step computing it, the last step reading it forward, the
+  // first (in program order, so the last to run in reverse) whose backward
+  // reads it. Every reader comes after the producer.
+  std::vector<size_t> producer(values_.size(), kNone), last_forward(values_.size(), kNone),
+      first_backward(values_.size(), kNone);
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    const Step& s = steps_[n];
+    const auto read = [&](size_t id, bool backward) {
+      last_forward[id] = n;
+      if (backward && first_backward[id] == kNone) first_backward[id] = n;
+    };
+    for (size_t j = 0; j < s.out.size(); ++j) {
+      if (s.out[j] == kNone) continue;
+      producer[s.out[j]] = n;
+      read(s.out[j], s.op->BackwardReadsOutput(j));
+    }
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (s.in[i] != kNone) read(s.in[i], s.op->BackwardReadsInput(i));
+    }
+  }
+  planned_.assign(values_.size(), false);
+  release_after_forward_.assign(steps_.size(), {});
+  release_after_backward_.assign(steps_.size(), {});
+  for (size_t id = 0; id < values_.size(); ++id) {
+    if (producer[id] == kNone || kept[id] || values_[id].dtype != DType::kFloat32) continue;
+    planned_[id] = true;
+    values_[id].floats = std::vector<float>();  // a pass takes its memory
+    if (first_backward[id] == kNone) {
+      release_after_forward_[last_forward[id]].push_back(id);
+    } else {
+      release_after_backward_[first_backward[id]].push_back(id);
+    }
+  }
+}
+
+Value Program::TakeSpare(RunContext& ctx, size_t n) {
+  // The smallest that fits (on a device: of the same size, as device buffers
+  // are not resized), so that each pass's same requests find theirs.
+  const auto room = [&](const Value& v) {
+    return ctx.device == nullptr ? v.floats.capacity() : v.mirror.bytes() / sizeof(float);
+  };
+  size_t best = spare_.size();
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    const size_t r = room(spare_[i]);
+    const bool fits = ctx.device == nullptr ? r >= n : r == n;
+    if (fits && (best == spare_.size() || r < room(spare_[best]))) best = i;
+  }
+  Value v;
+  if (best != spare_.size()) {
+    v = std::move(spare_[best]);
+    spare_[best] = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  return v;
+}
+
+void Program::Acquire(RunContext& ctx, Value& v) {
+  if (ctx.device != nullptr) {
+    // Without a spare buffer of its size, DeviceData allocates one.
+    if (v.mirror.bytes() != v.bytes()) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+    return;
+  }
+  if (v.floats.size() == v.size()) return;
+  v.floats = std::move(TakeSpare(ctx, v.size()).floats);
+  v.floats.assign(v.size(), 0.0f);
+}
+
+void Program::Release(Value& v) {
+  Value freed;
+  freed.floats = std::move(v.floats);
+  v.floats = std::vector<float>();
+  freed.mirror = std::move(v.mirror);  // swaps: v's is empty now
+  if (freed.floats.capacity() != 0 || freed.mirror.bytes() != 0) spare_.push_back(std::move(freed));
 }
 
 Status Program::CheckRunsOnDevice() const {
@@ -230,12 +314,17 @@ void Program::Forward(RunContext& ctx) {
   std::vector<const Value*> in;
   std::vector<Value*> out;
   OpTimer timer(ctx, " forward");
-  for (Step& s : steps_) {
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    Step& s = steps_[n];
     in.clear();
     out.clear();
     for (size_t id : s.in) in.push_back(id == kNone ? nullptr : &values_[id]);
-    for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
-    timer.Run(graph_.nodes[&s - steps_.data()].op, [&] { s.op->Forward(ctx, in, out); });
+    for (size_t id : s.out) {
+      if (id != kNone && planned_[id]) Acquire(ctx, values_[id]);
+      out.push_back(id == kNone ? nullptr : &values_[id]);
+    }
+    timer.Run(graph_.nodes[n].op, [&] { s.op->Forward(ctx, in, out); });
+    for (size_t id : release_after_forward_[n]) Release(values_[id]);
   }
   if (!ctx.training) return;
   for (const Step& s : steps_) {
@@ -279,24 +368,7 @@ void Program::Finish(RunContext& ctx, size_t id) {
 }
 
 Value Program::TakeGradient(RunContext& ctx, const Shape& shape) {
-  // The smallest that fits (on a device: of the same size, as device buffers
-  // are not resized), so that each pass's same requests find theirs.
-  const size_t n = static_cast<size_t>(NumElements(shape));
-  const auto room = [&](const Value& v) {
-    return ctx.device == nullptr ? v.floats.capacity() : v.mirror.bytes() / sizeof(float);
-  };
-  size_t best = spare_.size();
-  for (size_t i = 0; i < spare_.size(); ++i) {
-    const size_t r = room(spare_[i]);
-    const bool fits = ctx.device == nullptr ? r >= n : r == n;
-    if (fits && (best == spare_.size() || r < room(spare_[best]))) best = i;
-  }
-  Value v;
-  if (best != spare_.size()) {
-    v = std::move(spare_[best]);
-    spare_[best] = std::move(spare_.back());
-    spare_.pop_back();
-  }
+  Value v = TakeSpare(ctx, static_cast<size_t>(NumElements(shape)));
   if (ctx.device == nullptr) {
     v.Reset(DType::kFloat32, shape);
   } else {
@@ -331,14 +403,13 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       dout.push_back(has ? &grads_[id] : nullptr);
       any = any || has;
     }
-    if (!any) continue;
     in.clear();
     out.clear();
     din.assign(s.in.size(), nullptr);
     owned.clear();
     owned.resize(s.in.size());
     bool wanted = false;
-    for (size_t i = 0; i < s.in.size(); ++i) {
+    for (size_t i = 0; any && i < s.in.size(); ++i) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (id == kNone || !needs_grad_[id] || !s.op->HasGradient(i)) continue;
@@ -354,21 +425,22 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       }
     }
     // Only this node's rule reads its outputs' gradients (a node's output is
-    // never a parameter): their buffers serve the requests still to come, so
-    // the pass holds the gradients of a few nodes at a time, not of all.
+    // never a parameter), and no rule still to run reads the values planned
+    // to go here: their buffers serve the requests still to come.
     for (size_t id : s.out) {
       if (id == kNone || !has_grad_[id]) continue;
       spare_.push_back(std::move(grads_[id]));
       grads_[id] = Value();
       has_grad_[id] = false;
     }
+    for (size_t id : release_after_backward_[n]) Release(values_[id]);
   }
   for (const std::string& name : parameters_) Finish(ctx, ids_.at(name));
 }
 
-size_t Program::GradientBytesHeld() const {
+size_t Program::BytesHeld() const {
   size_t bytes = 0;
-  for (const std::vector<Value>* held : {&grads_, &spare_}) {
+  for (const std::vector<Value>* held : {&values_, &grads_, &spare_}) {
     for (const Value& v : *held) bytes += v.floats.capacity() * sizeof(float) + v.mirror.bytes();
   }
   return bytes;

@@ -54,9 +54,10 @@ class Program {
   // device that ran Forward: in its mirror) as the gradient of output `output`.
   void Backward(RunContext& ctx, size_t output, Value doutput);
   const Value& Gradient(const std::string& parameter) const;
-  // The bytes of the gradient buffers the program keeps (in use and spare,
-  // host and device): after a pass, what its reverse pass needed at once.
-  size_t GradientBytesHeld() const;
+  // The bytes of every buffer the program keeps for values and gradients
+  // (in use and spare, host and device): after a pass, the most its passes
+  // needed at once.
+  size_t BytesHeld() const;
   // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
   // buffers the last pass let go where one fits, on ctx's device.
   Value TakeGradient(RunContext& ctx, const Shape& shape);
@@ -68,6 +69,15 @@ class Program {
   bool IsParameterCandidate(const std::string& name) const;
   // Sums the contributions to value `id` in the documented order into grads_[id].
   void Finish(RunContext& ctx, size_t id);
+  // The memory plan (after the ops are made): which computed values a pass
+  // lets go, and after which step's forward or backward.
+  void PlanMemory();
+  // A spare buffer for `n` floats (moved out of spare_), or an empty Value.
+  Value TakeSpare(RunContext& ctx, size_t n);
+  // Gives a planned value memory for its elements before its step runs.
+  void Acquire(RunContext& ctx, Value& v);
+  // Moves a value's memory (host and device) to spare_; its shape stays.
+  void Release(Value& v);
 
   struct Step {
     std::unique_ptr<Op> op;
@@ -89,8 +99,16 @@ class Program {
   std::vector<std::vector<Contribution>> contributions_;  // by value id, in one reverse pass
   std::vector<Value> grads_;                              // by value id
   std::vector<bool> has_grad_;
-  // Gradient buffers no longer read, kept for the next ones: a pass reuses
-  // the last pass's memory instead of faulting in fresh pages (or allocating
+  // The memory plan. A value a step computes (float, not an output, not
+  // running state) holds memory from its step's forward until the last
+  // forward reader when no backward reads it (Op::BackwardReads*), else until
+  // the backward of the first step reading it there; the runtime gives it
+  // back to spare_ then, for the values and gradients still to come.
+  std::vector<bool> planned_;                                // by value id
+  std::vector<std::vector<size_t>> release_after_forward_;   // by step: value ids
+  std::vector<std::vector<size_t>> release_after_backward_;  // by step: value ids
+  // Buffers of values and gradients no longer read, kept for the next ones:
+  // a pass reuses memory instead of faulting in fresh pages (or allocating
   // device memory).
   std::vector<Value> spare_;
   const KernelBackend* uploaded_to_ = nullptr;  // the device holding the initializers
