@@ -14,6 +14,19 @@
 //   release:      that inference pod goes -> a worker pod is created on the
 //                 freed GPU's node;
 // each over --trials nodes, as median and p99 (the slowest of fewer than 100).
+// Each latency is split into what the bench observes on the way, every time
+// from the trial's start (the claim's create, the release's delete):
+//   preemption:   the API server acknowledged the claim (claimAcked);
+//   release:      the job that gets the GPU has its new generation in the
+//                 status, workers draining (plan); the stand-in workers'
+//                 checkpoint reports of the old generation were accepted by
+//                 the operator's control server (checkpoint: the bench's own
+//                 share, a real worker's checkpoint time in a cluster); the
+//                 pod (pod); the new generation released (running, if seen
+//                 before the trial ends).
+// The operator's /metrics before and after the trials give its work queue's
+// wait and work, its reconciles and scheduling cycles during them, and /proc
+// the CPU the operator and the bench used during them.
 //   operator_scale_bench [--jobs 100] [--trials 10] [--steady-seconds 20]
 //                        [--report-seconds 10]
 // EASYSCALE_OPERATOR_BIN runs another build's operator (for a before/after).
@@ -38,6 +51,7 @@
 #include "easyscale/common/flags.h"
 #include "easyscale/operator/informer.h"
 #include "easyscale/operator/work_queue.h"
+#include "prometheus_text.h"
 #include "test_cluster.h"
 #include "testing/test_util.h"
 
@@ -98,9 +112,18 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit)
 }
 
 double Quantile(std::vector<double> v, double q) {
+  std::erase_if(v, [](double x) { return std::isnan(x); });
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - 1)];
+}
+
+// The operator's /metrics (empty if it does not answer).
+std::string ScrapeMetrics(const OperatorProcess& op) {
+  httplib::Client c("127.0.0.1", op.metricsPort);
+  c.set_read_timeout(30, 0);
+  httplib::Result res = c.Get("/metrics");
+  return res && res->status == 200 ? res->body : std::string();
 }
 
 // The kubelet and the workers of every job, played from informers.
@@ -116,19 +139,25 @@ class StandIns {
       const PodView v = ParsePod(p);
       if (v.role == PodRole::kWorker && !v.deleting && v.phase == PodPhase::kPending) {
         std::lock_guard<std::mutex> lock(mu_);
-        added_.push_back({v.node, Clock::now()});
+        added_.push_back({v.node, v.JobKey(), Clock::now()});
       }
       kubelet_.Add(v.key);
     };
     pods_.AddHandlers(
         {.onAdd = onPod, .onUpdate = [onPod](const json&, const json& p) { onPod(p); }});
     jobs_.AddHandlers({.onUpdate = [this](const json& old, const json& now) {
-      auto preemptions = [](const json& j) {
-        return j.value("status", json::object()).value("preemptions", int64_t{0});
+      auto field = [](const json& j, const char* name) {
+        return j.value("status", json::object()).value(name, int64_t{0});
       };
-      if (preemptions(now) > preemptions(old)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        preempted_.push_back({ObjectKey(now), Clock::now()});
+      const auto at = Clock::now();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (field(now, "preemptions") > field(old, "preemptions")) {
+        preempted_.push_back({ObjectKey(now), at});
+      }
+      if (field(now, "generation") != field(old, "generation") ||
+          field(now, "runningGeneration") != field(old, "runningGeneration")) {
+        generations_[ObjectKey(now)].push_back(
+            {at, field(now, "generation"), field(now, "runningGeneration")});
       }
     }});
   }
@@ -191,11 +220,45 @@ class StandIns {
     }
     return out;
   }
-  // The first worker pod created on `node` after `since`.
-  std::optional<Clock::time_point> PodAddedOn(const std::string& node, Clock::time_point since) {
+  // The first worker pod created on `node` after `since`: when, and its job.
+  std::optional<std::pair<Clock::time_point, std::string>> PodAddedOn(const std::string& node,
+                                                                      Clock::time_point since) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [n, t] : added_) {
-      if (n == node && t >= since) return t;
+    for (const PodAdded& a : added_) {
+      if (a.node == node && a.at >= since) return std::make_pair(a.at, a.job);
+    }
+    return std::nullopt;
+  }
+  // The first status of `job` after `since` with a newer generation: when,
+  // and that generation.
+  std::optional<std::pair<Clock::time_point, int64_t>> PlannedAfter(const std::string& job,
+                                                                    Clock::time_point since) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t before = 0;
+    for (const GenerationSeen& g : generations_[job]) {
+      if (g.at < since) {
+        before = g.generation;
+      } else if (g.generation > before) {
+        return std::make_pair(g.at, g.generation);
+      }
+    }
+    return std::nullopt;
+  }
+  // The first status of `job` that runs `generation` (or a newer one).
+  std::optional<Clock::time_point> RunningAfter(const std::string& job, int64_t generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const GenerationSeen& g : generations_[job]) {
+      if (g.running >= generation) return g.at;
+    }
+    return std::nullopt;
+  }
+  // The first DrainLoop pass after `since` in which the operator accepted
+  // checkpoint reports of `job`: when it accepted the last of that pass.
+  std::optional<Clock::time_point> CheckpointAfter(const std::string& job,
+                                                   Clock::time_point since) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Clock::time_point t : checkpointed_[job]) {
+      if (t >= since) return t;
     }
     return std::nullopt;
   }
@@ -260,6 +323,7 @@ class StandIns {
       for (const json& j : jobs_.List()) {
         const JobView job = ParseJob(j);
         if (!job.status.ok()) continue;
+        std::optional<Clock::time_point> accepted;
         for (const DrainingRecord& d : job.status->draining) {
           const std::string key = d.worker.pod + "@" + std::to_string(d.generation);
           if (drained.count(key) != 0) continue;
@@ -272,7 +336,12 @@ class StandIns {
                       .stateStep = step,
                       .stateUrl = "http://" + d.worker.pod + ":29400"})) {
             drained.insert(key);
+            accepted = Clock::now();
           }
+        }
+        if (accepted) {
+          std::lock_guard<std::mutex> lock(mu_);
+          checkpointed_[job.key].push_back(*accepted);
         }
       }
     }
@@ -327,8 +396,20 @@ class StandIns {
   std::atomic<bool> stopped_{false};
   std::vector<std::thread> threads_;
   std::mutex mu_;
-  std::vector<std::pair<std::string, Clock::time_point>> added_;
-  std::vector<std::pair<std::string, Clock::time_point>> preempted_;  // job, when
+  struct PodAdded {
+    std::string node;
+    std::string job;
+    Clock::time_point at;
+  };
+  struct GenerationSeen {
+    Clock::time_point at;
+    int64_t generation;
+    int64_t running;
+  };
+  std::vector<PodAdded> added_;
+  std::vector<std::pair<std::string, Clock::time_point>> preempted_;    // job, when
+  std::map<std::string, std::vector<GenerationSeen>> generations_;      // by job
+  std::map<std::string, std::vector<Clock::time_point>> checkpointed_;  // by job
 };
 
 int Run(const BenchOptions& o) {
@@ -379,7 +460,14 @@ int Run(const BenchOptions& o) {
   std::fprintf(stderr, "steady state: operator %.4f cores (%.2f CPU s/min) over %.0f s\n", cores,
                cores * 60, o.steadySeconds);
 
-  std::vector<double> preemption, release;
+  // Each trial's latencies and their segments, in seconds from its start.
+  std::map<std::string, std::vector<double>> series;
+  auto since = [](Clock::time_point start, std::optional<Clock::time_point> t) {
+    return t ? Seconds(*t - start) : NAN;
+  };
+  const std::string metrics0 = ScrapeMetrics(*op);
+  const double opCpu0 = CpuSeconds(pid), benchCpu0 = CpuSeconds(getpid());
+  const auto trials0 = Clock::now();
   for (int i = 0; i < o.trials; ++i) {
     const std::string node = "n" + std::to_string((i * 7919) % nodes);
     const std::string inference = "inference-" + std::to_string(i);
@@ -399,10 +487,11 @@ int Run(const BenchOptions& o) {
       return cluster.client().Create(kPods, "default", InferencePod(inference, node, 1));
     });
     ES_CHECK(claimed.ok()) << claimed.status();
+    series["claimAcked"].push_back(Seconds(Clock::now() - start));
     ES_CHECK(
         Eventually([&] { return standIns.PreemptionAfter(start, jobsOnNode).has_value(); }, 30s))
         << "no preemption for " << inference << " on " << node;
-    preemption.push_back(Seconds(*standIns.PreemptionAfter(start, jobsOnNode) - start));
+    series["preemption"].push_back(Seconds(*standIns.PreemptionAfter(start, jobsOnNode) - start));
     ES_CHECK(WaitFor([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode - 1; }, 30s))
         << "the preempted worker did not leave " << node << ": " << standIns.Describe(node);
 
@@ -410,27 +499,67 @@ int Run(const BenchOptions& o) {
     const Status released =
         WithRetries([&] { return cluster.client().Delete(kPods, "default", inference, 0); });
     ES_CHECK(released.ok()) << released;
+    series["deleteAcked"].push_back(Seconds(Clock::now() - start));
     ES_CHECK(Eventually([&] { return standIns.PodAddedOn(node, start).has_value(); }, 30s))
         << "no worker pod took the GPU " << inference << " released on " << node;
-    release.push_back(Seconds(*standIns.PodAddedOn(node, start) - start));
-    std::fprintf(stderr, "trial %d on %s: preemption %.3f s, release -> pod %.3f s\n", i,
-                 node.c_str(), preemption.back(), release.back());
+    const auto [podAt, job] = *standIns.PodAddedOn(node, start);
+    series["release"].push_back(Seconds(podAt - start));
     ES_CHECK(WaitFor([&] { return standIns.LiveWorkersOn(node) == kGpusPerNode; }, 30s))
         << "the released GPU on " << node << " was not used: " << standIns.Describe(node);
+    // The checkpoint and the release that follow the plan (not those of a
+    // change the job was still finishing when the trial started).
+    const auto planned = standIns.PlannedAfter(job, start);
+    const std::optional<Clock::time_point> plannedAt =
+        planned ? std::optional<Clock::time_point>(planned->first) : std::nullopt;
+    series["releasePlan"].push_back(since(start, plannedAt));
+    series["releaseCheckpoint"].push_back(
+        planned ? since(start, standIns.CheckpointAfter(job, planned->first)) : NAN);
+    if (planned) {  // not part of the latency: waited for here only to time it
+      (void)Eventually([&] { return standIns.RunningAfter(job, planned->second).has_value(); },
+                       10s);
+    }
+    series["releaseRunning"].push_back(
+        planned ? since(start, standIns.RunningAfter(job, planned->second)) : NAN);
+    std::fprintf(stderr,
+                 "trial %d on %s: preemption %.3f s (claim acked %.3f), release -> pod %.3f s "
+                 "(%s: delete acked %.3f, plan %.3f, checkpoint %.3f, running %.3f)\n",
+                 i, node.c_str(), series["preemption"].back(), series["claimAcked"].back(),
+                 series["release"].back(), job.c_str(), series["deleteAcked"].back(),
+                 series["releasePlan"].back(), series["releaseCheckpoint"].back(),
+                 series["releaseRunning"].back());
   }
-  const json result = {{"jobs", o.jobs},
-                       {"nodes", nodes},
-                       {"gpus", nodes * kGpusPerNode},
-                       {"setupSeconds", setupSeconds},
-                       {"steadySeconds", o.steadySeconds},
-                       {"reportSeconds", o.reportSeconds},
-                       {"operatorCores", cores},
-                       {"operatorCpuSecondsPerMinute", cores * 60},
-                       {"trials", o.trials},
-                       {"preemptionMedianS", Quantile(preemption, 0.5)},
-                       {"preemptionP99S", Quantile(preemption, 0.99)},
-                       {"releaseMedianS", Quantile(release, 0.5)},
-                       {"releaseP99S", Quantile(release, 0.99)}};
+  const double trialSeconds = Seconds(Clock::now() - trials0);
+  const double opCores = (CpuSeconds(pid) - opCpu0) / trialSeconds;
+  const double benchCores = (CpuSeconds(getpid()) - benchCpu0) / trialSeconds;
+  const std::string metrics1 = ScrapeMetrics(*op);
+
+  json result = {{"jobs", o.jobs},
+                 {"nodes", nodes},
+                 {"gpus", nodes * kGpusPerNode},
+                 {"setupSeconds", setupSeconds},
+                 {"steadySeconds", o.steadySeconds},
+                 {"reportSeconds", o.reportSeconds},
+                 {"operatorCores", cores},
+                 {"operatorCpuSecondsPerMinute", cores * 60},
+                 {"trials", o.trials},
+                 {"trialSeconds", trialSeconds},
+                 {"trialsOperatorCores", opCores},
+                 {"trialsBenchCores", benchCores}};
+  for (const auto& [name, v] : series) {
+    result[name + "MedianS"] = Quantile(v, 0.5);
+    result[name + "P99S"] = Quantile(v, 0.99);
+  }
+  // What the operator's metrics saw during the trials: count, mean and the
+  // bucket bound of the p99.
+  for (const char* name :
+       {"workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
+        "easyscale_reconcile_duration_seconds", "easyscale_schedule_duration_seconds"}) {
+    const Histogram h = ReadHistogram(metrics1, name).Minus(ReadHistogram(metrics0, name));
+    result["metrics"][name] = {
+        {"count", h.count}, {"meanS", h.Mean()}, {"p99BoundS", h.QuantileBound(0.99)}};
+  }
+  result["metrics"]["workqueue_adds_total"] =
+      ReadSum(metrics1, "workqueue_adds_total") - ReadSum(metrics0, "workqueue_adds_total");
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -13,14 +13,15 @@ namespace {
 
 using nlohmann::json;
 
-// The metrics the operator registers: every "easyscale_..." name in its
+// The metrics the operator registers: every "easyscale_..." and (its work
+// queue's, under controller-runtime's names) "workqueue_..." name in its
 // metrics source; the dashboard plots all of them.
 std::set<std::string> OperatorMetrics() {
   auto source = ReadFile(SourcePath("operator/src/controller/metrics.cc"), kMaxSourceFileBytes);
   EXPECT_TRUE(source.ok()) << source.status();
   std::set<std::string> names;
   if (!source.ok()) return names;
-  static const std::regex kName("\"(easyscale_[a-z_]+)\"");
+  static const std::regex kName("\"((?:easyscale|workqueue)_[a-z_]+)\"");
   for (std::sregex_iterator it(source->begin(), source->end(), kName), end; it != end; ++it) {
     names.insert((*it)[1].str());
   }
@@ -37,7 +38,7 @@ json LoadDashboard() {
 TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
   const json d = LoadDashboard();
   ASSERT_TRUE(d.is_object()) << "dashboards/easyscale.json is not valid JSON";
-  static const std::regex kMetric("easyscale_[a-z_]+");
+  static const std::regex kMetric("(?:easyscale|workqueue)_[a-z_]+");
   std::set<std::string> used;
   std::set<std::string> titles;
   for (const auto& panel : d["panels"]) {
@@ -58,7 +59,8 @@ TEST(Dashboard, PlotsEveryOperatorMetricAndNoOther) {
   EXPECT_GE(exported.size(), 10u);  // the source was read
   EXPECT_EQ(used, exported);
   for (const auto& want : {"GPUs by type and state", "Preemptions", "Scale events",
-                           "Job progress (step)", "Allocated and useful GPUs by type"}) {
+                           "Job progress (step)", "Allocated and useful GPUs by type",
+                           "Work queue depth and adds", "Work queue wait and work (p99)"}) {
     EXPECT_TRUE(titles.count(want)) << want;
   }
   const std::string all = d.dump();

@@ -19,13 +19,17 @@ ClusterState JobController::BuildCluster() {
   };
   std::vector<Entry> entries;
   std::map<std::string, std::set<std::string>> members;  // job key -> its planned pods
+  GpusByNodeAndType planned;                             // the members' GPUs
   for (const JobPtr& cached : cache_.Jobs()) {
     const JobPtr job = Freshest(cached);
     if (job->deleting || !job->spec.ok() || !job->status.ok()) continue;
     const JobSpec& spec = *job->spec;
     const JobStatus& st = *job->status;
     if (IsTerminal(st.phase) || spec.suspend) continue;  // a suspended job asks for nothing
-    for (const WorkerRecord& w : st.workers) members[job->key].insert(w.pod);
+    for (const WorkerRecord& w : st.workers) {
+      members[job->key].insert(w.pod);
+      ++planned[w.node][w.gpuType];
+    }
     entries.push_back(
         {job->creationTimestamp, job->key, DemandOf(job->key, spec, st, options_.scheduler)});
   }
@@ -35,7 +39,7 @@ ClusterState JobController::BuildCluster() {
 
   // Worker pods outside their job's plan (draining, or being removed) still hold their GPU,
   // until they have ended or gone.
-  std::map<std::string, std::map<std::string, int>> unavailable;
+  GpusByNodeAndType unavailable;
   const std::vector<PodPtr> pods = cache_.Pods();
   for (const PodPtr& p : pods) {
     if (p->role != PodRole::kWorker || !p->ClaimsGpus()) continue;
@@ -45,7 +49,7 @@ ClusterState JobController::BuildCluster() {
   }
 
   ClusterState cluster;
-  cluster.nodes = BuildNodeGpus(cache_.Nodes(), pods, unavailable);
+  cluster.nodes = BuildNodeGpus(cache_.Nodes(), pods, unavailable, planned);
   cluster.jobs.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].demand.submitOrder = static_cast<int64_t>(i);

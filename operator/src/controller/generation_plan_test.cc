@@ -165,7 +165,7 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
       R"({"id":"2","type":"warp-drive"}])";
   EXPECT_EQ(NodeGpusByType(node),
             (std::map<std::string, int>{{"h100", 2}}));  // unknown type left out
-  std::vector<NodeGpus> held = BuildNodeGpus(Nodes({node}), {}, {});
+  std::vector<NodeGpus> held = BuildNodeGpus(Nodes({node}), {}, {}, {});
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].inferenceHeld, 1);  // the plugin's heldBy, without any pod seen
   node["metadata"]["annotations"]["easyscale.io/gpus"] = "not json";
@@ -180,14 +180,14 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   pending["metadata"]["namespace"] = "default";
   pending["status"]["phase"] = "Pending";
   std::vector<NodeGpus> g =
-      BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
+      BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {}, {});
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].total, 4);
   EXPECT_EQ(g[0].inferenceHeld, 2);
   EXPECT_EQ(g[0].inferencePending, 1);
   // A draining worker's GPU is the one the pending pod waits for.
   g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}),
-                    {{"n1", {{"a100", 1}}}});
+                    {{"n1", {{"a100", 1}}}}, {});
   EXPECT_EQ(g[0].inferenceHeld, 3);
   EXPECT_EQ(g[0].inferencePending, 0);
   EXPECT_EQ(g[0].total, 4);
@@ -195,12 +195,38 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   // it; the pending one will never start.
   running["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
   pending["metadata"]["deletionTimestamp"] = "2026-12-02T22:00:00Z";
-  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
+  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {}, {});
   EXPECT_EQ(g[0].inferenceHeld, 2);
   EXPECT_EQ(g[0].inferencePending, 0);
   running["status"]["phase"] = "Succeeded";
-  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {});
+  g = BuildNodeGpus(Nodes({testing::GpuNode("n1", "a100", 4)}), Pods({running, pending}), {}, {});
   EXPECT_EQ(g[0].inferenceHeld, 0);
+}
+
+// A cycle that scales job A in on a node may give A's GPUs to job B at once:
+// while A's workers drain, B's planned workers already count on them. The
+// draining GPUs must keep new placements off (none is idle) but must not cut
+// the node below what the plans hold: the scheduler would read a lost GPU and
+// "preempt" B for inference that does not exist, B's drain would read as the
+// next lost GPU, and the cluster would rescale without end.
+TEST(GpuInventory, DrainingWorkersNeverCutTheNodeBelowThePlannedWorkers) {
+  const std::vector<NodePtr> node = Nodes({testing::GpuNode("n1", "a100", 8)});
+  // 3 of A's workers drain; the plans hold all 8 GPUs (B has the 3).
+  std::vector<NodeGpus> g =
+      BuildNodeGpus(node, {}, {{"n1", {{"a100", 3}}}}, {{"n1", {{"a100", 8}}}});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].total - g[0].inferenceHeld - g[0].inferencePending, 8);
+  // Nobody took them: they stay off limits until the drained pods are gone.
+  g = BuildNodeGpus(node, {}, {{"n1", {{"a100", 3}}}}, {{"n1", {{"a100", 5}}}});
+  EXPECT_EQ(g[0].total - g[0].inferenceHeld - g[0].inferencePending, 5);
+  // An inference pod that waits on the node still takes a draining GPU, and
+  // one that waits for a GPU nobody drains for still makes room for itself.
+  json pending = testing::InferencePod("inf", "n1", 2);
+  pending["metadata"]["namespace"] = "default";
+  g = BuildNodeGpus(node, Pods({pending}), {{"n1", {{"a100", 1}}}}, {{"n1", {{"a100", 7}}}});
+  EXPECT_EQ(g[0].inferenceHeld, 1);
+  EXPECT_EQ(g[0].inferencePending, 1);
+  EXPECT_EQ(g[0].total - g[0].inferenceHeld - g[0].inferencePending, 6);  // 1 worker to preempt
 }
 
 TEST(GpuInventory, CountsGpusByStateFromThePodsThatHoldThem) {

@@ -5,9 +5,10 @@
 
 namespace easyscale::op {
 
-std::vector<NodeGpus> BuildNodeGpus(
-    const std::vector<NodePtr>& nodes, const std::vector<PodPtr>& pods,
-    const std::map<std::string, std::map<std::string, int>>& unavailable) {
+std::vector<NodeGpus> BuildNodeGpus(const std::vector<NodePtr>& nodes,
+                                    const std::vector<PodPtr>& pods,
+                                    const GpusByNodeAndType& unavailable,
+                                    const GpusByNodeAndType& planned) {
   std::map<std::pair<std::string, std::string>, NodeGpus> table;
   std::map<std::string, std::vector<std::string>> typesOf;  // node -> its types
   std::map<std::pair<std::string, std::string>, int> heldByPlugin;
@@ -40,7 +41,11 @@ std::vector<NodeGpus> BuildNodeGpus(
     if (it != table.end()) it->second.inferenceHeld = std::max(it->second.inferenceHeld, count);
   }
   // A GPU a draining worker still holds goes to the inference pod waiting on
-  // that node (it is why the worker drains); any other is simply not idle yet.
+  // that node (it is why the worker drains); any other is not idle yet: no
+  // new placement may take it. The placements jobs already hold there are not
+  // cut for it: the cycle that ordered the drain may have given that GPU to
+  // another job's worker, and counting it for both reads as a lost GPU, whose
+  // "preemption" drains another worker, which reads as the next lost GPU.
   for (const auto& [node, byType] : unavailable) {
     for (const auto& [type, count] : byType) {
       auto it = table.find({node, type});
@@ -49,7 +54,12 @@ std::vector<NodeGpus> BuildNodeGpus(
       const int earmarked = std::min(count, g.inferencePending);
       g.inferencePending -= earmarked;
       g.inferenceHeld += earmarked;
-      g.total = std::max(g.inferenceHeld, g.total - (count - earmarked));
+      int held = 0;  // by the jobs' plans
+      if (auto n = planned.find(node); n != planned.end()) {
+        if (auto t = n->second.find(type); t != n->second.end()) held = t->second;
+      }
+      const int kept = std::min(g.total, g.inferenceHeld + g.inferencePending + held);
+      g.total = std::max({g.inferenceHeld, g.total - (count - earmarked), kept});
     }
   }
   std::vector<NodeGpus> out;
@@ -62,7 +72,7 @@ std::map<std::string, GpuCounts> CountGpusByType(const std::vector<NodePtr>& nod
                                                  const std::vector<PodPtr>& pods) {
   std::map<std::string, GpuCounts> byType;
   std::map<std::string, int> total;
-  for (const NodeGpus& n : BuildNodeGpus(nodes, pods, {})) {
+  for (const NodeGpus& n : BuildNodeGpus(nodes, pods, {}, {})) {
     total[n.gpuType] += n.total;
     byType[n.gpuType].inference += n.inferenceHeld;
   }

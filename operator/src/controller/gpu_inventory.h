@@ -30,14 +30,20 @@ inline bool IsInferencePod(const nlohmann::json& pod) {
 inline int InferenceGpus(const nlohmann::json& pod) { return ParsePod(pod).inferenceGpus; }
 inline bool PodTerminated(const nlohmann::json& pod) { return ParsePod(pod).Terminated(); }
 
+// GPU counts keyed by node, then type.
+using GpusByNodeAndType = std::map<std::string, std::map<std::string, int>>;
+
 // Per node and GPU type: totals, inference held (Running inference pods, or
 // the device plugin's heldBy when it sees more) and pending. `unavailable`
 // counts GPUs still held by training pods outside any job's plan (draining
-// workers), keyed by node then type: they count as the pending inference's
-// when it waits on that node, else as not idle.
-std::vector<NodeGpus> BuildNodeGpus(
-    const std::vector<NodePtr>& nodes, const std::vector<PodPtr>& pods,
-    const std::map<std::string, std::map<std::string, int>>& unavailable);
+// workers): they count as the pending inference's when it waits on that node,
+// else as not idle, so no new placement takes them; but they never cut the
+// total below what inference and the jobs' planned workers (`planned`) hold
+// there, so they alone never make the scheduler preempt.
+std::vector<NodeGpus> BuildNodeGpus(const std::vector<NodePtr>& nodes,
+                                    const std::vector<PodPtr>& pods,
+                                    const GpusByNodeAndType& unavailable,
+                                    const GpusByNodeAndType& planned);
 
 struct GpuCounts {
   int idle = 0;

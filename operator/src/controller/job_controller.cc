@@ -63,7 +63,9 @@ JobController::JobController(KubeClient* client, EventRecorder* recorder, Metric
       jobs_(client, kEasyScaleJobs, {.ns = options_.ns}),
       pods_(client, kPods, {}),
       nodes_(client, kNodes, {}),
-      queue_(BackoffOptions{std::chrono::milliseconds(50), std::chrono::seconds(30)}),
+      // Named as controller-runtime names a controller's queue: its kind, lower case.
+      queue_(BackoffOptions{std::chrono::milliseconds(50), std::chrono::seconds(30)},
+             metrics->Queue("easyscalejob")),
       cycle_(&queue_, options_.scheduler, options_.scheduleWindow) {
   auto handlers = [this](auto apply, auto remove) {
     return InformerHandlers{

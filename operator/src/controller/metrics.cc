@@ -14,7 +14,36 @@ namespace easyscale::op {
 namespace {
 const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-}
+// controller-runtime's queue histograms use decades (1e-8 .. 1e3 s); these
+// are finer where a GPU's hand-over is decided (a millisecond to seconds).
+const prometheus::Histogram::BucketBoundaries kQueueBuckets = {
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}  // namespace
+
+// One queue's series in the families Metrics registered, labelled {name}.
+class Metrics::QueueMetrics : public WorkQueueMetrics {
+ public:
+  QueueMetrics(const QueueFamilies& f, const std::string& name)
+      : depth_(&f.depth->Add({{"name", name}})),
+        adds_(&f.adds->Add({{"name", name}})),
+        queued_(&f.queued->Add({{"name", name}}, kQueueBuckets)),
+        worked_(&f.worked->Add({{"name", name}}, kQueueBuckets)) {}
+  void Added(size_t depth) override {
+    adds_->Increment();
+    depth_->Set(static_cast<double>(depth));
+  }
+  void Started(size_t depth, std::chrono::duration<double> queued) override {
+    depth_->Set(static_cast<double>(depth));
+    queued_->Observe(queued.count());
+  }
+  void Finished(std::chrono::duration<double> worked) override { worked_->Observe(worked.count()); }
+
+ private:
+  prometheus::Gauge* depth_;
+  prometheus::Counter* adds_;
+  prometheus::Histogram* queued_;
+  prometheus::Histogram* worked_;
+};
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   gpus_ = &prometheus::BuildGauge()
@@ -73,6 +102,24 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                    .Help("Time of one inter-job scheduling decision")
                    .Register(*registry_)
                    .Add({}, kLatencyBuckets);
+  // controller-runtime's names and help texts.
+  queueFamilies_ = {
+      .depth = &prometheus::BuildGauge()
+                    .Name("workqueue_depth")
+                    .Help("Current depth of workqueue")
+                    .Register(*registry_),
+      .adds = &prometheus::BuildCounter()
+                   .Name("workqueue_adds_total")
+                   .Help("Total number of adds handled by workqueue")
+                   .Register(*registry_),
+      .queued = &prometheus::BuildHistogram()
+                     .Name("workqueue_queue_duration_seconds")
+                     .Help("How long in seconds an item stays in workqueue before being requested")
+                     .Register(*registry_),
+      .worked = &prometheus::BuildHistogram()
+                     .Name("workqueue_work_duration_seconds")
+                     .Help("How long in seconds processing an item from workqueue takes")
+                     .Register(*registry_)};
 }
 
 Metrics::~Metrics() = default;
@@ -190,6 +237,13 @@ void Metrics::SetUsefulByTypeLocked() {
 
 void Metrics::ObserveReconcile(double seconds) { reconcile_->Observe(seconds); }
 void Metrics::ObserveSchedule(double seconds) { schedule_->Observe(seconds); }
+
+WorkQueueMetrics* Metrics::Queue(const std::string& name) {
+  std::lock_guard<std::mutex> lock(queuesMu_);
+  std::unique_ptr<QueueMetrics>& q = queues_[name];
+  if (!q) q = std::make_unique<QueueMetrics>(queueFamilies_, name);
+  return q.get();
+}
 
 std::string Metrics::Text() {
   {

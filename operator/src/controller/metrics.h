@@ -14,6 +14,11 @@
 //   easyscale_useful_gpus{gpu_type}  (the jobs' useful GPUs summed)
 //   easyscale_job_certified_step{job}  (the newest certificate, certificate_history.h)
 //   easyscale_reconcile_duration_seconds, easyscale_schedule_duration_seconds
+// and the work queue's, with controller-runtime's names and meaning, labelled
+// by the queue's name:
+//   workqueue_depth{name}, workqueue_adds_total{name},
+//   workqueue_queue_duration_seconds{name}  (first add -> handed to a worker),
+//   workqueue_work_duration_seconds{name}   (handed out -> Done)
 #pragma once
 
 #include <array>
@@ -26,6 +31,7 @@
 
 #include "controller/gpu_inventory.h"
 #include "easyscale/operator/scheduler.h"
+#include "easyscale/operator/work_queue.h"
 
 namespace prometheus {
 class Registry;
@@ -60,6 +66,9 @@ class Metrics {
   void ForgetJob(const std::string& job);
   void ObserveReconcile(double seconds);
   void ObserveSchedule(double seconds);
+  // The work queue `name`'s metrics, for WorkQueue's constructor; lives as
+  // long as this object.
+  WorkQueueMetrics* Queue(const std::string& name);
   std::string Text();  // Prometheus text format
 
  private:
@@ -92,6 +101,16 @@ class Metrics {
   GpuSource gpuSource_;
   // By type: the idle, training and inference gauges.
   std::map<std::string, std::array<prometheus::Gauge*, 3>> gpuGauges_;
+  struct QueueFamilies {
+    prometheus::Family<prometheus::Gauge>* depth = nullptr;
+    prometheus::Family<prometheus::Counter>* adds = nullptr;
+    prometheus::Family<prometheus::Histogram>* queued = nullptr;
+    prometheus::Family<prometheus::Histogram>* worked = nullptr;
+  };
+  QueueFamilies queueFamilies_;
+  class QueueMetrics;
+  std::mutex queuesMu_;
+  std::map<std::string, std::unique_ptr<QueueMetrics>> queues_;
 };
 
 }  // namespace easyscale::op

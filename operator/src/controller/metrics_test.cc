@@ -39,5 +39,21 @@ TEST(Metrics, CertifiedStepPerJobUntilTheJobIsForgotten) {
   EXPECT_EQ(m.Text().find(R"({job="ns/j"})"), std::string::npos);
 }
 
+TEST(Metrics, WorkQueueSeriesUnderControllerRuntimesNames) {
+  Metrics m;
+  WorkQueue q({}, m.Queue("easyscalejob"));
+  EXPECT_EQ(m.Queue("easyscalejob"), m.Queue("easyscalejob"));
+  q.Add("ns/a");
+  q.Add("ns/b");
+  EXPECT_TRUE(Shows(m, R"(workqueue_depth{name="easyscalejob"} 2)"));
+  EXPECT_TRUE(Shows(m, R"(workqueue_adds_total{name="easyscalejob"} 2)"));
+  ASSERT_EQ(q.Get(), "ns/a");
+  q.Done("ns/a");
+  EXPECT_TRUE(Shows(m, R"(workqueue_depth{name="easyscalejob"} 1)"));
+  EXPECT_TRUE(Shows(m, R"(workqueue_queue_duration_seconds_count{name="easyscalejob"} 1)"));
+  EXPECT_TRUE(Shows(m, R"(workqueue_work_duration_seconds_count{name="easyscalejob"} 1)"));
+  EXPECT_TRUE(Shows(m, R"(workqueue_work_duration_seconds_bucket{name="easyscalejob",le="60"} 1)"));
+}
+
 }  // namespace
 }  // namespace easyscale::op

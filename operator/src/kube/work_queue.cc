@@ -5,7 +5,8 @@
 
 namespace easyscale::op {
 
-WorkQueue::WorkQueue(BackoffOptions backoff) : backoff_(backoff) {
+WorkQueue::WorkQueue(BackoffOptions backoff, WorkQueueMetrics* metrics)
+    : backoff_(backoff), metrics_(metrics) {
   delayThread_ = std::thread([this] { DelayLoop(); });
 }
 
@@ -17,6 +18,10 @@ WorkQueue::~WorkQueue() {
 void WorkQueue::AddLocked(const std::string& key) {
   if (shutDown_ || dirty_.count(key) != 0) return;
   dirty_.insert(key);
+  if (metrics_ != nullptr) {
+    addedAt_.emplace(key, Clock::now());
+    metrics_->Added(dirty_.size());
+  }
   if (processing_.count(key) != 0) return;  // queued again by Done
   queue_.push_back(key);
   cv_.notify_one();
@@ -31,7 +36,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay
   if (delay <= std::chrono::milliseconds::zero()) return Add(key);
   std::lock_guard<std::mutex> lock(mu_);
   if (shutDown_) return;
-  waiting_.emplace(std::chrono::steady_clock::now() + delay, key);
+  waiting_.emplace(Clock::now() + delay, key);
   waitingCv_.notify_one();
 }
 
@@ -70,12 +75,24 @@ std::optional<std::string> WorkQueue::Get() {
   queue_.pop_front();
   processing_.insert(key);
   dirty_.erase(key);
+  if (metrics_ != nullptr) {
+    const Clock::time_point now = Clock::now();
+    auto added = addedAt_.find(key);
+    metrics_->Started(dirty_.size(),
+                      added == addedAt_.end() ? Clock::duration::zero() : now - added->second);
+    if (added != addedAt_.end()) addedAt_.erase(added);
+    startedAt_[key] = now;
+  }
   return key;
 }
 
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   processing_.erase(key);
+  if (auto started = startedAt_.find(key); started != startedAt_.end()) {
+    metrics_->Finished(Clock::now() - started->second);
+    startedAt_.erase(started);
+  }
   if (dirty_.count(key) != 0) {
     queue_.push_back(key);
     cv_.notify_one();
@@ -102,7 +119,7 @@ void WorkQueue::DelayLoop() {
       continue;
     }
     const auto due = waiting_.begin()->first;
-    if (std::chrono::steady_clock::now() < due) {
+    if (Clock::now() < due) {
       waitingCv_.wait_until(lock, due);
       continue;
     }
