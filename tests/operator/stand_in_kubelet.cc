@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "controller/gpu_inventory.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
@@ -174,7 +175,14 @@ void StandInKubelet::Sync() {
         PodTerminated(p) || admitted_.count(ObjectKey(p)) != 0) {
       continue;
     }
-    if (used[node] + need(p) > capacity[node]) continue;  // waits for GPUs
+    if (used[node] + need(p) > capacity[node]) {
+      // kubelet's admission: a pod bound to a node without room for its
+      // extended resource fails at once (the scheduler keeps an unbound one
+      // Pending). Inference pods stand for the inference platform's, which
+      // its scheduler binds once the GPU is free: they wait.
+      if (IsWorkerPod(p)) Reject(p, kGpuResource, 1, used[node], capacity[node]);
+      continue;
+    }
     if (Admit(p)) used[node] += need(p);
   }
 }
@@ -347,6 +355,20 @@ void StandInKubelet::Release(const std::string& key, bool deleted) {
   isolation_->network->RemovePod(key);
   const size_t slash = key.find('/');
   if (deleted) isolation_->volumes->Release(key.substr(0, slash), key.substr(slash + 1));
+}
+
+void StandInKubelet::Reject(const json& pod, const std::string& resource, int requested, int used,
+                            int capacity) {
+  admitted_.emplace(ObjectKey(pod), Admitted{});  // ended before it ran; forgotten once deleted
+  (void)client_->MergePatch(
+      kPods, Namespace(pod), Name(pod),
+      {{"status",
+        {{"phase", "Failed"},
+         {"reason", "OutOf" + resource},
+         {"message",
+          absl::StrCat("Pod was rejected: Node didn't have enough resource: ", resource,
+                       ", requested: ", requested, ", used: ", used, ", capacity: ", capacity)}}}},
+      true);
 }
 
 void StandInKubelet::ReportTerminated(const json& pod, int exitCode, const std::string& reason,

@@ -3,9 +3,12 @@
 // The kubelet's part for multi-process tests, for every node at once. It
 // admits Pending pods bound to a node when the node's GPUs
 // (easyscale.io/gpu-count) have room (a worker pod takes one, an inference pod
-// its nvidia.com/gpu), resolves the container's env (downward API fields,
-// secretKeyRef through the API server; a missing secret keeps the pod Pending
-// with CreateContainerConfigError), marks it Running with its IP and starts
+// its nvidia.com/gpu); a worker pod without room is rejected as kubelet's
+// admission does (Failed, reason OutOfeasyscale.io/gpu), an inference pod
+// waits (its platform's scheduler binds it once the GPU is free). It resolves
+// the container's env (downward API fields, secretKeyRef through the API
+// server; a missing secret keeps the pod Pending with
+// CreateContainerConfigError), marks it Running with its IP and starts
 // the container's command through a PodRuntime. When the process ends it
 // writes Succeeded/Failed and containerStatuses[0].state.terminated (exitCode,
 // reason Completed or Error). A pod being deleted gets SIGTERM, SIGKILL after
@@ -105,6 +108,10 @@ class StandInKubelet {
   // Ends the process of a pod being deleted; true once it is gone.
   bool Terminate(const std::string& key, Admitted& a, int graceSeconds);
   // Writes the end of the pod's container: phase and state.terminated.
+  // As kubelet's admission rejects a bound pod: phase Failed, reason
+  // OutOf<resource>, no container ever started.
+  void Reject(const nlohmann::json& pod, const std::string& resource, int requested, int used,
+              int capacity);
   void ReportTerminated(const nlohmann::json& pod, int exitCode, const std::string& reason,
                         const std::string& message = "");
   // The pod's address: its own with isolation (made on the first call), else 127.0.0.1.

@@ -107,6 +107,26 @@ TEST_P(KubeletTest, DeletionSendsSigtermThenSigkillAfterTheGrace) {
   EXPECT_LT(took, 6s);
 }
 
+// As kubelet's admission: a worker pod bound to a node whose GPUs are all in
+// use fails at once (OutOfeasyscale.io/gpu, no container started).
+TEST_P(KubeletTest, AWorkerPodBoundToAFullNodeIsRejected) {
+  json first = ShellPod("w1", "sleep 60", 0);
+  first["metadata"]["labels"] = {{"easyscale.io/role", "worker"}, {"easyscale.io/job", "j"}};
+  Create(first);
+  ASSERT_TRUE(Eventually([&] { return Phase("w1") == "Running"; })) << Pod("w1");
+  json second = first;
+  second["metadata"]["name"] = "w2";
+  Create(second);
+  ASSERT_TRUE(Eventually([&] { return Phase("w2") == "Failed"; })) << Pod("w2");
+  const json status = Pod("w2")["status"];
+  EXPECT_EQ(status.value("reason", ""), "OutOfeasyscale.io/gpu");
+  EXPECT_EQ(status.value("message", ""),
+            "Pod was rejected: Node didn't have enough resource: easyscale.io/gpu, requested: 1, "
+            "used: 1, capacity: 1");
+  EXPECT_FALSE(status.contains("containerStatuses"));
+  EXPECT_EQ(Phase("w1"), "Running");
+}
+
 INSTANTIATE_TEST_SUITE_P(Pods, KubeletTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Isolated" : "OnTheHost"; });
 

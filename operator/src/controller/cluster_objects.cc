@@ -108,6 +108,12 @@ PodView ParsePod(const json& pod) {
   }
   if (v.role != PodRole::kWorker) v.job.clear();
   v.exit = FirstContainerExit(status);
+  auto containers = status.find("containerStatuses");
+  const bool started = containers != status.end() && containers->is_array() && !containers->empty();
+  if (v.phase == PodPhase::kFailed && !started) {
+    v.rejectedReason = StringAt(status, "reason");
+    v.rejectedMessage = StringAt(status, "message");
+  }
   return v;
 }
 

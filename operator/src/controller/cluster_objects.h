@@ -60,6 +60,11 @@ struct PodView {
   std::string gpuTypeSelector;        // inference: its easyscale.io/gpu-type node selector
   int inferenceGpus = 0;              // inference: GPUs it holds or wants
   std::optional<ContainerExit> exit;  // the first container's end, once it ended
+  // Failed before any container started, as kubelet's admission rejects a
+  // bound pod it has no room for (reason OutOf<resource>, or another of its
+  // admission reasons): status.reason and message; empty otherwise.
+  std::string rejectedReason;
+  std::string rejectedMessage;
 
   std::string JobKey() const { return ns + "/" + job; }
   bool Ended() const { return phase == PodPhase::kSucceeded || phase == PodPhase::kFailed; }
@@ -68,6 +73,7 @@ struct PodView {
   // Holds its GPUs or waits for them: not ended, and running or not being
   // deleted (a pod being deleted runs until the kubelet has stopped it).
   bool ClaimsGpus() const { return !Ended() && (phase == PodPhase::kRunning || !deleting); }
+  bool Rejected() const { return !rejectedReason.empty(); }
   bool operator==(const PodView&) const = default;
 };
 

@@ -545,6 +545,7 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
   std::erase_if(st->workers, [&](const WorkerRecord& w) {
     auto it = pods.find(w.pod);
     if (it == pods.end() || !it->second->Terminated()) return false;  // missing = to create
+    if (it->second->Rejected()) return false;  // never ran: SyncPods makes it again
     const PodView& pod = *it->second;
     const bool permanent = pod.exit && pod.exit->code == kPermanentExitCode;
     std::string message =
@@ -784,6 +785,36 @@ void JobController::PublishPlan(const JobView& job, const JobSpec& spec, const J
   book_.Publish(std::move(p));
 }
 
+std::map<std::string, int> JobController::FreeGpusByNode() const {
+  std::map<std::string, int> free;
+  for (const NodePtr& n : cache_.Nodes()) {
+    for (const auto& [type, count] : n->inventory.healthy) free[n->name] += count;
+  }
+  // As kubelet counts a node's GPUs: every pod admitted or about to be that
+  // has not ended holds its request until it is gone.
+  for (const PodPtr& p : cache_.Pods()) {
+    if (p->Ended()) continue;
+    if (p->role == PodRole::kWorker) --free[p->node];
+    if (p->role == PodRole::kInference && p->phase == PodPhase::kRunning) {
+      free[p->node] -= p->inferenceGpus;
+    }
+  }
+  return free;
+}
+
+Status JobController::DeleteRejected(const JobView& job, const PodView& pod) {
+  Status s = client_->Delete(kPods, pod.ns, pod.name, 0);
+  if (absl::IsNotFound(s)) return absl::OkStatus();
+  ES_RETURN_IF_ERROR(s);
+  recorder_->Warning(job.object, "WorkerNotAdmitted",
+                     absl::StrCat("the kubelet of ", pod.node, " rejected worker pod ", pod.name,
+                                  " (", pod.rejectedReason, ": ", pod.rejectedMessage,
+                                  "); it is made again once a GPU there is free"));
+  LogWarn("controller", "worker pod rejected by its node; made again",
+          {{"pod", pod.name}, {"node", pod.node}, {"reason", pod.rejectedReason}});
+  return absl::OkStatus();
+}
+
 Status JobController::SyncPods(const JobView& job, const JobSpec& spec, const JobStatus& st,
                                const PodsByName& pods, bool keepNone) {
   std::set<std::string> members;
@@ -796,8 +827,26 @@ Status JobController::SyncPods(const JobView& job, const JobSpec& spec, const Jo
     StatusOr<WallClock::time_point> after = ParseTime(st.restartAfter);
     const bool backingOff = st.runningGeneration < st.generation && !st.restartAfter.empty() &&
                             after.ok() && *after > WallClock::now();
+    std::optional<std::map<std::string, int>> free;  // GPUs by node, once a pod is to make
     for (const WorkerRecord& w : st.workers) {
-      if (backingOff || pods.count(w.pod) != 0) continue;
+      if (backingOff) continue;
+      if (auto it = pods.find(w.pod); it != pods.end()) {
+        if (it->second->Rejected() && !it->second->deleting) {
+          ES_RETURN_IF_ERROR(DeleteRejected(job, *it->second));
+        }
+        continue;
+      }
+      if (!free) free = FreeGpusByNode();
+      // A real kubelet rejects a pod bound to a node without a free GPU (its
+      // GPU may still be held by another job's draining worker): wait for one.
+      if (int& n = (*free)[w.node]; n > 0) {
+        --n;
+      } else {
+        LogDebug("controller", "worker pod waits for a free GPU",
+                 {{"pod", w.pod}, {"node", w.node}});
+        queue_.AddAfter(job.key, std::chrono::milliseconds(250));
+        continue;
+      }
       const json pod = BuildWorkerPod(job.object, spec, w, st.generation, options_.pod);
       StatusOr<json> created = client_->Create(kPods, job.ns, pod);
       if (!created.ok()) {

@@ -133,6 +133,10 @@ class JobController {
   ClusterState BuildCluster();
   StatusOr<JobPtr> WriteStatus(const JobPtr& job, const JobStatus& st);
   void PublishPlan(const JobView& job, const JobSpec& spec, const JobStatus& st);
+  // GPUs no pod holds or waits for, by node, as a kubelet counts them.
+  std::map<std::string, int> FreeGpusByNode() const;
+  // Deletes a worker pod a kubelet rejected, so that it is made again.
+  Status DeleteRejected(const JobView& job, const PodView& pod);
   Status SyncPods(const JobView& job, const JobSpec& spec, const JobStatus& st,
                   const PodsByName& pods, bool keepNone);
 

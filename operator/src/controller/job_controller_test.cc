@@ -575,6 +575,58 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
   EXPECT_EQ(Condition("j", "Running")["status"], "True");
 }
 
+// A kubelet that has no free GPU for a worker pod rejects it (Failed,
+// OutOfeasyscale.io/gpu, no container started): no training failed, so the
+// pod is made again and the job counts no restart.
+TEST_F(JobControllerTest, AWorkerPodTheKubeletRejectedIsMadeAgainWithoutARestart) {
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
+  const StatusOr<json> rejected = client_->Get(kPods, "default", pod);
+  ASSERT_TRUE(rejected.ok());
+  ASSERT_TRUE(client_
+                  ->MergePatch(kPods, "default", pod,
+                               {{"status",
+                                 {{"phase", "Failed"},
+                                  {"reason", "OutOfeasyscale.io/gpu"},
+                                  {"message",
+                                   "Pod was rejected: Node didn't have enough resource: "
+                                   "easyscale.io/gpu, requested: 1, used: 1, capacity: 1"}}}},
+                               true)
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return EventCount("j", "WorkerNotAdmitted") >= 1; }));
+  ASSERT_TRUE(Eventually([&] {  // the same name, a new pod
+    StatusOr<json> p = client_->Get(kPods, "default", pod);
+    return p.ok() && (*p)["metadata"]["uid"] != (*rejected)["metadata"]["uid"] &&
+           (*p)["status"].value("phase", "Pending") == "Pending";
+  }));
+  const json st = StatusOf("j");
+  EXPECT_EQ(st.value("restarts", 0), 0);  // omitted while 0
+  EXPECT_EQ(st.value("generation", 0), 1);
+  EXPECT_EQ(EventCount("j", "WorkerLost"), 0);
+}
+
+// A worker pod bound to a node whose GPUs all have pods (here another job's
+// worker there: the one a cycle moved still drains) is not made until one is
+// free: a real kubelet would reject it.
+TEST_F(JobControllerTest, AWorkerPodWaitsForAFreeGpuOnItsNode) {
+  const std::string pod = RunOneWorkerJob();
+  ASSERT_FALSE(pod.empty());
+  const json other = {{"metadata",
+                       {{"name", "other-worker"},
+                        {"labels", {{"easyscale.io/role", "worker"}, {"easyscale.io/job", "k"}}}}},
+                      {"spec",
+                       {{"nodeName", "n1"},
+                        {"containers", {{{"name", "worker"}, {"image", "easyscale/worker"}}}}}}};
+  ASSERT_TRUE(client_->Create(kPods, "default", other).ok());
+  std::this_thread::sleep_for(300ms);                           // the operator's cache has it
+  ASSERT_TRUE(client_->Delete(kPods, "default", pod, 0).ok());  // as a kubelet ends it
+  // The job's pod is missing; its node's one GPU is the other worker's.
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(client_->Get(kPods, "default", pod).ok());
+  ASSERT_TRUE(client_->Delete(kPods, "default", "other-worker", 0).ok());
+  EXPECT_TRUE(Eventually([&] { return client_->Get(kPods, "default", pod).ok(); }));
+}
+
 // easyscale_gpus describes the cluster, not a running job: once every job has
 // ended and its pods are gone, no GPU shows as training.
 TEST_F(JobControllerTest, GpuGaugesShowNoTrainingOnceEveryJobHasEnded) {
