@@ -581,6 +581,8 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
 TEST_F(JobControllerTest, AWorkerPodTheKubeletRejectedIsMadeAgainWithoutARestart) {
   const std::string pod = RunOneWorkerJob();
   ASSERT_FALSE(pod.empty());
+  // The status names the pod just before the pod is made.
+  ASSERT_TRUE(Eventually([&] { return client_->Get(kPods, "default", pod).ok(); }));
   const StatusOr<json> rejected = client_->Get(kPods, "default", pod);
   ASSERT_TRUE(rejected.ok());
   ASSERT_TRUE(client_
@@ -617,6 +619,7 @@ TEST_F(JobControllerTest, AWorkerPodWaitsForAFreeGpuOnItsNode) {
                       {"spec",
                        {{"nodeName", "n1"},
                         {"containers", {{{"name", "worker"}, {"image", "easyscale/worker"}}}}}}};
+  ASSERT_TRUE(Eventually([&] { return client_->Get(kPods, "default", pod).ok(); }));
   ASSERT_TRUE(client_->Create(kPods, "default", other).ok());
   std::this_thread::sleep_for(300ms);                           // the operator's cache has it
   ASSERT_TRUE(client_->Delete(kPods, "default", pod, 0).ok());  // as a kubelet ends it
