@@ -272,7 +272,7 @@ void Program::Acquire(RunContext& ctx, Value& v) {
   }
   if (v.floats.size() == v.size()) return;
   v.floats = std::move(TakeSpare(ctx, v.size()).floats);
-  v.floats.assign(v.size(), 0.0f);
+  v.floats.resize(v.size());  // its step writes every element, as it did last pass's
 }
 
 void Program::Release(Value& v) {
