@@ -362,7 +362,7 @@ void Program::Finish(RunContext& ctx, size_t id) {
                          "gradient sum");
 #endif
     }
-    spare_.push_back(std::move(add));
+    Release(add);
   }
   parts.clear();
 }
@@ -383,10 +383,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   ctx.workspace = &workspace_;
   std::fill(has_grad_.begin(), has_grad_.end(), false);
   for (auto& parts : contributions_) parts.clear();
-  for (Value& g : grads_) {
-    if (g.floats.capacity() != 0 || g.mirror.bytes() != 0) spare_.push_back(std::move(g));
-    g = Value();
-  }
+  for (Value& g : grads_) Release(g);
   // The seed counts as a contribution after every node's.
   contributions_[outputs_[output]].push_back({steps_.size(), 0, std::move(doutput)});
   std::vector<const Value*> in, out, dout;
@@ -429,8 +426,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
     // to go here: their buffers serve the requests still to come.
     for (size_t id : s.out) {
       if (id == kNone || !has_grad_[id]) continue;
-      spare_.push_back(std::move(grads_[id]));
-      grads_[id] = Value();
+      Release(grads_[id]);
       has_grad_[id] = false;
     }
     for (size_t id : release_after_backward_[n]) Release(values_[id]);
