@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <poll.h>
 
 #include "absl/strings/numbers.h"
 #include "easyscale/common/checks.h"
@@ -249,13 +250,28 @@ std::unique_ptr<httplib::ClientImpl> KubeClient::NewConnection() const {
   return c;
 }
 
+namespace {
+
+// An idle keep-alive connection has nothing to read unless the server closed
+// it: kube-apiserver closes one idle for 90 s with a TLS close_notify, which
+// httplib's own liveness check takes for data and reuses the connection.
+// Go's transport notices the close at once and never reuses it; so do we.
+bool ClosedWhileIdle(const httplib::ClientImpl& c) {
+  const socket_t fd = c.socket();
+  if (fd == INVALID_SOCKET) return false;  // httplib connects anew
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+}  // namespace
+
 std::unique_ptr<httplib::ClientImpl> KubeClient::TakeConnection() {
   {
     std::lock_guard<std::mutex> lock(poolMu_);
-    if (!pool_.empty()) {
+    while (!pool_.empty()) {
       auto c = std::move(pool_.back());
       pool_.pop_back();
-      return c;
+      if (!ClosedWhileIdle(*c)) return c;
     }
   }
   return NewConnection();

@@ -285,6 +285,19 @@ TEST_F(KubeClientTest, RepeatedEventsAggregateIntoACount) {
   EXPECT_EQ(e["involvedObject"]["uid"], (*job)["metadata"]["uid"]);
 }
 
+// A server closes a keep-alive connection left idle (kube-apiserver after 90
+// s) with a TLS close_notify; the next request must not go out on it.
+TEST(KubeClientIdle, ARequestAfterTheServerClosedTheIdleConnectionSucceeds) {
+  auto server = TestApiServer::Start({.tls = true, .keepAliveTimeoutSeconds = 1});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = KubeClient::Create((*server)->ClientConfig());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Create(kPods, "default", testing::PlainPod("idle", {{"app", "x"}})).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  StatusOr<json> pod = (*client)->Get(kPods, "default", "idle");
+  EXPECT_TRUE(pod.ok()) << pod.status();
+}
+
 TEST(TestApiServerDiscovery, ServesLegacyDiscoveryForKubectl) {
   auto server = TestApiServer::Start({});
   ASSERT_TRUE(server.ok());

@@ -394,6 +394,7 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   if (!svr.is_valid()) return absl::InternalError("test apiserver: TLS setup failed");
   svr.new_task_queue = [n = o.maxWatches + kRequestThreads] { return new httplib::ThreadPool(n); };
   svr.set_tcp_nodelay(true);
+  svr.set_keep_alive_timeout(o.keepAliveTimeoutSeconds);
   svr.set_payload_max_length(kMaxBodyBytes);
   svr.set_error_handler(
       [](const httplib::Request&, httplib::Response& res) { FillEmptyErrorAnswer(res); });

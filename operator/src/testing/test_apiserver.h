@@ -35,6 +35,8 @@ struct TestApiServerOptions {
   // 127.0.0.1 lets pods on a pod network reach it, as pods reach kube-apiserver.
   std::string address = "127.0.0.1";
   int bookmarkIntervalMs = 1000;
+  // A keep-alive connection idle this long is closed (kube-apiserver: 90 s).
+  int keepAliveTimeoutSeconds = 5;
   // Open watches allowed at once; one more is answered 429. Each holds a
   // thread, and other requests have threads of their own besides.
   int maxWatches = 256;
