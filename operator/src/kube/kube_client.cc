@@ -36,6 +36,12 @@ namespace {
 // The Content-Type a JSON merge patch needs.
 constexpr const char* kMergePatch = "application/merge-patch+json";
 
+httplib::Headers RequestHeaders(const std::string& token) {
+  httplib::Headers h = {{"Accept", "application/json"}};
+  if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+  return h;
+}
+
 StatusOr<std::unique_ptr<KubeClient::Target>> ParseServer(const std::string& server) {
   auto t = std::make_unique<KubeClient::Target>();
   std::string rest;
@@ -203,7 +209,10 @@ StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(const KubeConfig& confi
 }
 
 KubeClient::KubeClient(KubeConfig config, std::unique_ptr<Target> target)
-    : config_(std::move(config)), target_(std::move(target)) {}
+    : config_(std::move(config)),
+      target_(std::move(target)),
+      token_(config_.token),
+      tokenReadAt_(std::chrono::steady_clock::now()) {}
 
 KubeClient::~KubeClient() = default;
 
@@ -246,7 +255,6 @@ std::unique_ptr<httplib::ClientImpl> KubeClient::NewConnection() const {
   c->set_write_timeout(10, 0);
   c->set_keep_alive(true);
   c->set_tcp_nodelay(true);  // small requests: no Nagle/delayed-ACK stalls
-  if (!config_.token.empty()) c->set_bearer_token_auth(config_.token.c_str());
   return c;
 }
 
@@ -282,20 +290,49 @@ void KubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> c) {
   if (pool_.size() < 8) pool_.push_back(std::move(c));
 }
 
+// client-go's period for a token file: half the time between kubelet's
+// refresh of a projected token (at 80% of its life) and its expiry.
+constexpr auto kTokenRereadPeriod = std::chrono::minutes(1);
+
+std::string KubeClient::BearerToken(bool reread) {
+  std::lock_guard<std::mutex> lock(tokenMu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (config_.tokenFile.empty() || (!reread && now - tokenReadAt_ < kTokenRereadPeriod)) {
+    return token_;
+  }
+  tokenReadAt_ = now;
+  StatusOr<std::string> token = ReadTokenFile(config_.tokenFile);
+  if (token.ok() && !token->empty()) {
+    token_ = *std::move(token);
+  } else {
+    LogWarn("kube-client", "cannot read the token file again; keeping the last token",
+            {{"path", config_.tokenFile},
+             {"error", token.ok() ? "empty" : std::string(token.status().message())}});
+  }
+  return token_;
+}
+
 StatusOr<json> KubeClient::Call(const std::string& method, const std::string& path,
                                 const json* body, const std::string& contentType) {
   std::unique_ptr<httplib::ClientImpl> c = TakeConnection();
   if (c == nullptr) return absl::InvalidArgumentError("client credentials: cannot load");
   const std::string full = target_->basePath + path;
-  const httplib::Headers headers = {{"Accept", "application/json"}};
   const std::string payload = body != nullptr ? body->dump() : std::string();
-  httplib::Result res = [&] {
+  const auto send = [&](const std::string& token) {
+    const httplib::Headers headers = RequestHeaders(token);
     if (method == "GET") return c->Get(full, headers);
     if (method == "POST") return c->Post(full, headers, payload, contentType);
     if (method == "PUT") return c->Put(full, headers, payload, contentType);
     if (method == "PATCH") return c->Patch(full, headers, payload, contentType);
     return c->Delete(full, headers, payload, contentType);
-  }();
+  };
+  const std::string token = BearerToken(/*reread=*/false);
+  httplib::Result res = send(token);
+  if (res && res->status == 401 && !config_.tokenFile.empty()) {
+    // The token expired before the minute was up: kubelet has written a new
+    // one by then. The server refused the request, so sending it again is safe.
+    if (const std::string fresh = BearerToken(/*reread=*/true); fresh != token) res = send(fresh);
+  }
   if (!res) {
     return absl::UnavailableError(
         absl::StrCat(method, " ", path, ": ", HttpErrorName(res.error())));
@@ -373,7 +410,7 @@ Status KubeClient::Watch(const Resource& r, const std::string& ns, const WatchOp
   Status streamStatus;
   bool stoppedByHandler = false;
   httplib::Result res = c->Get(
-      path, {{"Accept", "application/json"}},
+      path, RequestHeaders(BearerToken(/*reread=*/false)),
       [&](const httplib::Response& resp) {
         code = resp.status;
         return true;

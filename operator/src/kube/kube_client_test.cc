@@ -298,6 +298,31 @@ TEST(KubeClientIdle, ARequestAfterTheServerClosedTheIdleConnectionSucceeds) {
   EXPECT_TRUE(pod.ok()) << pod.status();
 }
 
+// A pod's service account token expires; kubelet writes the new one into the
+// same file first. The client reads it again and carries on; a token that no
+// file replaces is refused with Unauthenticated.
+TEST_F(KubeClientTest, ATokenKubeletRotatesIsReadAgainAfterTheOldOneIsRefused) {
+  const std::string tokenFile = (dir_ / "token").string();
+  ASSERT_TRUE(WriteFileAtomic(tokenFile, "secret-token\n").ok());
+  KubeConfig config = server_->ClientConfig();
+  config.tokenFile = tokenFile;
+  auto client = KubeClient::Create(config);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->List(kPods, "default").ok());
+
+  server_->SetToken("rotated-token");
+  ASSERT_TRUE(WriteFileAtomic(tokenFile, "rotated-token\n").ok());
+  StatusOr<json> pods = (*client)->List(kPods, "default");
+  EXPECT_TRUE(pods.ok()) << pods.status();
+  Status watched = (*client)->Watch(kPods, "default", {.timeoutSeconds = 1},
+                                    [](const WatchEvent&) { return true; });
+  EXPECT_TRUE(watched.ok()) << watched;
+
+  server_->SetToken("a-token-nobody-has");
+  pods = (*client)->List(kPods, "default");
+  EXPECT_TRUE(absl::IsUnauthenticated(pods.status())) << pods.status();
+}
+
 TEST(TestApiServerDiscovery, ServesLegacyDiscoveryForKubectl) {
   auto server = TestApiServer::Start({});
   ASSERT_TRUE(server.ok());

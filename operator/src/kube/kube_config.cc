@@ -71,6 +71,12 @@ StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& key,
 
 }  // namespace
 
+StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  StatusOr<std::string> token = ReadFile(path, kMaxCredentialBytes);
+  if (!token.ok()) return token.status();
+  return std::string(absl::StripAsciiWhitespace(*token));
+}
+
 StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
@@ -82,12 +88,13 @@ StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir) {
   std::string h = host;
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6 literal
   c.server = absl::StrCat("https://", h, ":", port);
-  StatusOr<std::string> token = ReadFile(dir + "/token", kMaxCredentialBytes);
+  c.tokenFile = dir + "/token";
+  StatusOr<std::string> token = ReadTokenFile(c.tokenFile);
   if (!token.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("in-cluster config: token: ", token.status().message()));
   }
-  c.token = std::string(absl::StripAsciiWhitespace(*token));
+  c.token = *token;
   StatusOr<std::string> ca = ReadFile(dir + "/ca.crt", kMaxCredentialBytes);
   if (!ca.ok()) {
     return absl::FailedPreconditionError(
@@ -154,12 +161,13 @@ StatusOr<KubeConfig> LoadKubeconfigFile(const std::string& path, const std::stri
     if (c.token.empty() && !tokenFile.empty()) {
       fs::path p(tokenFile);
       if (p.is_relative()) p = dir / p;
-      StatusOr<std::string> t = ReadFile(p.string(), kMaxCredentialBytes);
+      StatusOr<std::string> t = ReadTokenFile(p.string());
       if (!t.ok()) {
         return fail(
             absl::InvalidArgumentError(absl::StrCat(uprefix, "tokenFile: ", t.status().message())));
       }
-      c.token = std::string(absl::StripAsciiWhitespace(*t));
+      c.token = *t;
+      c.tokenFile = p.string();
     }
     StatusOr<std::string> cert =
         DataOrFile(*user, "client-certificate", uprefix + "client-certificate", dir);

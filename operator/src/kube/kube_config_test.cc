@@ -32,6 +32,7 @@ TEST(InClusterConfig, ReadsServiceAccountAndServiceEnv) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->server, "https://10.0.0.1:443");
   EXPECT_EQ(c->token, "tok");
+  EXPECT_EQ(c->tokenFile, (dir / "token").string());  // read again as kubelet rotates it
   EXPECT_EQ(c->defaultNamespace, "easyscale-system");
   EXPECT_FALSE(c->caPem.empty());
 }

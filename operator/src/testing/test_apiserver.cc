@@ -85,6 +85,12 @@ struct TestApiServer::Impl {
   int listenSocket = -1;
   mutable std::mutex heldMu;
   std::set<std::string> heldPlurals;
+  mutable std::mutex tokenMu;  // guards options.token, which SetToken changes
+
+  std::string Token() const {
+    std::lock_guard<std::mutex> lock(tokenMu);
+    return options.token;
+  }
 
   // A request's place in the REST tree.
   struct Target {
@@ -408,8 +414,8 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
     p->listenSocket = sock;
   });
   svr.set_pre_routing_handler([p](const httplib::Request& req, httplib::Response& res) {
-    if (!p->options.token.empty() &&
-        req.get_header_value("Authorization") != "Bearer " + p->options.token) {
+    if (const std::string token = p->Token();
+        !token.empty() && req.get_header_value("Authorization") != "Bearer " + token) {
       SendStatus(res, 401, "Unauthorized", "Unauthorized");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -485,7 +491,7 @@ KubeConfig TestApiServer::ClientConfig() const {
   KubeConfig c;
   c.server = url();
   c.caPem = impl_->cert.certPem;
-  c.token = impl_->options.token;
+  c.token = impl_->Token();
   return c;
 }
 
@@ -499,8 +505,14 @@ Status TestApiServer::WriteKubeconfig(const std::string& path) const {
   yaml +=
       "contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: "
       "default\nusers:\n- name: test\n  user:\n";
-  yaml += impl_->options.token.empty() ? "    {}\n" : "    token: " + impl_->options.token + "\n";
+  const std::string token = impl_->Token();
+  yaml += token.empty() ? "    {}\n" : "    token: " + token + "\n";
   return WriteFileAtomic(path, yaml);
+}
+
+void TestApiServer::SetToken(const std::string& token) {
+  std::lock_guard<std::mutex> lock(impl_->tokenMu);
+  impl_->options.token = token;
 }
 
 void TestApiServer::FailNextRequests(int k, int httpCode) {

@@ -68,6 +68,9 @@ class TestApiServer {
   // A kubeconfig with the CA as certificate-authority-data and the token.
   Status WriteKubeconfig(const std::string& path) const;
 
+  // From now on only `token` is accepted, as when a service account's token
+  // expires and kubelet has written the pod a new one.
+  void SetToken(const std::string& token);
   // The next `k` requests (of any kind) fail with `httpCode` (500, 429, ...).
   void FailNextRequests(int k, int httpCode);
   // Ends every open watch stream abruptly, as a lost connection would.

@@ -9,9 +9,12 @@
 // (conflict) or AlreadyExists, 410 OutOfRange (resourceVersion expired),
 // 400/422 InvalidArgument, 401 Unauthenticated, 403 PermissionDenied,
 // 429 ResourceExhausted, 5xx and connection errors Unavailable.
+// A token from a file (a pod's service account) is read again once a minute
+// and after a 401, as kubelet rewrites it before it expires.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -125,11 +128,15 @@ class KubeClient {
   void ReturnConnection(std::unique_ptr<httplib::ClientImpl> c);
   StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path,
                                 const nlohmann::json* body, const std::string& contentType);
+  std::string BearerToken(bool reread);
 
   KubeConfig config_;
   std::unique_ptr<Target> target_;
   std::mutex poolMu_;
   std::vector<std::unique_ptr<httplib::ClientImpl>> pool_;
+  std::mutex tokenMu_;
+  std::string token_;
+  std::chrono::steady_clock::time_point tokenReadAt_;
 };
 
 // Path of a collection or an object: /api/v1/namespaces/ns/pods[/name][/status].

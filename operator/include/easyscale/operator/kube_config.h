@@ -18,12 +18,17 @@ struct KubeConfig {
   std::string clientCertPem;  // client certificate authentication
   std::string clientKeyPem;
   std::string token;  // bearer token authentication
+  // Where `token` came from, when a file: kubelet rewrites a service account's
+  // token before it expires, so the client reads it again (see KubeClient).
+  std::string tokenFile;
   bool insecureSkipTlsVerify = false;
   std::string defaultNamespace = "default";
 };
 
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
+// A bearer token file's content, surrounding whitespace removed.
+StatusOr<std::string> ReadTokenFile(const std::string& path);
 // Token, ca.crt and namespace from `dir`, server from KUBERNETES_SERVICE_HOST/PORT.
 StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir = kServiceAccountDir);
 // The current context of a kubeconfig (or `context` when set). Relative file
