@@ -46,7 +46,7 @@ grpc::Status DevicePluginService::ListAndWatch(
     const uint64_t version = rm_->Version();
     if (version != sent) {
       v1beta1::ListAndWatchResponse resp;
-      for (const auto& d : rm_->Devices()) {
+      for (const auto& d : rm_->Advertised()) {
         v1beta1::Device* dev = resp.add_devices();
         dev->set_id(d.id);
         dev->set_health(d.healthy ? kHealthy : kUnhealthy);

@@ -44,6 +44,29 @@ bool DeviceTable::SetHealth(const std::string& id, bool healthy, const std::stri
   return true;
 }
 
+bool DeviceTable::SetInferenceHolders(std::map<std::string, std::string> holders) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (holders == inference_holders_) return false;
+    inference_holders_ = std::move(holders);
+    ++version_;
+  }
+  changed_.notify_all();
+  return true;
+}
+
+std::vector<GpuDevice> DeviceTable::Advertised() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GpuDevice> out = devices_;
+  for (GpuDevice& d : out) {
+    auto it = inference_holders_.find(d.id);
+    if (it == inference_holders_.end() || !d.healthy) continue;
+    d.healthy = false;
+    d.health_reason = "held by inference pod " + it->second;
+  }
+  return out;
+}
+
 uint64_t DeviceTable::Version() const {
   std::lock_guard<std::mutex> lock(mu_);
   return version_;

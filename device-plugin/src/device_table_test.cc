@@ -40,6 +40,22 @@ TEST(DeviceTable, HealthGoesDownAndComesBack) {
   EXPECT_FALSE(t.SetHealth("unknown", false, "x"));
 }
 
+TEST(DeviceTable, AGpuInferenceHoldsIsAdvertisedUnhealthyUntilReleased) {
+  DeviceTable t(TwoGpus());
+  ASSERT_TRUE(t.SetHealth("b", false, "XID 79"));
+  const uint64_t v0 = t.Version();
+  EXPECT_TRUE(t.SetInferenceHolders({{"a", "serving/llm-0"}, {"b", "serving/llm-1"}}));
+  EXPECT_FALSE(t.SetInferenceHolders({{"a", "serving/llm-0"}, {"b", "serving/llm-1"}}));
+  EXPECT_EQ(t.Version(), v0 + 1);  // ListAndWatch streams wake once
+  const std::vector<GpuDevice> advertised = t.Advertised();
+  EXPECT_FALSE(advertised[0].healthy);
+  EXPECT_EQ(advertised[0].health_reason, "held by inference pod serving/llm-0");
+  EXPECT_EQ(advertised[1].health_reason, "XID 79");  // its own fault says more
+  EXPECT_TRUE(t.Devices()[0].healthy);               // the GPU itself is fine
+  EXPECT_TRUE(t.SetInferenceHolders({}));
+  EXPECT_TRUE(t.Advertised()[0].healthy);
+}
+
 TEST(DeviceTable, WaitForChangeWakesOnHealthChange) {
   DeviceTable t(TwoGpus());
   const uint64_t v = t.Version();

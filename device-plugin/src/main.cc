@@ -132,17 +132,14 @@ int Serve(const Flags& f, const Discovery& d) {
     LogWarn(kLog, "health checks off", {{"error", std::string(s.message())}});
     health = MakeNoopHealthProvider();
   }
-  std::unique_ptr<InventoryReporter> reporter;
-  if (*publisher != nullptr) {
-    PodResourcesOptions pods;
-    pods.socket = f.pod_resources_socket;
-    pods.inference_resources = f.inference_resources;
-    pods.training_resource = kGpuResource;
-    reporter = std::make_unique<InventoryReporter>(
-        &rm, std::make_unique<PodResourcesClient>(pods), std::move(*publisher),
-        std::chrono::milliseconds(f.publish_interval_ms));
-    reporter->Start();
-  }
+  // Runs without a publisher too: kubelet must still learn which GPUs inference holds.
+  PodResourcesOptions pods;
+  pods.socket = f.pod_resources_socket;
+  pods.inference_resources = f.inference_resources;
+  pods.training_resource = kGpuResource;
+  InventoryReporter reporter(&rm, std::make_unique<PodResourcesClient>(pods), std::move(*publisher),
+                             std::chrono::milliseconds(f.publish_interval_ms));
+  reporter.Start();
   // SIGINT/SIGTERM are blocked in every thread (see main) and taken here.
   std::thread signals([&server] {
     sigset_t set;
@@ -157,7 +154,7 @@ int Serve(const Flags& f, const Discovery& d) {
   const Status run = server.Run();
   if (!run.ok()) kill(getpid(), SIGTERM);  // release the signal thread
   signals.join();
-  if (reporter) reporter->Stop();
+  reporter.Stop();
   health->Stop();
   if (!run.ok()) {
     std::cerr << "easyscale-device-plugin: " << run.message() << std::endl;

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
@@ -12,6 +13,7 @@ namespace easyscale::dp {
 namespace {
 
 constexpr const char* kLog = "device-plugin";
+constexpr size_t kMaxTokenBytes = 1 << 20;
 
 class FilePublisher : public NodePublisher {
  public:
@@ -36,7 +38,12 @@ class ApiServerPublisher : public NodePublisher {
     client.set_read_timeout(10);
     if (!config_.ca_path.empty()) client.set_ca_cert_path(config_.ca_path.c_str());
     client.enable_server_certificate_verification(true);
-    if (!config_.token.empty()) client.set_bearer_token_auth(config_.token.c_str());
+    if (!config_.token_path.empty()) {
+      StatusOr<std::string> token = ReadFile(config_.token_path, kMaxTokenBytes);
+      if (!token.ok()) return token.status();
+      const std::string bearer(absl::StripAsciiWhitespace(*token));
+      client.set_bearer_token_auth(bearer.c_str());
+    }
     const std::string path = "/api/v1/nodes/" + config_.node_name;
     auto res = client.Patch(path.c_str(), patch.dump(), "application/merge-patch+json");
     if (!res) {
@@ -95,17 +102,15 @@ StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
   }
   const std::string h = host;
   c.url = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
-  auto token = ReadFile(service_account_dir + "/token", 1 << 20);
-  if (!token.ok()) return token.status();
-  c.token = *token;
-  while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back())))
-    c.token.pop_back();
+  c.token_path = service_account_dir + "/token";
+  if (StatusOr<std::string> token = ReadFile(c.token_path, kMaxTokenBytes); !token.ok()) {
+    return token.status();
+  }
   c.ca_path = service_account_dir + "/ca.crt";
   return c;
 }
 
-InventoryReporter::InventoryReporter(const ResourceManager* rm,
-                                     std::unique_ptr<PodResourcesClient> pods,
+InventoryReporter::InventoryReporter(ResourceManager* rm, std::unique_ptr<PodResourcesClient> pods,
                                      std::unique_ptr<NodePublisher> publisher,
                                      std::chrono::milliseconds interval)
     : rm_(rm), pods_(std::move(pods)), publisher_(std::move(publisher)), interval_(interval) {}
@@ -124,7 +129,14 @@ Status InventoryReporter::ReportOnce() {
     LogWarn(kLog, "pod-resources unavailable; publishing the last known holders",
             {{"error", std::string(holders.status().message())}});
   }
-  const nlohmann::json patch = NodeInventoryPatch(JoinHolders(rm_->Devices(), holders_));
+  const std::vector<NodeGpu> gpus = JoinHolders(rm_->Devices(), holders_);
+  std::map<std::string, std::string> inference;
+  for (const NodeGpu& g : gpus) {
+    if (g.held_by) inference[g.device.id] = *g.held_by;
+  }
+  rm_->SetInferenceHolders(std::move(inference));
+  if (publisher_ == nullptr) return absl::OkStatus();
+  const nlohmann::json patch = NodeInventoryPatch(gpus);
   if (last_published_ && *last_published_ == patch) return absl::OkStatus();
   if (Status s = publisher_->Publish(patch); !s.ok()) return s;
   last_published_ = patch;

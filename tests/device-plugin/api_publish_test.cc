@@ -19,7 +19,8 @@ namespace {
 
 using std::chrono::seconds;
 
-// An API server on 127.0.0.1 that records the first PATCH of a Node.
+// An API server on 127.0.0.1 that records the first PATCH of a Node, and
+// the Authorization of every PATCH.
 class RecordingApiServer {
  public:
   explicit RecordingApiServer(std::unique_ptr<httplib::Server> server)
@@ -27,6 +28,7 @@ class RecordingApiServer {
     server_->Patch(R"(/api/v1/nodes/([a-z0-9-]+))",
                    [this](const httplib::Request& req, httplib::Response& res) {
                      std::lock_guard<std::mutex> lock(mu_);
+                     authorizations_.push_back(req.get_header_value("Authorization"));
                      if (body_.empty()) {
                        path_ = req.path;
                        content_type_ = req.get_header_value("Content-Type");
@@ -65,6 +67,14 @@ class RecordingApiServer {
     std::lock_guard<std::mutex> lock(mu_);
     return authorization_;
   }
+  bool WaitForPatchAuthorizedBy(const std::string& authorization) {
+    return WaitFor(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          return !authorizations_.empty() && authorizations_.back() == authorization;
+        },
+        seconds(15));
+  }
 
  private:
   std::unique_ptr<httplib::Server> server_;
@@ -72,6 +82,7 @@ class RecordingApiServer {
   std::thread thread_;
   std::mutex mu_;
   std::string path_, content_type_, authorization_, body_;
+  std::vector<std::string> authorizations_;
 };
 
 struct Node {
@@ -153,6 +164,11 @@ void RunInCluster(const std::string& server_cert, const std::string& trusted_cer
   ASSERT_TRUE(api.WaitForPatch()) << p.Stderr();
   api.ExpectInventoryPatch("node-a", "serving/bert-1");
   EXPECT_EQ(api.authorization(), "Bearer test-token");
+  // kubelet rotates the service account's token before it expires; the next
+  // PATCH (another pod holds the GPU) carries the new one.
+  node.dir.Write("serviceaccount/token", "rotated-token\n");
+  node.kubelet.SetPodResources({{"serving", "bert-2", "nvidia.com/gpu", {"gpu0"}}});
+  EXPECT_TRUE(api.WaitForPatchAuthorizedBy("Bearer rotated-token")) << p.Stderr();
 }
 
 TEST(ApiServerPublish, InClusterHttpsWithTokenAndCa) { RunInCluster("server", "server", true); }

@@ -65,6 +65,17 @@ class KubeletProtocolTest : public ::testing::Test {
     return false;
   }
 
+  // Opens a ListAndWatch stream for the test (ended at TearDown) and reads
+  // its first response.
+  bool OpenWatch(v1beta1::ListAndWatchResponse* first) {
+    watch_ctx_.set_deadline(std::chrono::system_clock::now() + seconds(20));
+    watch_ = stub_->ListAndWatch(&watch_ctx_, v1beta1::Empty());
+    return watch_->Read(first);
+  }
+  void TearDown() override {
+    if (watch_ != nullptr) watch_ctx_.TryCancel();
+  }
+
   nlohmann::json PublishedGpus() {
     const std::string text = dir_.Read("node.json");
     const auto patch = nlohmann::json::parse(text, nullptr, false);
@@ -77,6 +88,8 @@ class KubeletProtocolTest : public ::testing::Test {
   FakeKubelet kubelet_{dir_.path()};
   std::unique_ptr<PluginProcess> plugin_;
   std::unique_ptr<v1beta1::DevicePlugin::Stub> stub_;
+  grpc::ClientContext watch_ctx_;
+  std::unique_ptr<grpc::ClientReader<v1beta1::ListAndWatchResponse>> watch_;
 };
 
 TEST_F(KubeletProtocolTest, RegistersWithVersionEndpointAndResource) {
@@ -107,23 +120,19 @@ TEST_F(KubeletProtocolTest, ListAndWatchSendsTheDeviceList) {
 }
 
 TEST_F(KubeletProtocolTest, HealthChangeReachesListAndWatchAndRecovers) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + seconds(20));
-  auto reader = stub_->ListAndWatch(&ctx, v1beta1::Empty());
   v1beta1::ListAndWatchResponse resp;
-  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_TRUE(OpenWatch(&resp));
   ASSERT_EQ(resp.devices(1).health(), "Healthy");
 
   dir_.Write("inventory.json", Inventory(false));
-  ASSERT_TRUE(reader->Read(&resp));  // the stream pushes the change unasked
+  ASSERT_TRUE(watch_->Read(&resp));  // the stream pushes the change unasked
   EXPECT_EQ(resp.devices(1).health(), "Unhealthy");
   EXPECT_EQ(resp.devices(0).health(), "Healthy");
 
   dir_.Write("inventory.json", "{not json");  // a broken edit keeps the last health
   dir_.Write("inventory.json", Inventory(true));
-  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_TRUE(watch_->Read(&resp));
   EXPECT_EQ(resp.devices(1).health(), "Healthy");  // Unhealthy is not one-way
-  ctx.TryCancel();
 }
 
 TEST_F(KubeletProtocolTest, AllocateValidAndUnknownDevices) {
@@ -228,6 +237,31 @@ TEST_F(KubeletProtocolTest, PublishesWhichPodsHoldGpus) {
   EXPECT_EQ(
       nlohmann::json::parse(dir_.Read("node.json"))["metadata"]["labels"]["easyscale.io/gpu-count"],
       "2");
+}
+
+// kubelet counts and allocates easyscale.io/gpu from what ListAndWatch says,
+// knowing nothing of the NVIDIA plugin's nvidia.com/gpu on the same GPUs: a GPU
+// an inference pod holds is advertised Unhealthy until the pod lets it go, so
+// no worker is admitted to it or given it.
+TEST_F(KubeletProtocolTest, AGpuInferenceHoldsIsNotOfferedToKubelet) {
+  v1beta1::ListAndWatchResponse resp;
+  ASSERT_TRUE(OpenWatch(&resp));
+  ASSERT_EQ(resp.devices(1).health(), "Healthy");
+
+  kubelet_.SetPodResources({{"serving", "llm-0", "nvidia.com/gpu", {"GPU-1"}},
+                            {"jobs", "mnist-w0", "easyscale.io/gpu", {"gpu2"}}});
+  ASSERT_TRUE(watch_->Read(&resp));  // pushed unasked, within a publish interval
+  EXPECT_EQ(resp.devices(0).health(), "Healthy");
+  EXPECT_EQ(resp.devices(1).health(), "Unhealthy");
+  EXPECT_EQ(resp.devices(2).health(), "Healthy");  // a worker's GPU is kubelet's to count
+  // The published inventory keeps the GPU's own health; the holder says why.
+  ASSERT_TRUE(
+      WaitFor([&] { return PublishedGpus()[1]["heldBy"] == "serving/llm-0"; }, seconds(10)));
+  EXPECT_EQ(PublishedGpus()[1]["healthy"], true);
+
+  kubelet_.SetPodResources({});  // inference lets the GPU go
+  ASSERT_TRUE(watch_->Read(&resp));
+  EXPECT_EQ(resp.devices(1).health(), "Healthy");
 }
 
 TEST_F(KubeletProtocolTest, KeepsTheHoldersViewWhilePodResourcesIsDown) {

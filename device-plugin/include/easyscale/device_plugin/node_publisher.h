@@ -33,7 +33,9 @@ std::unique_ptr<NodePublisher> MakeFilePublisher(std::string path);
 struct ApiServerConfig {
   std::string url;  // "https://10.0.0.1:443" or "http://127.0.0.1:8080" (tests)
   std::string node_name;
-  std::string token;    // bearer token; empty: none
+  // The bearer token's file, read at every PATCH: kubelet rewrites a service
+  // account's token before it expires. Empty: no token.
+  std::string token_path;
   std::string ca_path;  // CA bundle for https; empty: system default
 };
 
@@ -45,11 +47,13 @@ StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
 // PATCH /api/v1/nodes/NAME with application/merge-patch+json.
 std::unique_ptr<NodePublisher> MakeApiServerPublisher(ApiServerConfig config);
 
-// Every `interval`: asks pod-resources who holds what, joins it with the
-// inventory and publishes when the patch differs from the last one written.
+// Every `interval`: asks pod-resources who holds what, tells `rm` which GPUs
+// inference holds (kubelet then sees them Unhealthy), joins the holders with
+// the inventory and publishes when the patch differs from the last one written
+// (`publisher` may be null: nothing is published).
 class InventoryReporter {
  public:
-  InventoryReporter(const ResourceManager* rm, std::unique_ptr<PodResourcesClient> pods,
+  InventoryReporter(ResourceManager* rm, std::unique_ptr<PodResourcesClient> pods,
                     std::unique_ptr<NodePublisher> publisher, std::chrono::milliseconds interval);
   ~InventoryReporter();
   void Start();
@@ -58,7 +62,7 @@ class InventoryReporter {
   Status ReportOnce();
 
  private:
-  const ResourceManager* rm_;
+  ResourceManager* rm_;
   std::unique_ptr<PodResourcesClient> pods_;
   std::unique_ptr<NodePublisher> publisher_;
   std::chrono::milliseconds interval_;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,6 +35,14 @@ class ResourceManager {
   // Records a health change; returns true when it changed anything. Unhealthy
   // devices can come back: `healthy` true clears the reason.
   virtual bool SetHealth(const std::string& id, bool healthy, const std::string& reason) = 0;
+  // The devices inference pods hold now (device id -> "ns/pod"). kubelet knows
+  // nothing of another plugin's nvidia.com/gpu on the same GPU: unless told,
+  // it would count such a GPU free and give it to a worker. Returns true when
+  // it changed anything.
+  virtual bool SetInferenceHolders(std::map<std::string, std::string> holders) = 0;
+  // What ListAndWatch tells kubelet: Devices(), with a GPU inference holds
+  // Unhealthy, so kubelet neither admits nor allocates a worker on it.
+  virtual std::vector<GpuDevice> Advertised() const = 0;
   // Bumped on every change; WaitForChange returns the new version, or `seen`
   // when `timeout` passed first.
   virtual uint64_t Version() const = 0;
@@ -48,6 +57,8 @@ class DeviceTable : public ResourceManager {
   std::vector<GpuDevice> Devices() const override;
   StatusOr<std::vector<GpuDevice>> Lookup(const std::vector<std::string>& ids) const override;
   bool SetHealth(const std::string& id, bool healthy, const std::string& reason) override;
+  bool SetInferenceHolders(std::map<std::string, std::string> holders) override;
+  std::vector<GpuDevice> Advertised() const override;
   uint64_t Version() const override;
   uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const override;
 
@@ -55,6 +66,7 @@ class DeviceTable : public ResourceManager {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::vector<GpuDevice> devices_;
+  std::map<std::string, std::string> inference_holders_;
   uint64_t version_ = 1;
 };
 
