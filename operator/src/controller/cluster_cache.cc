@@ -188,4 +188,9 @@ std::vector<NodePtr> ClusterCache::Nodes() const {
   return Values(nodes_);
 }
 
+NodePtr ClusterCache::Node(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Find(nodes_, name);
+}
+
 }  // namespace easyscale::op

@@ -43,6 +43,7 @@ class ClusterCache {
   // The worker pods the job owns (its label and its UID as controller), by name.
   std::map<std::string, PodPtr> WorkerPodsOf(const JobView& job) const;
   std::vector<NodePtr> Nodes() const;
+  NodePtr Node(const std::string& name) const;
 
  private:
   mutable std::mutex mu_;

@@ -136,7 +136,9 @@ NodeInventory ReadNodeInventory(const json& node) {
       for (const NodeGpu& g : *gpus) {
         if (!IsKnownGpuType(g.device.type) || !g.device.healthy) continue;
         ++out.healthy[g.device.type];
-        if (g.held_by) ++out.heldByInference[g.device.type];
+        if (!g.held_by) continue;
+        ++out.heldByInference[g.device.type];
+        if (g.training_pod) out.workersBesideInference.insert(*g.training_pod);
       }
       return out;
     }

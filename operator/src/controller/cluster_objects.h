@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,10 @@ PodView ParsePod(const nlohmann::json& pod);
 struct NodeInventory {
   std::map<std::string, int> healthy;          // by GPU type
   std::map<std::string, int> heldByInference;  // healthy ones the annotation marks heldBy
+  // Worker pods ("ns/pod") on a GPU that the annotation marks heldBy too: the
+  // NVIDIA plugin, which knows nothing of our workers, gave inference their GPU.
+  std::set<std::string> workersBesideInference;
+  bool operator==(const NodeInventory&) const = default;
 };
 
 // Healthy GPUs of a node by type: the device plugin's `easyscale.io/gpus`
@@ -98,10 +103,7 @@ NodeInventory ReadNodeInventory(const nlohmann::json& node);
 struct NodeView {
   std::string name;
   NodeInventory inventory;  // empty when not schedulable
-  bool operator==(const NodeView& o) const {
-    return name == o.name && inventory.healthy == o.inventory.healthy &&
-           inventory.heldByInference == o.inventory.heldByInference;
-  }
+  bool operator==(const NodeView&) const = default;
 };
 
 NodeView ParseNode(const nlohmann::json& node);

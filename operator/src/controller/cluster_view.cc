@@ -73,6 +73,14 @@ void JobController::RunSchedulingCycle() {
       ++changed;
     }
   }
+  // A worker on a GPU inference was given must go even when the counts stay.
+  for (const NodePtr& n : cache_.Nodes()) {
+    for (const std::string& worker : n->inventory.workersBesideInference) {
+      if (const PodPtr p = cache_.Pod(worker); p != nullptr && p->role == PodRole::kWorker) {
+        queue_.Add(p->JobKey());
+      }
+    }
+  }
   LogDebug("controller", "scheduling cycle",
            {{"cycle", cycle_.cycles()},
             {"jobs", static_cast<int64_t>(cluster.jobs.size())},

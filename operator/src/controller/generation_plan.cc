@@ -1,6 +1,8 @@
 // Next-generation planning.
 #include "controller/generation_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "controller/worker_pod.h"
 #include "easyscale/common/checks.h"
@@ -64,22 +66,27 @@ JobDemand DemandOf(const std::string& key, const JobSpec& spec, const JobStatus&
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
                                         bool restart, const std::string& now,
-                                        const SchedulerOptions& options, JobStatus* st) {
+                                        const SchedulerOptions& options, JobStatus* st,
+                                        const std::set<std::string>& displaced) {
   PlanChange change;
   const PlacementCounts want = CountPlacements(desired);
-  if (want == CountWorkers(st->workers) && !restart) return change;
+  int leaving = 0;  // displaced workers: out of the next generation, whatever it wants
+  for (const WorkerRecord& w : st->workers) leaving += displaced.count(w.pod) > 0 ? 1 : 0;
+  if (want == CountWorkers(st->workers) && !restart && leaving == 0) return change;
   const int64_t next = st->generation + 1;
 
-  // Keep the lowest-ranked workers on each (node, type), then add new pods.
+  // Keep the lowest-ranked workers on each (node, type) but the displaced,
+  // then add new pods.
   PlacementCounts room = want;
   std::vector<WorkerRecord> workers;
   for (const WorkerRecord& w : st->workers) {
     int& left = room[{w.node, w.gpuType}];
-    if (left > 0) {
+    if (left > 0 && displaced.count(w.pod) == 0) {
       --left;
       workers.push_back(w);
     }
   }
+  preempted = std::max(preempted, leaving);
   int index = 0;
   for (const auto& [key, n] : room) {
     for (int i = 0; i < n; ++i) {

@@ -146,6 +146,35 @@ TEST(GenerationPlan, PreemptionToZeroThenRestore) {
   EXPECT_EQ(st.runningGeneration, 3);
 }
 
+// The NVIDIA plugin knows nothing of our workers: it may give an inference pod
+// the GPU of rank 0 while rank 1's is free. Rank 0 must go, not rank 1 (the
+// one "keep the lowest ranks" would drop), and even when the counts stay, a
+// new pod takes the displaced worker's place.
+TEST(GenerationPlan, AWorkerOnTheGpuInferenceWasGivenIsTheOneThatGoes) {
+  JobStatus st;
+  ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st).ok());
+  Release(&st);
+  auto c =
+      PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 1, false, "t1", {}, &st, {"j-w-1-0"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "Preempted");
+  ASSERT_EQ(st.workers.size(), 1u);
+  EXPECT_EQ(st.workers[0].pod, "j-w-1-1");
+  EXPECT_EQ(st.workers[0].rank, 0);
+  st.draining.clear();
+  Release(&st);
+
+  c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t2", {}, &st, {"j-w-1-1"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "Preempted");
+  EXPECT_EQ(st.preemptions, 2);
+  ASSERT_EQ(st.workers.size(), 1u);
+  EXPECT_EQ(st.workers[0].pod, "j-w-3-0");  // a new pod, which kubelet puts on a free GPU
+  c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t3", {}, &st, {"j-w-1-1"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->changed);  // the displaced pod is no longer the job's
+}
+
 TEST(GenerationPlan, UnmeasuredSpeedsScaleToTheMeasuredUnit) {
   SchedulerOptions o;
   const auto s = CompleteSpeeds({{"a100", 250.0}}, o);  // 100x the default 2.5
@@ -168,6 +197,11 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   std::vector<NodeGpus> held = BuildNodeGpus(Nodes({node}), {}, {}, {});
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].inferenceHeld, 1);  // the plugin's heldBy, without any pod seen
+  node["metadata"]["annotations"]["easyscale.io/gpus"] =
+      R"([{"id":"0","type":"h100","heldBy":"serving/llm-0","trainingPod":"jobs/j-w-1-0"},)"
+      R"({"id":"1","type":"h100","trainingPod":"jobs/j-w-1-1"}])";
+  EXPECT_EQ(ParseNode(node).inventory.workersBesideInference,
+            std::set<std::string>{"jobs/j-w-1-0"});  // the NVIDIA plugin gave llm-0 its GPU
   node["metadata"]["annotations"]["easyscale.io/gpus"] = "not json";
   EXPECT_EQ(NodeGpusByType(node), (std::map<std::string, int>{{"a100", 4}}));  // falls back
   node["spec"]["unschedulable"] = true;

@@ -281,9 +281,16 @@ Status JobController::Reconcile(const std::string& key) {
       plan ? plan->placements
            : (spec.suspend ? std::vector<Placement>{} : ToPlacements(CountWorkers(next.workers)));
   const int preempted = plan ? plan->preempted : 0;
+  std::set<std::string> displaced;  // on a GPU the NVIDIA plugin gave inference
+  for (const WorkerRecord& w : next.workers) {
+    const NodePtr node = cache_.Node(w.node);
+    if (node != nullptr && node->inventory.workersBesideInference.count(job->ns + "/" + w.pod)) {
+      displaced.insert(w.pod);
+    }
+  }
   ES_ASSIGN_OR_RETURN(PlanChange change,
                       PlanNextGeneration(job->name, spec, desired, preempted, restart, NowTime(),
-                                         options_.scheduler, &next));
+                                         options_.scheduler, &next, displaced));
   if (ReadyToRelease(next, WallClock::now())) {
     next.runningGeneration = next.generation;
     PlanRestore(*job, spec, reports, pods, &next);

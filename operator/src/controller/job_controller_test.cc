@@ -67,6 +67,13 @@ class JobControllerTest : public ::testing::Test {
     return j.ok() ? *j : json();
   }
   json StatusOf(const std::string& name) { return Get(name).value("status", json::object()); }
+  // What the device plugin publishes on `node`: its GPUs and their holders.
+  bool PublishGpus(const std::string& node, const json& gpus) {
+    return client_
+        ->MergePatch(kNodes, "", node,
+                     {{"metadata", {{"annotations", {{"easyscale.io/gpus", gpus.dump()}}}}}})
+        .ok();
+  }
   // A metric sample's value, or -1 while it is not exported.
   double Sample(const std::string& series) {
     const std::string text = metrics_.Text();
@@ -987,6 +994,42 @@ TEST_F(JobControllerStepTest, AJobsReconcileAppliesTheLatestPlanAndNeverSchedule
   EXPECT_EQ(controller_->cycle().cycles(), 2);
 }
 
+// On a real node the NVIDIA plugin, which knows nothing of our workers, may
+// give an inference pod the GPU rank 0 runs on. The device plugin says which
+// (heldBy and trainingPod on one GPU): that worker is the one preempted.
+TEST_F(JobControllerStepTest, TheWorkerOnTheGpuInferenceWasGivenIsPreempted) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["maxWorkers"] = 2;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
+  ASSERT_TRUE(Eventually([&] {
+    controller_->RunSchedulingCycle();
+    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 2}};
+  }));
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
+  ASSERT_EQ(gen1.size(), 2u);
+
+  ASSERT_TRUE(PublishGpus(
+      "n1", json::array({{{"id", "0"},
+                          {"type", "a100"},
+                          {"heldBy", "serving/llm-0"},
+                          {"trainingPod", "default/" + gen1[0]}},
+                         {{"id", "1"}, {"type", "a100"}, {"trainingPod", "default/" + gen1[1]}}})));
+  ASSERT_TRUE(Eventually([&] {
+    controller_->RunSchedulingCycle();
+    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 1}};
+  }));
+  ASSERT_TRUE(controller_->Reconcile("default/j").ok());
+  const json st = StatusOf("j");
+  EXPECT_EQ(Pods(st["workers"]), std::vector<std::string>{gen1[1]});
+  EXPECT_EQ(Pods(st["draining"]), gen1);  // both checkpoint; rank 0's GPU goes to inference
+  EXPECT_EQ(st.value("preemptions", 0), 1);
+}
+
 // The pod informer lags the pods the controller just created: a worker of the
 // running generation that the cache has not seen is not gone, so the next
 // generation drains it (its state kept) instead of dropping it.
@@ -1011,14 +1054,9 @@ TEST_F(JobControllerStepTest, AWorkerTheCacheHasNotSeenIsDrainedNotDropped) {
   // Inference takes n1 back (the device plugin says so; no pod event needed)
   // and n3 comes up: the job moves there.
   ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n3", "a100", 2)).ok());
-  ASSERT_TRUE(client_
-                  ->MergePatch(kNodes, "", "n1",
-                               {{"metadata",
-                                 {{"annotations",
-                                   {{"easyscale.io/gpus",
-                                     R"([{"id":"0","type":"a100","heldBy":"serving/llm-0"},)"
-                                     R"({"id":"1","type":"a100","heldBy":"serving/llm-0"}])"}}}}}})
-                  .ok());
+  ASSERT_TRUE(PublishGpus(
+      "n1", json::array({{{"id", "0"}, {"type", "a100"}, {"heldBy", "serving/llm-0"}},
+                         {{"id", "1"}, {"type", "a100"}, {"heldBy", "serving/llm-0"}}})));
   ASSERT_TRUE(Eventually([&] {
     controller_->RunSchedulingCycle();
     const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
@@ -1041,6 +1079,32 @@ class JobControllerWindowTest : public JobControllerTest {
     resyncPeriod_ = 600s;
   }
 };
+
+// Inference is given the GPU of the job's only worker while the node's other
+// GPU is idle: the job's placement stays (one worker on n1), and no resync
+// comes, yet the cycle that sees the node sends the job to reconcile, which
+// puts a new worker in the displaced one's place.
+TEST_F(JobControllerWindowTest, ADisplacedWorkerIsReplacedThoughThePlanStays) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  json spec = kGoodSpec;
+  spec["maxWorkers"] = 1;
+  ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return Pods(StatusOf("j")["workers"]).size() == 1; }, 10s));
+  const std::string first = Pods(StatusOf("j")["workers"])[0];
+  ASSERT_TRUE(PublishGpus("n1", json::array({{{"id", "0"},
+                                              {"type", "a100"},
+                                              {"heldBy", "serving/llm-0"},
+                                              {"trainingPod", "default/" + first}},
+                                             {{"id", "1"}, {"type", "a100"}}})));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> now = Pods(StatusOf("j")["workers"]);
+        return now.size() == 1 && now[0] != first;
+      },
+      10s))
+      << StatusOf("j");
+  EXPECT_EQ(StatusOf("j").value("preemptions", 0), 1);
+}
 
 TEST_F(JobControllerWindowTest, ChangesWithinTheWindowAreServedByOneCycle) {
   ASSERT_TRUE(Eventually([&] { return controller_->cycle().cycles() == 1; }, 10s));  // the first
