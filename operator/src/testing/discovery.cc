@@ -35,6 +35,15 @@ json ResourceList(const std::string& groupVersion) {
                       {"kind", r.resource.kind},
                       {"verbs", {"get", "patch", "update"}}});
     }
+    if (r.resource.plural == "pods" && r.resource.group.empty()) {  // what kubectl drain looks for
+      list.push_back({{"name", "pods/eviction"},
+                      {"singularName", ""},
+                      {"namespaced", true},
+                      {"group", "policy"},
+                      {"version", "v1"},
+                      {"kind", "Eviction"},
+                      {"verbs", {"create"}}});
+    }
   }
   return list;
 }

@@ -47,9 +47,14 @@ StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req) {
 }
 
 StatusOr<DeleteOptions> DeleteOptionsOf(const httplib::Request& req, WriteOptions* w) {
-  DeleteOptions d;
   json body = json::parse(req.body, nullptr, false);
   if (!body.is_object()) body = json::object();  // no body, or not DeleteOptions
+  return DeleteOptionsIn(body, req, w);
+}
+
+StatusOr<DeleteOptions> DeleteOptionsIn(const json& body, const httplib::Request& req,
+                                        WriteOptions* w) {
+  DeleteOptions d;
   const json grace = body.value("gracePeriodSeconds", json());
   if (grace.is_number_integer()) d.gracePeriodSeconds = grace.get<int>();
   if (req.has_param("gracePeriodSeconds") &&

@@ -28,5 +28,8 @@ StatusOr<WriteOptions> WriteOptionsOf(const httplib::Request& req);
 // gracePeriodSeconds, propagationPolicy (or the legacy orphanDependents); a
 // dryRun in the body sets `w`'s.
 StatusOr<DeleteOptions> DeleteOptionsOf(const httplib::Request& req, WriteOptions* w);
+// The same from a DeleteOptions object (an Eviction's deleteOptions) and the query.
+StatusOr<DeleteOptions> DeleteOptionsIn(const nlohmann::json& body, const httplib::Request& req,
+                                        WriteOptions* w);
 
 }  // namespace easyscale::op::testing

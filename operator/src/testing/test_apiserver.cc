@@ -22,6 +22,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
+#include "easyscale/operator/kube_time.h"
 #include "object_store.h"
 #include "openapi.h"
 #include "protobuf_body.h"
@@ -66,6 +67,17 @@ std::string ChangeLine(const std::string& type, const json& object,
                            {{"resourceVersion", object["metadata"].value("resourceVersion", "")}}));
 }
 
+// True when `patch` holds no list and no "$" key: a strategic merge patch
+// that means exactly what a JSON merge patch does.
+bool PlainMergePatch(const json& patch) {
+  if (patch.is_array()) return false;
+  if (!patch.is_object()) return true;
+  for (const auto& [key, value] : patch.items()) {
+    if ((!key.empty() && key[0] == '$') || !PlainMergePatch(value)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct TestApiServer::Impl {
@@ -105,6 +117,8 @@ struct TestApiServer::Impl {
 
   void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res,
               const Target& t);
+  void Evict(const httplib::Request& req, httplib::Response& res, const ResourceInfo& r,
+             const Target& t);
   void Write(const std::string& method, const httplib::Request& req, httplib::Response& res,
              const ResourceInfo& r, const Target& t);
   void Watch(const ResourceInfo& r, const std::string& ns, const httplib::Request& req,
@@ -115,6 +129,14 @@ void TestApiServer::Impl::Handle(const std::string& method, const httplib::Reque
                                  httplib::Response& res, const Target& t) {
   const ResourceInfo* r = store.FindResource(t.group, t.version, t.plural);
   const bool collection = t.name.empty();
+  const bool eviction = r != nullptr && t.sub == "eviction" && r->resource.plural == "pods" &&
+                        r->resource.group.empty() && !collection;
+  if (eviction) {
+    if (method != "POST") {
+      return SendStatus(res, 405, "MethodNotAllowed", method + " is not supported here");
+    }
+    return Evict(req, res, *r, t);
+  }
   if (r == nullptr || (!t.sub.empty() && (t.sub != "status" || !r->hasStatus)) ||
       (r->resource.namespaced != !t.ns.empty() &&
        !(t.ns.empty() && collection && method == "GET")) ||
@@ -144,6 +166,57 @@ void TestApiServer::Impl::Handle(const std::string& method, const httplib::Reque
       store.List(*r, t.ns, [&](const json& o) { return labels->Matches(o) && fields->Matches(o); });
   if (*table) list = (*table)->Convert(list["items"], list["metadata"]);
   res.set_content(WireJson(list), "application/json");
+}
+
+// pods/eviction, as kube-apiserver answers a policy/v1 Eviction (what kubectl
+// drain and the cluster autoscaler send): the pod gets the DisruptionTarget
+// condition, then is deleted gracefully. No PodDisruptionBudget is served
+// here, so no eviction is refused for one (kube-apiserver answers 429 then).
+void TestApiServer::Impl::Evict(const httplib::Request& req, httplib::Response& res,
+                                const ResourceInfo& r, const Target& t) {
+  const json body = json::parse(req.body, nullptr, false);
+  const std::string apiVersion = body.is_object() ? body.value("apiVersion", "") : "";
+  if (!body.is_object() || body.value("kind", "") != "Eviction" ||
+      (apiVersion != "policy/v1" && apiVersion != "policy/v1beta1")) {
+    return SendStatus(res, 400, "BadRequest", "the body is not a policy/v1 Eviction");
+  }
+  const json meta = body.value("metadata", json::object());
+  if (!meta.is_object() || meta.value("name", "") != t.name) {
+    return SendStatus(res, 400, "BadRequest", "name in URL does not match name in Eviction object");
+  }
+  StatusOr<WriteOptions> w = WriteOptionsOf(req);
+  if (!w.ok()) return SendError(res, w.status());
+  json deleteOptions = body.value("deleteOptions", json::object());
+  if (!deleteOptions.is_object()) deleteOptions = json::object();
+  StatusOr<DeleteOptions> d = DeleteOptionsIn(deleteOptions, req, &*w);
+  if (!d.ok()) return SendError(res, d.status());
+  StatusOr<json> pod = store.Get(r, t.ns, t.name);
+  if (!pod.ok()) return SendError(res, pod.status());
+  const json status = pod->value("status", json::object());
+  const std::string phase = status.value("phase", "");
+  if (phase != "Succeeded" && phase != "Failed") {  // a terminal pod is only deleted
+    json conditions = json::array();
+    for (const json& c : status.value("conditions", json::array())) {
+      if (c.value("type", "") != "DisruptionTarget") conditions.push_back(c);
+    }
+    conditions.push_back({{"type", "DisruptionTarget"},
+                          {"status", "True"},
+                          {"reason", "EvictionByEvictionAPI"},
+                          {"message", "Eviction API: evicting"},
+                          {"lastTransitionTime", NowTime()}});
+    StatusOr<json> marked = store.Patch(r, t.ns, t.name, PatchType::kMerge,
+                                        {{"status", {{"conditions", conditions}}}}, true, *w);
+    if (!marked.ok()) return SendError(res, marked.status());
+  }
+  StatusOr<json> deleted = store.Delete(r, t.ns, t.name, *d, *w);
+  if (!deleted.ok()) return SendError(res, deleted.status());
+  res.status = 201;
+  res.set_content(WireJson({{"kind", "Status"},
+                            {"apiVersion", "v1"},
+                            {"metadata", json::object()},
+                            {"status", "Success"},
+                            {"code", 201}}),
+                  "application/json");
 }
 
 // get, create, update, patch and delete of one object.
@@ -195,6 +268,23 @@ void TestApiServer::Impl::Write(const std::string& method, const httplib::Reques
         {"application/json-patch+json", PatchType::kJson},
         {"application/apply-patch+yaml", PatchType::kApply}};
     auto it = types.find(type);
+    if (type == "application/strategic-merge-patch+json") {
+      // kubectl cordon, drain, label and annotate send these for built-in
+      // types. Without lists or $-directives a strategic merge patch is a JSON
+      // merge patch; the rest would need each type's patch strategies.
+      if (r.resource.group == kEasyScaleJobs.group) {
+        return SendStatus(res, 415, "UnsupportedMediaType",
+                          "the body of the request was in an unknown format - accepted media "
+                          "types include: application/json-patch+json, "
+                          "application/merge-patch+json, application/apply-patch+yaml");
+      }
+      if (!PlainMergePatch(body)) {
+        return SendStatus(res, 415, "UnsupportedMediaType",
+                          "this test server applies strategic merge patches without lists or "
+                          "$-directives only");
+      }
+      it = types.find("application/merge-patch+json");
+    }
     if (it == types.end()) {
       return SendStatus(res, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
@@ -431,9 +521,10 @@ StatusOr<std::unique_ptr<TestApiServer>> TestApiServer::Start(const TestApiServe
   });
   InstallDiscovery(svr);
   InstallOpenApi(svr);
-  // [/watch][/namespaces/NS]/PLURAL[/NAME[/status]] below /api/v1 and /apis/GROUP/VERSION.
+  // [/watch][/namespaces/NS]/PLURAL[/NAME[/status or, for pods, /eviction]] below /api/v1 and
+  // /apis/GROUP/VERSION.
   const char* core =
-      R"(/api/(v1)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status))?)";
+      R"(/api/(v1)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status|eviction))?)";
   const char* groups =
       R"(/apis/([^/]+)/([^/]+)/(?:(watch)/)?(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/(status))?)";
   for (const std::string method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {

@@ -161,7 +161,20 @@ TEST_F(TestApiServerWireTest, JsonPatchAppliesOrAnswersAsKubeDoes) {
   ExpectStatus(Call("PATCH", kPodsPath + "/p", R"([{"op":"replace","path":"/metadata","value":1}])",
                     jsonPatch),
                400, "BadRequest");
-  ExpectStatus(Call("PATCH", kPodsPath + "/p", "{}", "application/strategic-merge-patch+json"), 415,
+  // A strategic merge patch without lists is a merge patch (kubectl cordon
+  // sends one); one with lists would need the type's patch strategies.
+  const std::string strategic = "application/strategic-merge-patch+json";
+  const Answer labelled =
+      Call("PATCH", kPodsPath + "/p", R"({"metadata":{"labels":{"s":"1"}}})", strategic);
+  EXPECT_EQ(labelled.status, 200) << labelled.body;
+  EXPECT_EQ(labelled.Json()["metadata"]["labels"]["s"], "1");
+  EXPECT_EQ(Call("PATCH", kPodsPath + "/p", R"({"metadata":{"labels":{"s":null}}})", strategic)
+                .status,
+            200);
+  ExpectStatus(
+      Call("PATCH", kPodsPath + "/p", R"({"spec":{"containers":[{"name":"c"}]}})", strategic), 415,
+      "UnsupportedMediaType");
+  ExpectStatus(Call("PATCH", kPodsPath + "/p", R"({"$patch":"replace"})", strategic), 415,
                "UnsupportedMediaType");
   // A patch that sets a stale resourceVersion is a conditional write.
   ExpectStatus(
@@ -170,6 +183,44 @@ TEST_F(TestApiServerWireTest, JsonPatchAppliesOrAnswersAsKubeDoes) {
       409, "Conflict");
   EXPECT_EQ(Call("GET", kPodsPath + "/p").Json()["metadata"]["labels"],
             json({{"a", "2"}, {"b", "3"}}));
+}
+
+// pods/eviction, as kubectl drain uses it: the pod is marked DisruptionTarget
+// and deleted gracefully; the Eviction is checked as kube-apiserver checks it.
+TEST_F(TestApiServerWireTest, EvictionMarksThePodDisruptedAndDeletesIt) {
+  json bound = PlainPod("e", {{"a", "1"}});
+  bound["spec"]["nodeName"] = "n1";  // graceful: it waits for the kubelet
+  ASSERT_EQ(Call("POST", kPodsPath, bound.dump()).status, 201);
+  const json core = Call("GET", "/api/v1").Json();
+  bool listed = false;
+  for (const json& r : core["resources"]) {
+    listed = listed || (r["name"] == "pods/eviction" && r["kind"] == "Eviction" &&
+                        r["group"] == "policy" && r["version"] == "v1");
+  }
+  EXPECT_TRUE(listed) << "kubectl drain looks for pods/eviction in discovery";
+
+  const json eviction = {{"apiVersion", "policy/v1"},
+                         {"kind", "Eviction"},
+                         {"metadata", {{"name", "e"}, {"namespace", "default"}}}};
+  ExpectStatus(Call("GET", kPodsPath + "/e/eviction"), 405, "MethodNotAllowed");
+  ExpectStatus(Call("POST", kPodsPath + "/e/eviction", R"({"kind":"Pod"})"), 400, "BadRequest");
+  json other = eviction;
+  other["metadata"]["name"] = "f";
+  ExpectStatus(Call("POST", kPodsPath + "/e/eviction", other.dump()), 400, "BadRequest");
+  other["metadata"]["name"] = "nope";
+  ExpectStatus(Call("POST", kPodsPath + "/nope/eviction", other.dump()), 404, "NotFound");
+
+  const Answer evicted = Call("POST", kPodsPath + "/e/eviction", eviction.dump());
+  ASSERT_EQ(evicted.status, 201) << evicted.body;
+  EXPECT_EQ(evicted.Json()["status"], "Success");
+  const json pod = Call("GET", kPodsPath + "/e").Json();
+  EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod;
+  bool disrupted = false;
+  for (const json& c : pod["status"].value("conditions", json::array())) {
+    disrupted = disrupted || (c["type"] == "DisruptionTarget" && c["status"] == "True" &&
+                              c["reason"] == "EvictionByEvictionAPI");
+  }
+  EXPECT_TRUE(disrupted) << pod;
 }
 
 TEST_F(TestApiServerWireTest, OrphanDeletionKeepsDependentsWithoutTheOwnerReference) {

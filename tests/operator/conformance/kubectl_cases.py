@@ -365,3 +365,21 @@ def kubectl_wait_delete(s):
     s.apply(job("x"))
     kubectl_wait_until(s, "x", "delete",
                        lambda: s.kubectl("delete", "esj", "x", "--wait=false"))
+
+
+@case("`kubectl cordon`, `kubectl drain --force --grace-period=0`, `kubectl uncordon` of a node "
+      "with a bare pod on it",
+      "the node unschedulable (a strategic merge patch); the pod evicted through pods/eviction "
+      "(found in discovery) and gone; the node schedulable again")
+def kubectl_drain(s):
+    s.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    s.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": "default"},
+             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}})
+    s.kubectl("cordon", "n1")
+    check(s.kubectl_json("get", "node", "n1")["spec"].get("unschedulable") is True, "not cordoned")
+    _, out, err = s.kubectl("drain", "n1", "--force", "--grace-period=0", "--timeout=30s")
+    check("pod/bare evicted" in out + err and "node/n1 drained" in out + err, out + err)
+    rc, _, err = s.kubectl("get", "pod", "bare", ok=False)
+    check(rc != 0 and "NotFound" in err, err)
+    s.kubectl("uncordon", "n1")
+    check(not s.kubectl_json("get", "node", "n1")["spec"].get("unschedulable"), "still cordoned")
