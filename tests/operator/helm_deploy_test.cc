@@ -5,15 +5,17 @@
 // container's args and env alone, in-cluster (service account token and
 // ca.crt, KUBERNETES_SERVICE_HOST/PORT) on a pod network of its own; worker
 // pods reaching it through the control Service's name. An EasyScaleJob applied
-// with kubectl runs to Succeeded with the fixed run's digest, and `kubectl get
-// esj` shows the CRD's printer columns. Needs root (CI is root), helm and
-// kubectl (scripts/install-deps.sh).
+// with kubectl runs to Succeeded with the fixed run's digest, through a
+// `kubectl drain` of one worker's node (an eviction, which is no failure of
+// the job), and `kubectl get esj` shows the CRD's printer columns. Needs root
+// (CI is root), helm and kubectl (scripts/install-deps.sh).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "absl/strings/str_split.h"
+#include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/subprocess.h"
 #include "pod_runtimes.h"
@@ -89,7 +91,7 @@ json PodFromTemplate(const json& deployment, const std::string& node) {
 TEST_F(HelmDeployedOperator, JobAppliedWithKubectlSucceedsWithTheFixedRunDigest) {
   TestCluster c("helm-deploy", {.isolatePods = true});
   ASSERT_TRUE(c.StartApiServer().ok());
-  const int64_t steps = 120;
+  const int64_t steps = 1200;
   const std::string reference = FixedRunDigest(worker_, c.dir(), steps);
   ASSERT_EQ(reference.size(), 64u) << "the fixed 8-worker run printed no digest";
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}}).ok());
@@ -152,11 +154,65 @@ TEST_F(HelmDeployedOperator, JobAppliedWithKubectlSucceedsWithTheFixedRunDigest)
   ASSERT_TRUE(applied.ok()) << applied.status();
   EXPECT_EQ(*applied, "easyscalejob.easyscale.io/mnist created\n");
 
+  // The cluster evicts the worker on n2 (as the autoscaler or a node-pressure
+  // eviction would, through pods/eviction): a new worker takes its place, from
+  // the job's state, and no failure is counted.
+  auto running = [&](int64_t minStep) {
+    return Eventually(
+        [&] {
+          const json st = c.JobStatus("mnist");
+          return st.value("workerCount", 0) == 2 && st.value("step", int64_t{0}) >= minStep &&
+                 st.value("runningGeneration", 0) == st.value("generation", 0);
+        },
+        60s);
+  };
+  ASSERT_TRUE(running(20)) << c.JobStatus("mnist").dump() << "\n" << log();
+  // The worker on n2 now (a pod the status names may be gone or not yet made).
+  auto evictTheWorkerOnN2 = [&]() -> Status {
+    const json workers = c.JobStatus("mnist")["workers"];
+    for (const json& w : workers) {
+      if (w.value("node", "") != "n2") continue;
+      const std::string pod = w.value("pod", "");
+      const std::string file = c.dir() + "/eviction.json";
+      ES_RETURN_IF_ERROR(
+          WriteFileAtomic(file, json{{"apiVersion", "policy/v1"},
+                                     {"kind", "Eviction"},
+                                     {"metadata", {{"name", pod}, {"namespace", "default"}}}}
+                                    .dump()));
+      return Run(c, "kubectl",
+                 {"create", "--raw", "/api/v1/namespaces/default/pods/" + pod + "/eviction", "-f",
+                  file})
+          .status();
+    }
+    return absl::NotFoundError("no worker on n2: " + workers.dump());
+  };
+  Status evicted;
+  ASSERT_TRUE(Eventually([&] { return (evicted = evictTheWorkerOnN2()).ok(); }, 30s))
+      << evicted << "\n"
+      << Run(c, "kubectl", {"get", "pods", "-A", "-o", "wide"}).value_or("?");
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("mnist", "WorkerDisrupted") >= 1; }, 30s))
+      << log();
+  const int64_t step = c.JobStatus("mnist").value("step", int64_t{0});
+  ASSERT_TRUE(running(step + 20)) << c.JobStatus("mnist").dump() << "\n" << log();
+  EXPECT_EQ(c.JobStatus("mnist").value("restarts", 0), 0) << "an eviction is no failure";
+
+  // Node maintenance: kubectl cordons n2 and evicts the worker there. The
+  // job goes on on n1 alone.
+  StatusOr<std::string> drained =
+      Run(c, "kubectl",
+          {"drain", "n2", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s"});
+  ASSERT_TRUE(drained.ok()) << drained.status() << "\n" << log();
+  EXPECT_NE(drained->find("evicted"), std::string::npos) << *drained;
+  EXPECT_NE(drained->find("node/n2 drained"), std::string::npos) << *drained;
+
   ASSERT_TRUE(
       Eventually([&] { return c.JobStatus("mnist").value("phase", "") == "Succeeded"; }, 120s))
       << c.JobStatus("mnist").dump() << "\n"
       << log();
   EXPECT_EQ(c.JobStatus("mnist").value("digest", ""), reference);
+  EXPECT_LT(c.JobStatus("mnist")["restore"].value("step", int64_t{0}), steps)
+      << "the drain came after the last step";
+  EXPECT_EQ(c.JobStatus("mnist").value("restarts", 0), 0) << "a drain is no failure";
   // The workers reached the operator by the control Service's name.
   for (const json& w : c.WorkerPods("mnist")) {
     for (const json& e : w["spec"]["containers"][0]["env"]) {

@@ -114,6 +114,16 @@ PodView ParsePod(const json& pod) {
     v.rejectedReason = StringAt(status, "reason");
     v.rejectedMessage = StringAt(status, "message");
   }
+  auto conditions = status.find("conditions");
+  if (conditions != status.end() && conditions->is_array()) {
+    for (const json& c : *conditions) {
+      if (c.is_object() && StringAt(c, "type") == "DisruptionTarget" &&
+          StringAt(c, "status") == "True") {
+        v.disruptionReason = StringAt(c, "reason");
+        if (v.disruptionReason.empty()) v.disruptionReason = "DisruptionTarget";
+      }
+    }
+  }
   return v;
 }
 

@@ -66,6 +66,12 @@ struct PodView {
   // admission reasons): status.reason and message; empty otherwise.
   std::string rejectedReason;
   std::string rejectedMessage;
+  // The cluster ended the pod, not the pod itself: kube's DisruptionTarget
+  // condition (EvictionByEvictionAPI from kubectl drain or the autoscaler,
+  // PreemptionByScheduler, DeletionByTaintManager, TerminationByKubelet...),
+  // its reason; empty otherwise. Like a Job's podFailurePolicy with
+  // DisruptionTarget: Ignore, such a loss is no failure of the job.
+  std::string disruptionReason;
 
   std::string JobKey() const { return ns + "/" + job; }
   bool Ended() const { return phase == PodPhase::kSucceeded || phase == PodPhase::kFailed; }
@@ -75,6 +81,7 @@ struct PodView {
   // deleted (a pod being deleted runs until the kubelet has stopped it).
   bool ClaimsGpus() const { return !Ended() && (phase == PodPhase::kRunning || !deleting); }
   bool Rejected() const { return !rejectedReason.empty(); }
+  bool Disrupted() const { return !disruptionReason.empty(); }
   bool operator==(const PodView&) const = default;
 };
 

@@ -67,26 +67,26 @@ StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpe
                                         const std::vector<Placement>& desired, int preempted,
                                         bool restart, const std::string& now,
                                         const SchedulerOptions& options, JobStatus* st,
-                                        const std::set<std::string>& displaced) {
+                                        const std::set<std::string>& leaving) {
   PlanChange change;
   const PlacementCounts want = CountPlacements(desired);
-  int leaving = 0;  // displaced workers: out of the next generation, whatever it wants
-  for (const WorkerRecord& w : st->workers) leaving += displaced.count(w.pod) > 0 ? 1 : 0;
-  if (want == CountWorkers(st->workers) && !restart && leaving == 0) return change;
+  const bool anyLeaves =
+      std::any_of(st->workers.begin(), st->workers.end(),
+                  [&](const WorkerRecord& w) { return leaving.count(w.pod) > 0; });
+  if (want == CountWorkers(st->workers) && !restart && !anyLeaves) return change;
   const int64_t next = st->generation + 1;
 
-  // Keep the lowest-ranked workers on each (node, type) but the displaced,
+  // Keep the lowest-ranked workers on each (node, type) but those leaving,
   // then add new pods.
   PlacementCounts room = want;
   std::vector<WorkerRecord> workers;
   for (const WorkerRecord& w : st->workers) {
     int& left = room[{w.node, w.gpuType}];
-    if (left > 0 && displaced.count(w.pod) == 0) {
+    if (left > 0 && leaving.count(w.pod) == 0) {
       --left;
       workers.push_back(w);
     }
   }
-  preempted = std::max(preempted, leaving);
   int index = 0;
   for (const auto& [key, n] : room) {
     for (int i = 0; i < n; ++i) {

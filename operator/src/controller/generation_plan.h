@@ -39,14 +39,14 @@ std::vector<Placement> ToPlacements(const PlacementCounts& counts);
 // `desired` differs from its workers, or when `restart` (the running
 // generation failed: a new one starts even on the same placements).
 // `preempted` is how many of the job's workers the scheduler preempts for
-// inference. `displaced` names worker pods that share their GPU with an
-// inference pod (the NVIDIA plugin gave inference that GPU): they are never
-// kept, whatever the counts; a new pod takes the place of one still wanted.
+// inference. `leaving` names worker pods the next generation must not keep,
+// whatever the counts (one on a GPU the NVIDIA plugin gave inference, one the
+// cluster evicted): a new pod takes the place of one still wanted.
 StatusOr<PlanChange> PlanNextGeneration(const std::string& jobName, const JobSpec& spec,
                                         const std::vector<Placement>& desired, int preempted,
                                         bool restart, const std::string& now,
                                         const SchedulerOptions& options, JobStatus* st,
-                                        const std::set<std::string>& displaced = {});
+                                        const std::set<std::string>& leaving = {});
 
 // Speeds of every GPU type in the unit the job measured: types without a
 // measurement get their default scaled by how measured types compare with

@@ -146,11 +146,12 @@ TEST(GenerationPlan, PreemptionToZeroThenRestore) {
   EXPECT_EQ(st.runningGeneration, 3);
 }
 
-// The NVIDIA plugin knows nothing of our workers: it may give an inference pod
-// the GPU of rank 0 while rank 1's is free. Rank 0 must go, not rank 1 (the
-// one "keep the lowest ranks" would drop), and even when the counts stay, a
-// new pod takes the displaced worker's place.
-TEST(GenerationPlan, AWorkerOnTheGpuInferenceWasGivenIsTheOneThatGoes) {
+// Workers that must leave whatever the counts: the NVIDIA plugin, knowing
+// nothing of our workers, gave an inference pod rank 0's GPU while rank 1's is
+// free (rank 0 must go, not rank 1, which "keep the lowest ranks" would drop),
+// or the cluster evicted a worker. A new pod takes the place of one still
+// wanted; only the first is a preemption.
+TEST(GenerationPlan, WorkersThatMustLeaveAreNeverKept) {
   JobStatus st;
   ASSERT_TRUE(PlanNextGeneration("j", Spec(8), {{"n1", "a100", 2}}, 0, false, "t0", {}, &st).ok());
   Release(&st);
@@ -164,7 +165,7 @@ TEST(GenerationPlan, AWorkerOnTheGpuInferenceWasGivenIsTheOneThatGoes) {
   st.draining.clear();
   Release(&st);
 
-  c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t2", {}, &st, {"j-w-1-1"});
+  c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 1, false, "t2", {}, &st, {"j-w-1-1"});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "Preempted");
   EXPECT_EQ(st.preemptions, 2);
@@ -172,7 +173,16 @@ TEST(GenerationPlan, AWorkerOnTheGpuInferenceWasGivenIsTheOneThatGoes) {
   EXPECT_EQ(st.workers[0].pod, "j-w-3-0");  // a new pod, which kubelet puts on a free GPU
   c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t3", {}, &st, {"j-w-1-1"});
   ASSERT_TRUE(c.ok());
-  EXPECT_FALSE(c->changed);  // the displaced pod is no longer the job's
+  EXPECT_FALSE(c->changed);  // the pod that left is no longer the job's
+  st.draining.clear();
+  Release(&st);
+
+  c = PlanNextGeneration("j", Spec(8), {{"n1", "a100", 1}}, 0, false, "t4", {}, &st, {"j-w-3-0"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "Rescheduled");  // evicted: no preemption, no failure
+  EXPECT_EQ(st.preemptions, 2);
+  EXPECT_EQ(st.restarts, 0);
+  EXPECT_EQ(st.workers[0].pod, "j-w-4-0");
 }
 
 TEST(GenerationPlan, UnmeasuredSpeedsScaleToTheMeasuredUnit) {

@@ -280,17 +280,27 @@ Status JobController::Reconcile(const std::string& key) {
   const std::vector<Placement> desired =
       plan ? plan->placements
            : (spec.suspend ? std::vector<Placement>{} : ToPlacements(CountWorkers(next.workers)));
-  const int preempted = plan ? plan->preempted : 0;
-  std::set<std::string> displaced;  // on a GPU the NVIDIA plugin gave inference
+  // Workers the next generation must not keep: on a GPU the NVIDIA plugin gave
+  // inference (a preemption), or ended by the cluster (an eviction, no failure).
+  int besideInference = 0;
+  std::set<std::string> leaving;
   for (const WorkerRecord& w : next.workers) {
     const NodePtr node = cache_.Node(w.node);
     if (node != nullptr && node->inventory.workersBesideInference.count(job->ns + "/" + w.pod)) {
-      displaced.insert(w.pod);
+      leaving.insert(w.pod);
+      ++besideInference;
+    } else if (auto pod = pods.find(w.pod); pod != pods.end() && pod->second->Disrupted()) {
+      leaving.insert(w.pod);
+      recorder_->Warning(
+          job->object, "WorkerDisrupted",
+          absl::StrCat("worker pod ", w.pod, " on ", w.node, " was ended by the cluster (",
+                       pod->second->disruptionReason, "); the next generation replaces it"));
     }
   }
+  const int preempted = std::max(plan ? plan->preempted : 0, besideInference);
   ES_ASSIGN_OR_RETURN(PlanChange change,
                       PlanNextGeneration(job->name, spec, desired, preempted, restart, NowTime(),
-                                         options_.scheduler, &next, displaced));
+                                         options_.scheduler, &next, leaving));
   if (ReadyToRelease(next, WallClock::now())) {
     next.runningGeneration = next.generation;
     PlanRestore(*job, spec, reports, pods, &next);
@@ -554,6 +564,7 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
     if (it == pods.end() || !it->second->Terminated()) return false;  // missing = to create
     if (it->second->Rejected()) return false;  // never ran: SyncPods makes it again
     const PodView& pod = *it->second;
+    if (pod.Disrupted()) return false;  // no failure: the next generation replaces it
     const bool permanent = pod.exit && pod.exit->code == kPermanentExitCode;
     std::string message =
         absl::StrCat("worker pod ", w.pod, " on ", w.node, " ended: ", PodPhaseName(pod.phase));
@@ -576,6 +587,8 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
   if (st->runningGeneration == st->generation) {
     for (const WorkerRecord& w : st->workers) {
       std::optional<WorkerReport> r = Newest(reports, w.pod);
+      auto pod = pods.find(w.pod);
+      if (pod != pods.end() && pod->second->Disrupted()) continue;  // stopped on SIGTERM
       if (!r || r->generation != st->runningGeneration ||
           (r->state != WorkerState::kFailed && r->state != WorkerState::kCheckpointed)) {
         continue;
