@@ -6,6 +6,10 @@
 #include <openssl/x509.h>
 #include <poll.h>
 
+#include <algorithm>
+#include <optional>
+#include <thread>
+
 #include "absl/strings/numbers.h"
 #include "easyscale/common/checks.h"
 #include "easyscale/common/log.h"
@@ -35,6 +39,19 @@ namespace {
 
 // The Content-Type a JSON merge patch needs.
 constexpr const char* kMergePatch = "application/merge-patch+json";
+
+constexpr int kMaxRetryAfter = 10;
+
+// A 429 or 500-504 answer's Retry-After in whole seconds (client-go honours
+// only those); nullopt for any other answer, or without a usable header.
+std::optional<int> RetryAfterSeconds(const httplib::Response& r) {
+  if (r.status != 429 && (r.status < 500 || r.status > 504)) return std::nullopt;
+  int seconds = 0;
+  if (!absl::SimpleAtoi(r.get_header_value("Retry-After"), &seconds) || seconds < 0) {
+    return std::nullopt;
+  }
+  return std::min(seconds, 60);  // a wrong header must not park the controller
+}
 
 httplib::Headers RequestHeaders(const std::string& token) {
   httplib::Headers h = {{"Accept", "application/json"}};
@@ -332,6 +349,15 @@ StatusOr<json> KubeClient::Call(const std::string& method, const std::string& pa
     // The token expired before the minute was up: kubelet has written a new
     // one by then. The server refused the request, so sending it again is safe.
     if (const std::string fresh = BearerToken(/*reread=*/true); fresh != token) res = send(fresh);
+  }
+  // API Priority and Fairness sheds load with 429 and a Retry-After, as does
+  // a server that is starting (5xx): client-go waits that long and sends the
+  // request again, at most 10 times; so do we (the server did not act on it).
+  for (int retries = 0; res && retries < kMaxRetryAfter; ++retries) {
+    const std::optional<int> wait = RetryAfterSeconds(*res);
+    if (!wait) break;
+    std::this_thread::sleep_for(std::chrono::seconds(*wait));
+    res = send(BearerToken(/*reread=*/false));
   }
   if (!res) {
     return absl::UnavailableError(

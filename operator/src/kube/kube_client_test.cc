@@ -323,6 +323,20 @@ TEST_F(KubeClientTest, ATokenKubeletRotatesIsReadAgainAfterTheOldOneIsRefused) {
   EXPECT_TRUE(absl::IsUnauthenticated(pods.status())) << pods.status();
 }
 
+// kube-apiserver sheds load with 429 and Retry-After (API Priority and
+// Fairness): the client waits and sends again, as client-go does. A 500
+// without Retry-After is the caller's to handle.
+TEST_F(KubeClientTest, A429WithRetryAfterIsWaitedOutAndSentAgain) {
+  ASSERT_TRUE(client_->Create(kPods, "default", testing::PlainPod("busy", {{"app", "x"}})).ok());
+  server_->FailNextRequests(2, 429);  // each with Retry-After: 1
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<json> pod = client_->Get(kPods, "default", "busy");
+  EXPECT_TRUE(pod.ok()) << pod.status();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  server_->FailNextRequests(1, 500);
+  EXPECT_TRUE(absl::IsUnavailable(client_->Get(kPods, "default", "busy").status()));
+}
+
 TEST(TestApiServerDiscovery, ServesLegacyDiscoveryForKubectl) {
   auto server = TestApiServer::Start({});
   ASSERT_TRUE(server.ok());
