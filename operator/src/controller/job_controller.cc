@@ -280,24 +280,8 @@ Status JobController::Reconcile(const std::string& key) {
   const std::vector<Placement> desired =
       plan ? plan->placements
            : (spec.suspend ? std::vector<Placement>{} : ToPlacements(CountWorkers(next.workers)));
-  // Workers the next generation must not keep: on a GPU the NVIDIA plugin gave
-  // inference (a preemption), or ended by the cluster (an eviction, no failure).
-  int besideInference = 0;
-  std::set<std::string> leaving;
-  for (const WorkerRecord& w : next.workers) {
-    const NodePtr node = cache_.Node(w.node);
-    if (node != nullptr && node->inventory.workersBesideInference.count(job->ns + "/" + w.pod)) {
-      leaving.insert(w.pod);
-      ++besideInference;
-    } else if (auto pod = pods.find(w.pod); pod != pods.end() && pod->second->Disrupted()) {
-      leaving.insert(w.pod);
-      recorder_->Warning(
-          job->object, "WorkerDisrupted",
-          absl::StrCat("worker pod ", w.pod, " on ", w.node, " was ended by the cluster (",
-                       pod->second->disruptionReason, "); the next generation replaces it"));
-    }
-  }
-  const int preempted = std::max(plan ? plan->preempted : 0, besideInference);
+  int preempted = plan ? plan->preempted : 0;
+  const std::set<std::string> leaving = LeavingWorkers(*job, next, pods, &preempted);
   ES_ASSIGN_OR_RETURN(PlanChange change,
                       PlanNextGeneration(job->name, spec, desired, preempted, restart, NowTime(),
                                          options_.scheduler, &next, leaving));
@@ -539,6 +523,27 @@ Status JobController::StoreCertificates(const JobView& job, JobStatus* st) {
     st->certificate = merged.history.back();
   }
   return absl::OkStatus();
+}
+
+std::set<std::string> JobController::LeavingWorkers(const JobView& job, const JobStatus& st,
+                                                    const PodsByName& pods, int* preempted) {
+  int besideInference = 0;
+  std::set<std::string> leaving;
+  for (const WorkerRecord& w : st.workers) {
+    const NodePtr node = cache_.Node(w.node);
+    if (node != nullptr && node->inventory.workersBesideInference.count(job.ns + "/" + w.pod)) {
+      leaving.insert(w.pod);
+      ++besideInference;
+    } else if (auto pod = pods.find(w.pod); pod != pods.end() && pod->second->Disrupted()) {
+      leaving.insert(w.pod);
+      recorder_->Warning(
+          job.object, "WorkerDisrupted",
+          absl::StrCat("worker pod ", w.pod, " on ", w.node, " was ended by the cluster (",
+                       pod->second->disruptionReason, "); the next generation replaces it"));
+    }
+  }
+  *preempted = std::max(*preempted, besideInference);
+  return leaving;
 }
 
 std::vector<WorkerFailure> JobController::DropLostWorkers(

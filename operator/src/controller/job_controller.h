@@ -109,6 +109,11 @@ class JobController {
   // Appends the certificates the workers reported to the job's history
   // ConfigMap and sets status.certificate to the newest stored.
   Status StoreCertificates(const JobView& job, JobStatus* st);
+  // Workers of `st` the next generation must not keep: one on a GPU the NVIDIA
+  // plugin gave inference (counted in `*preempted`), one the cluster ended
+  // (DisruptionTarget: an eviction, no failure; a WorkerDisrupted Event).
+  std::set<std::string> LeavingWorkers(const JobView& job, const JobStatus& st,
+                                       const PodsByName& pods, int* preempted);
   std::vector<WorkerFailure> DropLostWorkers(const JobView& job, const PodsByName& pods,
                                              const std::map<std::string, WorkerReport>& reports,
                                              JobStatus* st);
