@@ -247,6 +247,21 @@ TEST(GpuInventory, AnnotationOverLabelsAndInferenceClaims) {
   EXPECT_EQ(g[0].inferenceHeld, 0);
 }
 
+// kube marks a pod the cluster ends (an eviction, scheduler preemption, the
+// taint manager, node pressure) with the DisruptionTarget condition.
+TEST(GpuInventory, APodTheClusterEndsIsDisrupted) {
+  json pod = testing::InferencePod("w", "n1", 1);
+  EXPECT_FALSE(ParsePod(pod).Disrupted());
+  pod["status"]["conditions"] = json::array(
+      {{{"type", "Ready"}, {"status", "True"}},
+       {{"type", "DisruptionTarget"}, {"status", "False"}, {"reason", "EvictionByEvictionAPI"}}});
+  EXPECT_FALSE(ParsePod(pod).Disrupted());
+  pod["status"]["conditions"][1]["status"] = "True";
+  EXPECT_EQ(ParsePod(pod).disruptionReason, "EvictionByEvictionAPI");
+  pod["status"]["conditions"][1].erase("reason");
+  EXPECT_EQ(ParsePod(pod).disruptionReason, "DisruptionTarget");
+}
+
 // A cycle that scales job A in on a node may give A's GPUs to job B at once:
 // while A's workers drain, B's planned workers already count on them. The
 // draining GPUs must keep new placements off (none is idle) but must not cut
