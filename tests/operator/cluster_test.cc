@@ -85,5 +85,49 @@ TEST(OperatorCluster, ScalesOutOnReleasesAndIsPreemptedWhenInferenceReturns) {
   EXPECT_EQ(op->Get(op->healthPort, "/healthz"), 200);
 }
 
+// Two device plugins share a node's GPUs: the NVIDIA plugin, which knows
+// nothing of our workers, gives an inference pod the lowest GPU no inference
+// pod holds, which rank 0 trains on while rank 1's GPU stays ours. The device
+// plugin says so (heldBy and trainingPod on one GPU); rank 0 is the worker
+// preempted, and rank 1 trains on.
+TEST(OperatorCluster, TheWorkerOnTheGpuInferenceIsGivenIsPreempted) {
+  TestCluster c("operator-devices", {.devicePlugins = true});
+  ASSERT_TRUE(c.StartApiServer().ok());
+  ASSERT_TRUE(c.AddNodes({{"n1", "a100", 2}}).ok());
+  c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
+  OperatorProcess* op = c.StartOperator("solo", {});
+  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir();
+  json spec = kSpec;
+  spec["maxWorkers"] = 2;
+  ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
+  ASSERT_TRUE(Eventually([&] { return RunningPodsOn(c, "j", "n1").size() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return c.JobStatus("j").value("step", 0) > 3; }));
+  auto gpus = [&] {
+    StatusOr<json> node = c.client().Get(kNodes, "", "n1");
+    if (!node.ok()) return json();
+    return json::parse((*node)["metadata"]["annotations"].value("easyscale.io/gpus", "null"),
+                       nullptr, false);
+  };
+  ASSERT_TRUE(
+      Eventually([&] { return gpus().size() == 2 && gpus()[1]["trainingPod"].is_string(); }));
+  EXPECT_EQ(gpus()[0]["trainingPod"], "default/j-w-1-0");  // rank 0
+  EXPECT_EQ(gpus()[1]["trainingPod"], "default/j-w-1-1");
+
+  ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf", "n1", 1)).ok());
+  ASSERT_TRUE(Eventually([&] { return c.EventCount("j", "Preempted") == 1; })) << c.JobStatus("j");
+  ASSERT_TRUE(Eventually([&] {
+    const json workers = c.JobStatus("j")["workers"];
+    return workers.size() == 1 && workers[0]["pod"] == "j-w-1-1";
+  })) << c.JobStatus("j");
+  ASSERT_TRUE(
+      Eventually([&] { return RunningPodsOn(c, "j", "n1") == std::set<std::string>{"j-w-1-1"}; }));
+  ASSERT_TRUE(Eventually([&] { return gpus()[0]["trainingPod"].is_null(); }));
+  EXPECT_EQ(gpus()[0]["heldBy"], "default/inf");
+  EXPECT_EQ(gpus()[1]["trainingPod"], "default/j-w-1-1");
+  const int64_t step = c.JobStatus("j").value("step", int64_t{0});
+  EXPECT_TRUE(Eventually([&] { return c.JobStatus("j").value("step", int64_t{0}) > step + 3; }));
+  EXPECT_EQ(c.JobStatus("j").value("restarts", 0), 0);
+}
+
 }  // namespace
 }  // namespace easyscale::op::testing

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
+#include "easyscale/common/node_inventory.h"
 #include "easyscale/operator/kube_config.h"
 #include "easyscale/operator/kube_time.h"
 
@@ -96,10 +98,11 @@ StatusOr<std::map<std::string, std::string>> ResolvePodEnv(const json& pod, Kube
 }
 
 StandInKubelet::StandInKubelet(KubeClient* client, PodRuntime* runtime,
-                               std::optional<PodIsolation> isolation)
+                               std::optional<PodIsolation> isolation, StandInKubeletOptions options)
     : client_(client),
       runtime_(runtime),
       isolation_(isolation),
+      options_(options),
       pods_(client, kPods, {}),
       nodes_(client, kNodes, {}) {}
 
@@ -142,40 +145,62 @@ void StandInKubelet::StopAll() {
   admitted_.clear();
 }
 
+namespace {
+
+int PodGpus(const json& p) {
+  if (IsWorkerPod(p)) return 1;
+  return IsInferencePod(p) ? InferenceGpus(p) : 0;
+}
+
+}  // namespace
+
+bool StandInKubelet::Admissible(const json& p, const std::set<std::string>& nodes) const {
+  const std::string node = p["spec"].value("nodeName", "");
+  return !node.empty() && nodes.count(node) != 0 && p["status"].value("phase", "") == "Pending" &&
+         !PodTerminated(p) && admitted_.count(ObjectKey(p)) == 0;
+}
+
 void StandInKubelet::Sync() {
   Follow();
   std::map<std::string, int> capacity;
-  for (const json& n : nodes_.List()) {
+  const std::vector<json> nodes = nodes_.List();
+  for (const json& n : nodes) {
     int count = 0;
     for (const auto& [type, c] : NodeGpusByType(n)) count += c;
     capacity[n["metadata"].value("name", "")] = count;
   }
-  auto need = [](const json& p) {
-    if (IsWorkerPod(p)) return 1;
-    return IsInferencePod(p) ? InferenceGpus(p) : 0;
-  };
   std::vector<json> pods = pods_.List();
+  // Oldest first; pods of one second by name, as kubelet's admission order is
+  // creation time (a worker generation's pods are named in rank order).
   std::sort(pods.begin(), pods.end(), [](const json& a, const json& b) {
-    return a["metadata"].value("creationTimestamp", "") <
-           b["metadata"].value("creationTimestamp", "");
+    return std::pair(a["metadata"].value("creationTimestamp", ""), ObjectKey(a)) <
+           std::pair(b["metadata"].value("creationTimestamp", ""), ObjectKey(b));
   });
-  std::map<std::string, int> used;
   for (const json& p : pods) {
     const std::string node = p["spec"].value("nodeName", "");
-    if (p["status"].value("phase", "") == "Running") used[node] += need(p);  // until it is gone
     // Terminating with nothing of it running here: confirm with a grace-0 delete.
     if (p["metadata"].contains("deletionTimestamp") && capacity.count(node) != 0 &&
         admitted_.count(ObjectKey(p)) == 0) {
       (void)client_->Delete(kPods, Namespace(p), Name(p), 0);
     }
   }
+  if (options_.devicePlugins) return AdmitByDevice(pods, nodes);
+  AdmitByCount(pods, std::move(capacity));
+}
+
+void StandInKubelet::AdmitByCount(const std::vector<json>& pods,
+                                  std::map<std::string, int> capacity) {
+  std::set<std::string> nodes;
+  for (const auto& [node, count] : capacity) nodes.insert(node);
+  std::map<std::string, int> used;
+  for (const json& p : pods) {  // a Running pod holds its GPUs until it is gone
+    if (p["status"].value("phase", "") == "Running")
+      used[p["spec"].value("nodeName", "")] += PodGpus(p);
+  }
   for (const json& p : pods) {
+    if (!Admissible(p, nodes)) continue;
     const std::string node = p["spec"].value("nodeName", "");
-    if (node.empty() || capacity.count(node) == 0 || p["status"].value("phase", "") != "Pending" ||
-        PodTerminated(p) || admitted_.count(ObjectKey(p)) != 0) {
-      continue;
-    }
-    if (used[node] + need(p) > capacity[node]) {
+    if (used[node] + PodGpus(p) > capacity[node]) {
       // kubelet's admission: a pod bound to a node without room for its
       // extended resource fails at once (the scheduler keeps an unbound one
       // Pending). Inference pods stand for the inference platform's, which
@@ -183,7 +208,79 @@ void StandInKubelet::Sync() {
       if (IsWorkerPod(p)) Reject(p, kGpuResource, 1, used[node], capacity[node]);
       continue;
     }
-    if (Admit(p)) used[node] += need(p);
+    if (Admit(p)) used[node] += PodGpus(p);
+  }
+}
+
+void StandInKubelet::AdmitByDevice(const std::vector<json>& pods, const std::vector<json>& nodes) {
+  struct NodeDevices {
+    std::string type;
+    std::vector<std::optional<std::string>> inference, worker;  // holder of each device
+  };
+  std::map<std::string, NodeDevices> table;
+  for (const json& n : nodes) {
+    const std::map<std::string, int> gpus = NodeGpusByType(n);
+    NodeDevices& d = table[n["metadata"].value("name", "")];  // a node without GPUs runs pods too
+    if (gpus.empty()) continue;
+    d.type = gpus.begin()->first;
+    d.inference.resize(gpus.begin()->second);
+    d.worker.resize(gpus.begin()->second);
+  }
+  std::map<std::string, std::vector<int>> kept;
+  for (const json& p : pods) {  // a pod holds its devices until it ends or is gone
+    auto devices = devicesOf_.find(ObjectKey(p));
+    auto node = table.find(p["spec"].value("nodeName", ""));
+    const std::string phase = p["status"].value("phase", "");
+    if (devices == devicesOf_.end() || node == table.end() || phase == "Succeeded" ||
+        phase == "Failed") {
+      continue;
+    }
+    for (int i : devices->second) {
+      if (i >= static_cast<int>(node->second.worker.size())) continue;
+      (IsWorkerPod(p) ? node->second.worker : node->second.inference)[i] = ObjectKey(p);
+    }
+    kept.insert(*devices);
+  }
+  devicesOf_ = std::move(kept);
+  std::set<std::string> names;
+  for (const auto& [name, d] : table) names.insert(name);
+  for (const json& p : pods) {
+    if (!Admissible(p, names)) continue;
+    NodeDevices& d = table[p["spec"].value("nodeName", "")];
+    std::vector<int> given;
+    for (size_t i = 0; i < d.worker.size() && static_cast<int>(given.size()) < PodGpus(p); ++i) {
+      const bool taken =
+          IsWorkerPod(p) ? (d.worker[i] || d.inference[i]) : d.inference[i].has_value();
+      if (!taken) given.push_back(static_cast<int>(i));
+    }
+    if (static_cast<int>(given.size()) < PodGpus(p)) {
+      if (IsWorkerPod(p)) {
+        int used = 0;
+        for (size_t i = 0; i < d.worker.size(); ++i) used += d.worker[i] || d.inference[i] ? 1 : 0;
+        Reject(p, kGpuResource, 1, used, static_cast<int>(d.worker.size()));
+      }
+      continue;  // inference waits for its platform's devices
+    }
+    if (!Admit(p)) continue;
+    for (int i : given) (IsWorkerPod(p) ? d.worker : d.inference)[i] = ObjectKey(p);
+    devicesOf_[ObjectKey(p)] = given;
+  }
+  for (const auto& [name, d] : table) {  // as the device plugin publishes them
+    if (d.worker.empty()) continue;
+    std::vector<NodeGpu> gpus;
+    for (size_t i = 0; i < d.worker.size(); ++i) {
+      NodeGpu g;
+      g.device.id = name + "-gpu" + std::to_string(i);
+      g.device.type = d.type;
+      g.device.index = static_cast<int>(i);
+      g.held_by = d.inference[i];
+      g.training_pod = d.worker[i];
+      gpus.push_back(std::move(g));
+    }
+    const json patch = NodeInventoryPatch(gpus);
+    const std::string text = patch.dump();
+    if (published_[name] == text) continue;
+    if (client_->MergePatch(kNodes, "", name, patch).ok()) published_[name] = text;
   }
 }
 

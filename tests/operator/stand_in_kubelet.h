@@ -31,6 +31,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -81,10 +82,23 @@ struct PodIsolation {
   std::optional<ApiServer> apiServer;
 };
 
+// With `devicePlugins`, each GPU is a device, as two device plugins share a
+// node's GPUs on a real one: a worker is given the lowest device that no pod
+// holds (our plugin advertises those inference holds Unhealthy), and it is
+// rejected when there is none; an inference pod is given the lowest devices
+// no inference pod holds, workers or not (the NVIDIA plugin knows nothing of
+// ours), and is admitted at once when there are enough. The kubelet then
+// publishes each node's devices and their holders (heldBy, trainingPod) as
+// the device plugin does. Without it, one GPU count a node.
+struct StandInKubeletOptions {
+  bool devicePlugins = false;
+};
+
 class StandInKubelet {
  public:
   StandInKubelet(KubeClient* client, PodRuntime* runtime,
-                 std::optional<PodIsolation> isolation = std::nullopt);
+                 std::optional<PodIsolation> isolation = std::nullopt,
+                 StandInKubeletOptions options = {});
   ~StandInKubelet();
   void Start();
   // Stops the pods still running, then the kubelet.
@@ -101,6 +115,13 @@ class StandInKubelet {
 
   void Loop();
   void Sync();
+  // Admits the Pending pods bound to a node with room, by one count a node or,
+  // with devicePlugins, by device; rejects a worker without room.
+  // Bound to one of `nodes`, Pending, not ended, not admitted yet.
+  bool Admissible(const nlohmann::json& pod, const std::set<std::string>& nodes) const;
+  void AdmitByCount(const std::vector<nlohmann::json>& pods, std::map<std::string, int> capacity);
+  void AdmitByDevice(const std::vector<nlohmann::json>& pods,
+                     const std::vector<nlohmann::json>& nodes);
   // Follows admitted pods: ended processes, deletions, pods that are gone.
   void Follow();
   // Starts a pod; false when it has to wait (its env cannot be resolved yet).
@@ -129,6 +150,9 @@ class StandInKubelet {
   KubeClient* client_;
   PodRuntime* runtime_;
   std::optional<PodIsolation> isolation_;
+  StandInKubeletOptions options_;
+  std::map<std::string, std::vector<int>> devicesOf_;  // pod key -> its devices (devicePlugins)
+  std::map<std::string, std::string> published_;       // node -> its last devices annotation
   Informer pods_;
   Informer nodes_;
   std::map<std::string, Admitted> admitted_;

@@ -190,7 +190,8 @@ void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {
                                                      .token = "test-token",
                                                      .caPem = server_->caPem()}};
   }
-  kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get(), isolation);
+  kubelet_ = std::make_unique<StandInKubelet>(client_.get(), runtime_.get(), isolation,
+                                              StandInKubeletOptions{options_.devicePlugins});
   kubelet_->Start();
 }
 

@@ -59,6 +59,9 @@ struct TestClusterOptions {
   // all pods can reach of the host. Needs root. Off: pods are processes on
   // the host, at 127.0.0.1, sharing its files.
   bool isolatePods = false;
+  // GPUs as devices two device plugins share (stand_in_kubelet.h): inference
+  // may be given a worker's GPU, and the kubelet publishes who holds which.
+  bool devicePlugins = false;
 };
 
 class TestCluster {
