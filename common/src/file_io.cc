@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "easyscale/common/checks.h"
 
 namespace easyscale {
@@ -93,6 +94,11 @@ StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
     if (content.size() + static_cast<size_t>(n) > max_bytes) return TooLarge(path, max_bytes);
     content.append(chunk, static_cast<size_t>(n));
   }
+}
+
+StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  ES_ASSIGN_OR_RETURN(std::string token, ReadFile(path, size_t{1} << 20));
+  return std::string(absl::StripAsciiWhitespace(token));
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view content) {

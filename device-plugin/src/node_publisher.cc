@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "easyscale/common/checks.h"
 #include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
 
@@ -13,7 +13,6 @@ namespace easyscale::dp {
 namespace {
 
 constexpr const char* kLog = "device-plugin";
-constexpr size_t kMaxTokenBytes = 1 << 20;
 
 class FilePublisher : public NodePublisher {
  public:
@@ -39,10 +38,8 @@ class ApiServerPublisher : public NodePublisher {
     if (!config_.ca_path.empty()) client.set_ca_cert_path(config_.ca_path.c_str());
     client.enable_server_certificate_verification(true);
     if (!config_.token_path.empty()) {
-      StatusOr<std::string> token = ReadFile(config_.token_path, kMaxTokenBytes);
-      if (!token.ok()) return token.status();
-      const std::string bearer(absl::StripAsciiWhitespace(*token));
-      client.set_bearer_token_auth(bearer.c_str());
+      ES_ASSIGN_OR_RETURN(const std::string token, ReadTokenFile(config_.token_path));
+      client.set_bearer_token_auth(token.c_str());
     }
     const std::string path = "/api/v1/nodes/" + config_.node_name;
     auto res = client.Patch(path.c_str(), patch.dump(), "application/merge-patch+json");
@@ -103,7 +100,7 @@ StatusOr<ApiServerConfig> LoadApiServerConfig(const std::string& node_name,
   const std::string h = host;
   c.url = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
   c.token_path = service_account_dir + "/token";
-  if (StatusOr<std::string> token = ReadFile(c.token_path, kMaxTokenBytes); !token.ok()) {
+  if (StatusOr<std::string> token = ReadTokenFile(c.token_path); !token.ok()) {
     return token.status();
   }
   c.ca_path = service_account_dir + "/ca.crt";

@@ -949,6 +949,16 @@ TEST_F(JobControllerTest, StatusShowsProgressAndTheTimeLeft) {
 class JobControllerStepTest : public JobControllerTest {
  protected:
   JobControllerStepTest() { startWorker_ = false; }
+
+  // Runs scheduling cycles until one plans `placements` for job j (the node
+  // cache may not have the latest change yet).
+  bool CyclePlans(const std::vector<Placement>& placements) {
+    return Eventually([&] {
+      controller_->RunSchedulingCycle();
+      const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
+      return plan && plan->placements == placements;
+    });
+  }
 };
 
 TEST_F(JobControllerStepTest, AJobsReconcileAppliesTheLatestPlanAndNeverSchedules) {
@@ -1003,11 +1013,7 @@ TEST_F(JobControllerStepTest, TheWorkerOnTheGpuInferenceWasGivenIsPreempted) {
   spec["maxWorkers"] = 2;
   ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
   ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
-  ASSERT_TRUE(Eventually([&] {
-    controller_->RunSchedulingCycle();
-    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
-    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 2}};
-  }));
+  ASSERT_TRUE(CyclePlans({{"n1", "a100", 2}}));
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());
   const std::vector<std::string> gen1 = Pods(StatusOf("j")["workers"]);
   ASSERT_EQ(gen1.size(), 2u);
@@ -1018,11 +1024,7 @@ TEST_F(JobControllerStepTest, TheWorkerOnTheGpuInferenceWasGivenIsPreempted) {
                           {"heldBy", "serving/llm-0"},
                           {"trainingPod", "default/" + gen1[0]}},
                          {{"id", "1"}, {"type", "a100"}, {"trainingPod", "default/" + gen1[1]}}})));
-  ASSERT_TRUE(Eventually([&] {
-    controller_->RunSchedulingCycle();
-    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
-    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 1}};
-  }));
+  ASSERT_TRUE(CyclePlans({{"n1", "a100", 1}}));
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());
   const json st = StatusOf("j");
   EXPECT_EQ(Pods(st["workers"]), std::vector<std::string>{gen1[1]});
@@ -1040,11 +1042,7 @@ TEST_F(JobControllerStepTest, AWorkerTheCacheHasNotSeenIsDrainedNotDropped) {
   ASSERT_TRUE(client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", spec)).ok());
   ASSERT_TRUE(Eventually([&] { return controller_->CachedJob("default/j") != nullptr; }));
   server_->HoldWatches("pods", true);
-  ASSERT_TRUE(Eventually([&] {  // once the node cache has n1
-    controller_->RunSchedulingCycle();
-    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
-    return plan && plan->placements == std::vector<Placement>{{"n1", "a100", 2}};
-  }));
+  ASSERT_TRUE(CyclePlans({{"n1", "a100", 2}}));  // once the node cache has n1
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());
   ASSERT_EQ(WorkerPods("j").size(), 2u);
   ASSERT_EQ(StatusOf("j").value("runningGeneration", 0), 1);
@@ -1057,11 +1055,7 @@ TEST_F(JobControllerStepTest, AWorkerTheCacheHasNotSeenIsDrainedNotDropped) {
   ASSERT_TRUE(PublishGpus(
       "n1", json::array({{{"id", "0"}, {"type", "a100"}, {"heldBy", "serving/llm-0"}},
                          {{"id", "1"}, {"type", "a100"}, {"heldBy", "serving/llm-0"}}})));
-  ASSERT_TRUE(Eventually([&] {
-    controller_->RunSchedulingCycle();
-    const std::optional<JobPlan> plan = controller_->cycle().PlanFor("default/j");
-    return plan && plan->placements == std::vector<Placement>{{"n3", "a100", 2}};
-  }));
+  ASSERT_TRUE(CyclePlans({{"n3", "a100", 2}}));
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());
   ASSERT_TRUE(controller_->Reconcile("default/j").ok());  // it looks for the leaving pods
   const json st = StatusOf("j");

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "easyscale/common/checks.h"
+#include "easyscale/common/file_io.h"
 #include "easyscale/common/log.h"
 
 namespace easyscale::op {
@@ -40,6 +41,10 @@ namespace {
 // The Content-Type a JSON merge patch needs.
 constexpr const char* kMergePatch = "application/merge-patch+json";
 
+// client-go's period for a token file: half the time between kubelet's
+// refresh of a projected token (at 80% of its life) and its expiry.
+constexpr auto kTokenRereadPeriod = std::chrono::minutes(1);
+
 constexpr int kMaxRetryAfter = 10;
 
 // A 429 or 500-504 answer's Retry-After in whole seconds (client-go honours
@@ -51,6 +56,17 @@ std::optional<int> RetryAfterSeconds(const httplib::Response& r) {
     return std::nullopt;
   }
   return std::min(seconds, 60);  // a wrong header must not park the controller
+}
+
+// An idle keep-alive connection has nothing to read unless the server closed
+// it: kube-apiserver closes one idle for 90 s with a TLS close_notify, which
+// httplib's own liveness check takes for data and reuses the connection.
+// Go's transport notices the close at once and never reuses it; so do we.
+bool ClosedWhileIdle(const httplib::ClientImpl& c) {
+  const socket_t fd = c.socket();
+  if (fd == INVALID_SOCKET) return false;  // httplib connects anew
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, 0) != 0;
 }
 
 httplib::Headers RequestHeaders(const std::string& token) {
@@ -275,21 +291,6 @@ std::unique_ptr<httplib::ClientImpl> KubeClient::NewConnection() const {
   return c;
 }
 
-namespace {
-
-// An idle keep-alive connection has nothing to read unless the server closed
-// it: kube-apiserver closes one idle for 90 s with a TLS close_notify, which
-// httplib's own liveness check takes for data and reuses the connection.
-// Go's transport notices the close at once and never reuses it; so do we.
-bool ClosedWhileIdle(const httplib::ClientImpl& c) {
-  const socket_t fd = c.socket();
-  if (fd == INVALID_SOCKET) return false;  // httplib connects anew
-  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-  return ::poll(&p, 1, 0) != 0;
-}
-
-}  // namespace
-
 std::unique_ptr<httplib::ClientImpl> KubeClient::TakeConnection() {
   {
     std::lock_guard<std::mutex> lock(poolMu_);
@@ -306,10 +307,6 @@ void KubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> c) {
   std::lock_guard<std::mutex> lock(poolMu_);
   if (pool_.size() < 8) pool_.push_back(std::move(c));
 }
-
-// client-go's period for a token file: half the time between kubelet's
-// refresh of a projected token (at 80% of its life) and its expiry.
-constexpr auto kTokenRereadPeriod = std::chrono::minutes(1);
 
 std::string KubeClient::BearerToken(bool reread) {
   std::lock_guard<std::mutex> lock(tokenMu_);

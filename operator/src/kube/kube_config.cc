@@ -71,12 +71,6 @@ StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& key,
 
 }  // namespace
 
-StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  StatusOr<std::string> token = ReadFile(path, kMaxCredentialBytes);
-  if (!token.ok()) return token.status();
-  return std::string(absl::StripAsciiWhitespace(*token));
-}
-
 StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");

@@ -18,6 +18,9 @@ namespace easyscale {
 // or reads forever), a file over the limit before it is read; each caller
 // passes the bound that suits what the file holds.
 StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes);
+// A bearer token file (a service account's, which kubelet rewrites as the
+// token rotates): at most 1 MiB, surrounding whitespace removed.
+StatusOr<std::string> ReadTokenFile(const std::string& path);
 // Errors name `path` and the errno: "writing <path>: No space left on device
 // (ENOSPC)" (ResourceExhausted); the old content is then untouched.
 Status WriteFileAtomic(const std::string& path, std::string_view content);

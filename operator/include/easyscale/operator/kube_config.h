@@ -27,8 +27,6 @@ struct KubeConfig {
 
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-// A bearer token file's content, surrounding whitespace removed.
-StatusOr<std::string> ReadTokenFile(const std::string& path);
 // Token, ca.crt and namespace from `dir`, server from KUBERNETES_SERVICE_HOST/PORT.
 StatusOr<KubeConfig> LoadInClusterConfig(const std::string& dir = kServiceAccountDir);
 // The current context of a kubeconfig (or `context` when set). Relative file
