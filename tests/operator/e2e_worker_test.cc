@@ -287,7 +287,7 @@ TEST_F(IsolatedEndToEnd, ASuspendedAndResumedJobEndsWithTheUninterruptedRunsDige
   const json done = c.JobStatus("j");
   EXPECT_EQ(done["digest"], reference);
   EXPECT_EQ(done["restore"]["from"], "Durable");
-  EXPECT_EQ(done.value("restarts", 0), 0);
+  EXPECT_EQ(done.value("restarts", 0), 0) << "the Restarting condition says why: " << done;
   EXPECT_EQ(c.EventCount("j", "StateLost"), 0);
   EXPECT_EQ(c.EventCount("j", "Suspended"), 1);
   EXPECT_EQ(c.EventCount("j", "Resumed"), 1);
