@@ -154,21 +154,17 @@ int PodGpus(const json& p) {
 
 }  // namespace
 
-bool StandInKubelet::Admissible(const json& p, const std::set<std::string>& nodes) const {
+bool StandInKubelet::Admissible(const json& p, const std::set<std::string>& names) const {
   const std::string node = p["spec"].value("nodeName", "");
-  return !node.empty() && nodes.count(node) != 0 && p["status"].value("phase", "") == "Pending" &&
+  return !node.empty() && names.count(node) != 0 && p["status"].value("phase", "") == "Pending" &&
          !PodTerminated(p) && admitted_.count(ObjectKey(p)) == 0;
 }
 
 void StandInKubelet::Sync() {
   Follow();
-  std::map<std::string, int> capacity;
   const std::vector<json> nodes = nodes_.List();
-  for (const json& n : nodes) {
-    int count = 0;
-    for (const auto& [type, c] : NodeGpusByType(n)) count += c;
-    capacity[n["metadata"].value("name", "")] = count;
-  }
+  std::set<std::string> names;
+  for (const json& n : nodes) names.insert(n["metadata"].value("name", ""));
   std::vector<json> pods = pods_.List();
   // Oldest first; pods of one second by name, as kubelet's admission order is
   // creation time (a worker generation's pods are named in rank order).
@@ -179,26 +175,30 @@ void StandInKubelet::Sync() {
   for (const json& p : pods) {
     const std::string node = p["spec"].value("nodeName", "");
     // Terminating with nothing of it running here: confirm with a grace-0 delete.
-    if (p["metadata"].contains("deletionTimestamp") && capacity.count(node) != 0 &&
+    if (p["metadata"].contains("deletionTimestamp") && names.count(node) != 0 &&
         admitted_.count(ObjectKey(p)) == 0) {
       (void)client_->Delete(kPods, Namespace(p), Name(p), 0);
     }
   }
-  if (options_.devicePlugins) return AdmitByDevice(pods, nodes);
-  AdmitByCount(pods, std::move(capacity));
+  if (options_.devicePlugins) return AdmitByDevice(pods, nodes, names);
+  AdmitByCount(pods, nodes, names);
 }
 
-void StandInKubelet::AdmitByCount(const std::vector<json>& pods,
-                                  std::map<std::string, int> capacity) {
-  std::set<std::string> nodes;
-  for (const auto& [node, count] : capacity) nodes.insert(node);
+void StandInKubelet::AdmitByCount(const std::vector<json>& pods, const std::vector<json>& nodes,
+                                  const std::set<std::string>& names) {
+  std::map<std::string, int> capacity;
+  for (const json& n : nodes) {
+    int count = 0;
+    for (const auto& [type, c] : NodeGpusByType(n)) count += c;
+    capacity[n["metadata"].value("name", "")] = count;
+  }
   std::map<std::string, int> used;
   for (const json& p : pods) {  // a Running pod holds its GPUs until it is gone
     if (p["status"].value("phase", "") == "Running")
       used[p["spec"].value("nodeName", "")] += PodGpus(p);
   }
   for (const json& p : pods) {
-    if (!Admissible(p, nodes)) continue;
+    if (!Admissible(p, names)) continue;
     const std::string node = p["spec"].value("nodeName", "");
     if (used[node] + PodGpus(p) > capacity[node]) {
       // kubelet's admission: a pod bound to a node without room for its
@@ -212,7 +212,8 @@ void StandInKubelet::AdmitByCount(const std::vector<json>& pods,
   }
 }
 
-void StandInKubelet::AdmitByDevice(const std::vector<json>& pods, const std::vector<json>& nodes) {
+void StandInKubelet::AdmitByDevice(const std::vector<json>& pods, const std::vector<json>& nodes,
+                                   const std::set<std::string>& names) {
   struct NodeDevices {
     std::string type;
     std::vector<std::optional<std::string>> inference, worker;  // holder of each device
@@ -242,8 +243,6 @@ void StandInKubelet::AdmitByDevice(const std::vector<json>& pods, const std::vec
     kept.insert(*devices);
   }
   devicesOf_ = std::move(kept);
-  std::set<std::string> names;
-  for (const auto& [name, d] : table) names.insert(name);
   for (const json& p : pods) {
     if (!Admissible(p, names)) continue;
     NodeDevices& d = table[p["spec"].value("nodeName", "")];

@@ -115,13 +115,14 @@ class StandInKubelet {
 
   void Loop();
   void Sync();
-  // Admits the Pending pods bound to a node with room, by one count a node or,
-  // with devicePlugins, by device; rejects a worker without room.
-  // Bound to one of `nodes`, Pending, not ended, not admitted yet.
-  bool Admissible(const nlohmann::json& pod, const std::set<std::string>& nodes) const;
-  void AdmitByCount(const std::vector<nlohmann::json>& pods, std::map<std::string, int> capacity);
+  // Bound to one of the nodes `names`, Pending, not ended, not admitted yet.
+  bool Admissible(const nlohmann::json& pod, const std::set<std::string>& names) const;
+  // Admit the Pending pods bound to a node with room, by one GPU count a node
+  // or, with devicePlugins, by device; reject a worker without room.
+  void AdmitByCount(const std::vector<nlohmann::json>& pods,
+                    const std::vector<nlohmann::json>& nodes, const std::set<std::string>& names);
   void AdmitByDevice(const std::vector<nlohmann::json>& pods,
-                     const std::vector<nlohmann::json>& nodes);
+                     const std::vector<nlohmann::json>& nodes, const std::set<std::string>& names);
   // Follows admitted pods: ended processes, deletions, pods that are gone.
   void Follow();
   // Starts a pod; false when it has to wait (its env cannot be resolved yet).
