@@ -19,8 +19,7 @@ import torch_models_bench as tmb  # noqa: E402
 
 
 def main():
-    if "deterministic" in sys.argv:  # before torch starts CUDA
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    tmb.set_cublas_workspace()
     a, export = tmb.parse_args()
     import models
     import torch

@@ -150,11 +150,16 @@ def graphed(torch, step):
     return graph.replay
 
 
-def main():
+def set_cublas_workspace():
+    """Deterministic mode's cuBLAS workspace, set before torch starts CUDA."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--mode")
-    if pre.parse_known_args()[0].mode == "deterministic":  # before torch starts CUDA
+    if pre.parse_known_args()[0].mode == "deterministic":
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+
+
+def main():
+    set_cublas_workspace()
     a, export = parse_args()
     import models
     import torch
