@@ -253,10 +253,9 @@ void StandInKubelet::AdmitByDevice(const std::vector<json>& pods, const std::vec
       if (!taken) given.push_back(static_cast<int>(i));
     }
     if (static_cast<int>(given.size()) < PodGpus(p)) {
-      if (IsWorkerPod(p)) {
-        int used = 0;
-        for (size_t i = 0; i < d.worker.size(); ++i) used += d.worker[i] || d.inference[i] ? 1 : 0;
-        Reject(p, kGpuResource, 1, used, static_cast<int>(d.worker.size()));
+      if (IsWorkerPod(p)) {  // `given` holds every free device: the others are in use
+        const int devices = static_cast<int>(d.worker.size());
+        Reject(p, kGpuResource, 1, devices - static_cast<int>(given.size()), devices);
       }
       continue;  // inference waits for its platform's devices
     }
