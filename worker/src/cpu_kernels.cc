@@ -22,7 +22,7 @@ namespace {
 
 // A channel's sums in the two-level order of cpu_kernels.h: per sample, a chain
 // of fold(a, b, part) over the positions from 0, then the samples' results in
-// sample order from 0 (the CUDA ChannelSums runs the same, a thread a sample).
+// sample order from 0 (the CUDA SampleSums runs the same, a lane a sample).
 // b may be null (one input).
 // G samples' chains side by side, each its own, so that they overlap in the
 // pipeline instead of waiting on one add's latency; then added in order.

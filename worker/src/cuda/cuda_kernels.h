@@ -55,6 +55,9 @@ cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
 // its own (dst + b*rows*cols holds src + b*rows*cols's transpose).
 cudaError_t TransposeBatch(int batch, int rows, int cols, const float* src, float* dst,
                            cudaStream_t stream = nullptr);
+// The per-channel sums of [B, C, P] tensors: each sample's chain, then the
+// samples' results in order (cpu_kernels.h); ChannelSum takes B*C floats of
+// stream-ordered scratch, BatchNormTrain and BatchNormBackward 2*B*C.
 cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream = nullptr);
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cp_async.cuh"
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "tiled_gemm.cuh"
@@ -264,23 +265,6 @@ __global__ void GemmSumKBlocksKernel(int M, int N, int blocks, const float* __re
     for (int b = 1; b < blocks; ++b) sum = sum + parts[b * count + e];
     C[e / N * ldc + e % N] = sum;
   }
-}
-
-// sm_80+ asynchronous copies global -> shared. A source size below the copy
-// size zero-fills the rest (0 reads nothing), which covers partial tiles.
-__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void CpAsync16(float* dst, const float* src, int bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // The chain kernel, for few outputs and a long K (the weight gradients): one

@@ -258,7 +258,11 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
   struct Bcp {
     int B, C, P;
   };
-  for (const Bcp& s : {Bcp{16, 8, 576}, Bcp{128, 8, 576}, Bcp{128, 16, 64}, Bcp{1, 3, 1}}) {
+  // Samples a warp of 32 and more, rows of whole and partial 32-position
+  // slices, float4 rows and others (P % 4 != 0), positions fewer than 32.
+  for (const Bcp& s :
+       {Bcp{16, 8, 576}, Bcp{128, 8, 576}, Bcp{128, 16, 64}, Bcp{1, 3, 1}, Bcp{45, 3, 3136},
+        Bcp{70, 4, 100}, Bcp{37, 5, 49}, Bcp{33, 2, 1030}, Bcp{3, 7, 17}}) {
     const size_t n = static_cast<size_t>(s.B) * s.C * s.P;
     const std::string shape =
         " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.P);

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cp_async.cuh"
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "launch.cuh"
@@ -14,121 +15,175 @@ namespace easyscale::cuda {
 
 namespace {
 
-// A channel's sums in the CPU's two-level order: thread t folds sample b's P
-// values (p ascending, from 0) for b = t, t + kChannelThreads, ...; thread 0
-// then adds the samples' results in b order. fold(a, b, part) takes one
-// element of each input (b unused with one input) into the sample's partials.
-// The sums end up in `total` on thread 0.
-constexpr int kChannelThreads = 128;
+// A channel's sums run in the CPU's two-level order (cpu_kernels.cc
+// ChannelSums): each sample's chain of fold(a, b, params, part) over the
+// positions from 0, then the samples' results added in sample order from 0.
+// The chains are few (B * C) and long, so a chain's loads, not its adds, set
+// the pace: a one-warp block takes 32 samples of one channel, a lane each,
+// and streams their rows through a ring of shared-memory slices that cp.async
+// fills with coalesced 128-byte row segments, several slices ahead; each lane
+// folds its own row from shared memory. The samples' results go to
+// partial[(s * C + c) * B + b]; SampleTotal adds them.
+constexpr int kWarpRows = 32;                              // samples a block folds, a lane each
+constexpr int kSliceFloats = 32;                           // a row's positions per slice: 128 bytes
+constexpr int kRingFloats = 8 * kWarpRows * kSliceFloats;  // 32 KiB: 8 slices of one input
 
-template <int NSum, typename Fold>
-__device__ void ChannelSums(int B, int C, int P, int c, const float* a, const float* b, Fold&& fold,
-                            float (&total)[NSum]) {
-  __shared__ float parts[NSum][kChannelThreads];
-  const bool vector = P % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
-                      (b == nullptr || reinterpret_cast<uintptr_t>(b) % 16 == 0);
-  for (int s = 0; s < NSum; ++s) total[s] = 0.0f;
-  for (int b0 = 0; b0 < B; b0 += kChannelThreads) {
-    const int sample = b0 + static_cast<int>(threadIdx.x);
-    float part[NSum];
-    for (int s = 0; s < NSum; ++s) part[s] = 0.0f;
-    if (sample < B) {
-      const size_t row = (static_cast<size_t>(sample) * C + c) * P;
-      const float* ra = a + row;
-      const float* rb = b != nullptr ? b + row : ra;
-      if (vector) {
-        // kAhead vectors of each input are read before any is folded: the
-        // chains are few (B * C) and long, so each keeps many loads in flight.
-        constexpr int kAhead = 8;
-        const float4* ua = reinterpret_cast<const float4*>(ra);
-        const float4* ub = reinterpret_cast<const float4*>(rb);
-        auto fold4 = [&](const float4& u, const float4& v) {
-          fold(u.x, v.x, part);
-          fold(u.y, v.y, part);
-          fold(u.z, v.z, part);
-          fold(u.w, v.w, part);
-        };
-        int q = 0;
-        for (; q + kAhead <= P / 4; q += kAhead) {
-          float4 u[kAhead], v[kAhead];
+// What a chain's fold needs of its channel (set up once per block).
+struct ChannelParams {
+  float mean = 0.0f, invstd = 0.0f;
+};
+
+// Slice t of rows [0, rows) from `src` (row r at src + r * row_stride) into
+// `slot`, swizzled so that both the copies and a lane's reads of its own row
+// hit distinct banks: float4 q of row r at q ^ (r % 8), or float e at e ^ r.
+template <bool kVector>
+__device__ void CopySlice(const float* src, size_t row_stride, int rows, int P, int t,
+                          float* slot) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int p0 = t * kSliceFloats;
+  if constexpr (kVector) {
+    const int q = lane % 8, p = p0 + 4 * q;  // P % 4 == 0: a float4 is whole or absent
+    if (p >= P) return;
 #pragma unroll
-          for (int i = 0; i < kAhead; ++i) u[i] = ua[q + i], v[i] = ub[q + i];
-#pragma unroll
-          for (int i = 0; i < kAhead; ++i) fold4(u[i], v[i]);
-        }
-        for (; q < P / 4; ++q) fold4(ua[q], ub[q]);
-      } else {
-#pragma unroll 4
-        for (int p = 0; p < P; ++p) fold(ra[p], rb[p], part);
-      }
+    for (int j = 0; j < kWarpRows / 4; ++j) {
+      const int r = 4 * j + lane / 8;
+      if (r < rows)
+        CpAsync16(slot + r * kSliceFloats + 4 * (q ^ (r % 8)), src + r * row_stride + p, 16);
     }
-    for (int s = 0; s < NSum; ++s) parts[s][threadIdx.x] = part[s];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int n = min(kChannelThreads, B - b0);
-      for (int i = 0; i < n; ++i) {
-        for (int s = 0; s < NSum; ++s) total[s] += parts[s][i];
-      }
-    }
-    __syncthreads();
+  } else {
+    const int p = p0 + lane;
+    if (p >= P) return;
+    for (int r = 0; r < rows; ++r)
+      CpAsync4(slot + r * kSliceFloats + (lane ^ r), src + r * row_stride + p, true);
   }
+}
+
+// Row r of a landed slice of each input (the same slot twice for one input):
+// n values (n % 4 == 0 when kVector), folded in position order.
+template <bool kVector, int NSum, typename Fold>
+__device__ void FoldSlice(const float* slot_a, const float* slot_b, int r, int n,
+                          const ChannelParams& params, Fold& fold, float (&part)[NSum]) {
+  const float* ra = slot_a + r * kSliceFloats;
+  const float* rb = slot_b + r * kSliceFloats;
+  if constexpr (kVector) {
+    auto fold4 = [&](int q) {
+      const int at = 4 * (q ^ (r % 8));
+      const float4 u = *reinterpret_cast<const float4*>(ra + at);
+      const float4 v = *reinterpret_cast<const float4*>(rb + at);
+      fold(u.x, v.x, params, part);
+      fold(u.y, v.y, params, part);
+      fold(u.z, v.z, params, part);
+      fold(u.w, v.w, params, part);
+    };
+    if (n == kSliceFloats) {
+#pragma unroll
+      for (int q = 0; q < kSliceFloats / 4; ++q) fold4(q);
+    } else {
+      for (int q = 0; q < n / 4; ++q) fold4(q);
+    }
+  } else {
+    for (int e = 0; e < n; ++e) fold(ra[e ^ r], rb[e ^ r], params, part);
+  }
+}
+
+// Grid (C, ceil(B / 32)), one warp a block. setup(c) gives the channel's
+// ChannelParams; NIn inputs (b unused with one).
+template <int NIn, int NSum, bool kVector, typename Setup, typename Fold>
+__global__ void __launch_bounds__(kWarpRows)
+    SampleSumsKernel(int B, int C, int P, const float* a, const float* b, Setup setup, Fold fold,
+                     float* partial) {
+  constexpr int kStages = kRingFloats / (NIn * kWarpRows * kSliceFloats);
+  __shared__ __align__(16) float ring[kStages][NIn][kWarpRows * kSliceFloats];
+  const int c = static_cast<int>(blockIdx.x);
+  const int b0 = static_cast<int>(blockIdx.y) * kWarpRows;
+  const int rows = min(kWarpRows, B - b0);
+  const int r = static_cast<int>(threadIdx.x);
+  const size_t row_stride = static_cast<size_t>(C) * P;
+  const size_t first = (static_cast<size_t>(b0) * C + c) * P;
+  const float* src[NIn];
+  src[0] = a + first;
+  if constexpr (NIn == 2) src[1] = b + first;
+  const ChannelParams params = setup(c);
+  const int slices = (P + kSliceFloats - 1) / kSliceFloats;
+  auto copy = [&](int t) {
+    if (t < slices) {
+      for (int in = 0; in < NIn; ++in)
+        CopySlice<kVector>(src[in], row_stride, rows, P, t, ring[t % kStages][in]);
+    }
+    CpAsyncCommit();  // empty groups too, so the wait count stays exact
+  };
+  for (int t = 0; t < kStages - 1; ++t) copy(t);
+  float part[NSum];
+  for (int s = 0; s < NSum; ++s) part[s] = 0.0f;
+  for (int t = 0; t < slices; ++t) {
+    copy(t + kStages - 1);       // into the slot the warp finished reading last round
+    CpAsyncWait<kStages - 1>();  // this lane's copies of slice t landed
+    __syncwarp();                // and every other lane's
+    if (r < rows) {
+      FoldSlice<kVector>(ring[t % kStages][0], ring[t % kStages][NIn - 1], r,
+                         min(kSliceFloats, P - t * kSliceFloats), params, fold, part);
+    }
+    __syncwarp();  // the slot is read before it is refilled
+  }
+  CpAsyncWait<0>();  // no copy outlives the block
+  if (r < rows) {
+    for (int s = 0; s < NSum; ++s) partial[(static_cast<size_t>(s) * C + c) * B + b0 + r] = part[s];
+  }
+}
+
+template <int NIn, int NSum, typename Setup, typename Fold>
+cudaError_t SampleSums(int B, int C, int P, const float* a, const float* b, Setup setup, Fold fold,
+                       float* partial, cudaStream_t stream) {
+  const int groups = (B + kWarpRows - 1) / kWarpRows;
+  if (groups > 65535) return cudaErrorInvalidValue;
+  if (groups == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(groups));
+  const bool vector = P % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                      (NIn == 1 || reinterpret_cast<uintptr_t>(b) % 16 == 0);
+  if (vector) {
+    SampleSumsKernel<NIn, NSum, true>
+        <<<grid, kWarpRows, 0, stream>>>(B, C, P, a, b, setup, fold, partial);
+  } else {
+    SampleSumsKernel<NIn, NSum, false>
+        <<<grid, kWarpRows, 0, stream>>>(B, C, P, a, b, setup, fold, partial);
+  }
+  return cudaGetLastError();
+}
+
+// Channel c's samples' results (SampleSums' layout, one sum) added in sample
+// order from 0.
+__device__ float SampleTotal(const float* partial, int B, int c) {
+  float total = 0.0f;
+  for (int b = 0; b < B; ++b) total += partial[static_cast<size_t>(c) * B + b];
+  return total;
 }
 
 bool ChannelSizesOk(int B, int C, int P) {
   return B >= 0 && C >= 0 && P >= 0 && static_cast<long long>(B) * C * P <= INT_MAX;
 }
 
-__global__ void __launch_bounds__(kChannelThreads)
-    ChannelSumKernel(int B, int C, int P, const float* dy, float* bias_grad) {
-  const int c = blockIdx.x;
-  float s[1];
-  ChannelSums<1>(
-      B, C, P, c, dy, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, s);
-  if (threadIdx.x == 0) bias_grad[c] = s[0];
+// Runs sums(partial) with `floats` floats of stream-ordered scratch (captured
+// into a CUDA graph too), then its error or the free's.
+template <typename Sums>
+cudaError_t WithScratch(size_t floats, cudaStream_t stream, Sums&& sums) {
+  if (floats == 0) return sums(nullptr);
+  void* scratch = nullptr;
+  cudaError_t err = cudaMallocAsync(&scratch, floats * sizeof(float), stream);
+  if (err != cudaSuccess) return err;
+  err = sums(static_cast<float*>(scratch));
+  const cudaError_t freed = cudaFreeAsync(scratch, stream);
+  return err != cudaSuccess ? err : freed;
 }
 
-__global__ void __launch_bounds__(kChannelThreads)
-    BatchNormStatsKernel(int B, int C, int P, const float* x, float eps, float momentum,
-                         float* running_mean, float* running_var, float* save_mean,
-                         float* save_invstd) {
-  __shared__ float mean_shared;
-  const int c = blockIdx.x;
-  const float count = static_cast<float>(B) * static_cast<float>(P);
-  float sum[1], sq[1];
-  ChannelSums<1>(
-      B, C, P, c, x, nullptr, [](float v, float, float(&part)[1]) { part[0] += v; }, sum);
-  if (threadIdx.x == 0) mean_shared = sum[0] / count;
-  __syncthreads();
-  const float mean = mean_shared;
-  ChannelSums<1>(
-      B, C, P, c, x, nullptr,
-      [mean](float v, float, float(&part)[1]) {
-        formulas::FoldSquaredDeviation(v, mean, &part[0]);
-      },
-      sq);
-  if (threadIdx.x != 0) return;
-  save_mean[c] = mean;
-  formulas::BatchNormFinish(mean, sq[0], count, eps, momentum, &save_invstd[c], &running_mean[c],
-                            &running_var[c]);
-}
+struct NoParams {
+  __device__ ChannelParams operator()(int) const { return {}; }
+};
 
-__global__ void __launch_bounds__(kChannelThreads)
-    BatchNormBackwardStatsKernel(int B, int C, int P, const float* x, const float* dy,
-                                 const float* save_mean, const float* save_invstd, float* dgamma,
-                                 float* dbeta) {
-  const int c = blockIdx.x;
-  const float mean = save_mean[c], invstd = save_invstd[c];
-  float sums[2];  // sum of dy, sum of dy * xhat
-  ChannelSums<2>(
-      B, C, P, c, x, dy,
-      [mean, invstd](float xv, float dyv, float(&part)[2]) {
-        formulas::FoldBatchNormGrads(xv, dyv, mean, invstd, &part[0], &part[1]);
-      },
-      sums);
-  if (threadIdx.x != 0) return;
-  dgamma[c] = sums[1];
-  dbeta[c] = sums[0];
-}
+struct AddValue {
+  __device__ void operator()(float v, float, const ChannelParams&, float (&part)[1]) const {
+    part[0] += v;
+  }
+};
 
 }  // namespace
 
@@ -136,8 +191,13 @@ cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
-  ChannelSumKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, dy, bias_grad);
-  return cudaGetLastError();
+  return WithScratch(static_cast<size_t>(C) * B, stream, [&](float* sums) {
+    cudaError_t err = SampleSums<1, 1>(B, C, P, dy, nullptr, NoParams{}, AddValue{}, sums, stream);
+    if (err != cudaSuccess) return err;
+    return LaunchForEach(C, stream, [=] __device__(size_t c) {
+      bias_grad[c] = SampleTotal(sums, B, static_cast<int>(c));
+    });
+  });
 }
 
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
@@ -146,11 +206,32 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
                            cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
-  BatchNormStatsKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, x, eps, momentum, running_mean,
-                                                          running_var, save_mean, save_invstd);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
-    const size_t c = i / P % C;
+  const float count = static_cast<float>(B) * static_cast<float>(P);
+  const size_t per_sum = static_cast<size_t>(C) * B;
+  cudaError_t err = WithScratch(2 * per_sum, stream, [&](float* sums) {
+    float* const squares = sums + per_sum;
+    cudaError_t e = SampleSums<1, 1>(B, C, P, x, nullptr, NoParams{}, AddValue{}, sums, stream);
+    if (e != cudaSuccess) return e;
+    e = SampleSums<1, 1>(
+        B, C, P, x, nullptr,
+        [=] __device__(int c) {
+          return ChannelParams{SampleTotal(sums, B, c) / count, 0.0f};
+        },
+        [] __device__(float v, float, const ChannelParams& ch, float(&part)[1]) {
+          formulas::FoldSquaredDeviation(v, ch.mean, &part[0]);
+        },
+        squares, stream);
+    if (e != cudaSuccess) return e;
+    return LaunchForEach(C, stream, [=] __device__(size_t c) {
+      const int ch = static_cast<int>(c);
+      const float mean = SampleTotal(sums, B, ch) / count;
+      save_mean[c] = mean;
+      formulas::BatchNormFinish(mean, SampleTotal(squares, B, ch), count, eps, momentum,
+                                &save_invstd[c], &running_mean[c], &running_var[c]);
+    });
+  });
+  if (err != cudaSuccess) return err;
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
     y[i] = formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
   });
 }
@@ -158,8 +239,8 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
 cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
                           const float* beta, float eps, const float* running_mean,
                           const float* running_var, float* y, cudaStream_t stream) {
-  return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
-    const size_t c = i / P % C;
+  if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
     const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
     y[i] = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
   });
@@ -171,12 +252,27 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
-  BatchNormBackwardStatsKernel<<<C, kChannelThreads, 0, stream>>>(B, C, P, x, dy, save_mean,
-                                                                  save_invstd, dgamma, dbeta);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  const size_t per_sum = static_cast<size_t>(C) * B;
+  cudaError_t err = WithScratch(2 * per_sum, stream, [&](float* sums) {
+    // sums: each sample's sum of dy, then of dy * xhat
+    cudaError_t e = SampleSums<2, 2>(
+        B, C, P, x, dy,
+        [=] __device__(int c) {
+          return ChannelParams{save_mean[c], save_invstd[c]};
+        },
+        [] __device__(float xv, float dyv, const ChannelParams& ch, float(&part)[2]) {
+          formulas::FoldBatchNormGrads(xv, dyv, ch.mean, ch.invstd, &part[0], &part[1]);
+        },
+        sums, stream);
+    if (e != cudaSuccess) return e;
+    return LaunchForEach(C, stream, [=] __device__(size_t c) {
+      dbeta[c] = SampleTotal(sums, B, static_cast<int>(c));
+      dgamma[c] = SampleTotal(sums + per_sum, B, static_cast<int>(c));
+    });
+  });
+  if (err != cudaSuccess) return err;
   // dgamma and dbeta now hold the two sums the element pass needs.
-  return LaunchForEach(static_cast<size_t>(B) * C * P, stream, [=] __device__(size_t i) {
-    const size_t c = i / P % C;
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
     const float invstd = save_invstd[c];
     dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
                                          gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);
