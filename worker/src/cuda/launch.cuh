@@ -29,46 +29,49 @@ cudaError_t LaunchForEach(size_t n, cudaStream_t stream, F f) {
   return cudaGetLastError();
 }
 
-// f(i, c) for every element i of a [B, C, P] tensor with its channel c (the
-// per-channel element passes). A warp takes 32 * kPerLane consecutive
-// elements, a lane every 32nd, so its accesses stay contiguous, and a lane
-// follows its channel by counting positions: a division per element (64-bit
-// before) cost more than the memory traffic. B * C * P must fit an int.
+// f(i, c, p) for every element i of a [B, C, P] tensor with its channel c and
+// position p (the per-channel and per-row element passes). A warp takes
+// 32 * kInChannelsPerLane consecutive elements, a lane every 32nd, so its
+// accesses stay contiguous, and a lane follows its channel and position by
+// counting: a 64-bit division per element cost more than the memory traffic.
 inline constexpr unsigned kInChannelsPerLane = 8;
 
 template <typename F>
-__global__ void ForEachInChannelsKernel(unsigned n, unsigned C, unsigned P, F f) {
-  constexpr unsigned kPerLane = kInChannelsPerLane, kSpan = 32 * kPerLane;
+__global__ void ForEachInChannelsKernel(size_t n, unsigned C, unsigned P, F f) {
+  constexpr size_t kSpan = 32 * kInChannelsPerLane;
   const unsigned lane = threadIdx.x % 32;
   const size_t warps = static_cast<size_t>(gridDim.x) * blockDim.x / 32;
   for (size_t base = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * kSpan;
        base < n; base += warps * kSpan) {
-    unsigned i = static_cast<unsigned>(base) + lane;
+    size_t i = base + lane;
     if (i >= n) continue;
-    unsigned row = i / P, p = i - row * P, c = row % C;
-    for (unsigned k = 0; k < kPerLane && i < n; ++k, i += 32) {
-      f(i, c);
+    size_t row = i / P;
+    unsigned p = static_cast<unsigned>(i - row * P), c = static_cast<unsigned>(row % C);
+    for (unsigned k = 0; k < kInChannelsPerLane && i < n; ++k, i += 32) {
+      f(i, c, p);
       p += 32;
       if (p < P) continue;
       if (P >= 32) {  // at most one row boundary in 32 positions
         p -= P;
         c = c + 1 == C ? 0 : c + 1;
       } else {
-        row = (i + 32) / P, p = i + 32 - row * P, c = row % C;
+        row = (i + 32) / P;
+        p = static_cast<unsigned>(i + 32 - row * P), c = static_cast<unsigned>(row % C);
       }
     }
   }
 }
 
 template <typename F>
-cudaError_t LaunchForEachInChannels(int B, int C, int P, cudaStream_t stream, F f) {
-  const size_t n = static_cast<size_t>(B) * C * P;
+cudaError_t LaunchForEachInChannels(size_t B, size_t C, size_t P, cudaStream_t stream, F f) {
+  const size_t n = B * C * P;
   if (n == 0) return cudaSuccess;
+  if (C > 0xffffffffu || P > 0x7fffffffu) return cudaErrorInvalidValue;
   constexpr size_t kWarpsPerBlock = kBlockThreads / 32, kSpan = 32 * kInChannelsPerLane;
   const size_t wanted = ((n + kSpan - 1) / kSpan + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 16 ? wanted : 65535 * 16);
-  ForEachInChannelsKernel<<<blocks, kBlockThreads, 0, stream>>>(
-      static_cast<unsigned>(n), static_cast<unsigned>(C), static_cast<unsigned>(P), f);
+  ForEachInChannelsKernel<<<blocks, kBlockThreads, 0, stream>>>(n, static_cast<unsigned>(C),
+                                                                static_cast<unsigned>(P), f);
   return cudaGetLastError();
 }
 

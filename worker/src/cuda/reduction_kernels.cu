@@ -231,7 +231,7 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
     });
   });
   if (err != cudaSuccess) return err;
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
     y[i] = formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
   });
 }
@@ -240,7 +240,7 @@ cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamm
                           const float* beta, float eps, const float* running_mean,
                           const float* running_var, float* y, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
     const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
     y[i] = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
   });
@@ -272,7 +272,7 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   });
   if (err != cudaSuccess) return err;
   // dgamma and dbeta now hold the two sums the element pass needs.
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(unsigned i, unsigned c) {
+  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
     const float invstd = save_invstd[c];
     dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
                                          gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);

@@ -7,10 +7,11 @@ namespace easyscale::graph::cuda_ops {
 
 cudaError_t GemmEpilogue(int m, int n, float alpha, float beta, const float* c, size_t c_row_step,
                          size_t c_col_step, float* y, cudaStream_t stream) {
-  return cuda::LaunchForEach(static_cast<size_t>(m) * n, stream, [=] __device__(size_t e) {
-    const size_t i = e / n, j = e % n;
-    y[e] = c != nullptr ? alpha * y[e] + beta * c[i * c_row_step + j * c_col_step] : alpha * y[e];
-  });
+  return cuda::LaunchForEachInChannels(
+      1, m, n, stream, [=] __device__(size_t e, size_t i, size_t j) {
+        y[e] =
+            c != nullptr ? alpha * y[e] + beta * c[i * c_row_step + j * c_col_step] : alpha * y[e];
+      });
 }
 
 cudaError_t Scale(size_t n, float alpha, const float* x, float* out, cudaStream_t stream) {

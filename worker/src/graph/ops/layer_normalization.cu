@@ -33,10 +33,10 @@ cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* 
         invstd[r] = formulas::InvStd(sum_sq[0] / count, epsilon);
       });
   if (err != cudaSuccess) return err;
-  return cuda::LaunchForEach(rows * n, stream, [=] __device__(size_t e) {
-    const size_t r = e / n;
-    y[e] = LayerNormOutput(x[e], mean[r], invstd[r], scale, bias, static_cast<int64_t>(e % n));
-  });
+  return cuda::LaunchForEachInChannels(
+      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j) {
+        y[e] = LayerNormOutput(x[e], mean[r], invstd[r], scale, bias, static_cast<int64_t>(j));
+      });
 }
 
 cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float* scale,
@@ -77,13 +77,13 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
         row_sums[2 * r + 1] = sums[1];
       });
   if (err != cudaSuccess) return err;
-  return cuda::LaunchForEach(rows * n, stream, [=] __device__(size_t e) {
-    const size_t r = e / n, j = e % n;
-    const float g = dy[e] * (scale ? scale[j] : 1.0f);
-    const float k = invstd[r] / count;
-    dx[e] = formulas::BatchNormInputGrad(x[e], g, mean[r], invstd[r], k, count, row_sums[2 * r],
-                                         row_sums[2 * r + 1]);
-  });
+  return cuda::LaunchForEachInChannels(
+      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j) {
+        const float g = dy[e] * (scale ? scale[j] : 1.0f);
+        const float k = invstd[r] / count;
+        dx[e] = formulas::BatchNormInputGrad(x[e], g, mean[r], invstd[r], k, count, row_sums[2 * r],
+                                             row_sums[2 * r + 1]);
+      });
 }
 
 }  // namespace easyscale::graph::cuda_ops
