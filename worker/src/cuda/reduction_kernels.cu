@@ -22,8 +22,10 @@ namespace {
 // the pace: a one-warp block takes 32 samples of one channel, a lane each,
 // and streams their rows through a ring of shared-memory slices that cp.async
 // fills with coalesced 128-byte row segments, several slices ahead; each lane
-// folds its own row from shared memory. The samples' results go to
-// partial[(s * C + c) * B + b]; SampleTotal adds them.
+// folds its own row from shared memory (column_chains.cuh's barrier-phased
+// block, one round of loads in flight, measured slower: BENCHMARKS run 10).
+// The samples' results go to partial[(s * C + c) * B + b]; SampleTotal adds
+// them.
 constexpr int kWarpRows = 32;                              // samples a block folds, a lane each
 constexpr int kSliceFloats = 32;                           // a row's positions per slice: 128 bytes
 constexpr int kRingFloats = 8 * kWarpRows * kSliceFloats;  // 32 KiB: 8 slices of one input
