@@ -11,6 +11,7 @@
 #include "cp_async.cuh"
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "stream_scratch.h"
 #include "tiled_gemm.cuh"
 
 namespace easyscale::cuda {
@@ -425,17 +426,13 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   const int blocks = tiled::KBlocks(K);
   if (blocks == 1) return launch(g, 1);
   if (blocks > 65535) return cudaErrorInvalidValue;
-  const size_t count = static_cast<size_t>(M) * N;
-  void* parts = nullptr;
-  cudaError_t err = cudaMallocAsync(&parts, blocks * count * sizeof(float), stream);
-  if (err != cudaSuccess) return err;
-  GemmArgs split = g;
-  split.out = static_cast<float*>(parts);
-  split.ldo = N;
-  err = launch(split, blocks);
-  if (err == cudaSuccess) err = tiled::SumKBlocks(M, N, blocks, split.out, C, ldc, stream);
-  const cudaError_t freed = cudaFreeAsync(parts, stream);
-  return err != cudaSuccess ? err : freed;
+  return WithStreamScratch(static_cast<size_t>(M) * N * blocks, stream, [&](float* parts) {
+    GemmArgs split = g;
+    split.out = parts;
+    split.ldo = N;
+    const cudaError_t err = launch(split, blocks);
+    return err == cudaSuccess ? tiled::SumKBlocks(M, N, blocks, parts, C, ldc, stream) : err;
+  });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "launch.cuh"
+#include "stream_scratch.h"
 
 namespace easyscale::cuda {
 
@@ -164,19 +165,6 @@ bool ChannelSizesOk(int B, int C, int P) {
   return B >= 0 && C >= 0 && P >= 0 && static_cast<long long>(B) * C * P <= INT_MAX;
 }
 
-// Runs sums(partial) with `floats` floats of stream-ordered scratch (captured
-// into a CUDA graph too), then its error or the free's.
-template <typename Sums>
-cudaError_t WithScratch(size_t floats, cudaStream_t stream, Sums&& sums) {
-  if (floats == 0) return sums(nullptr);
-  void* scratch = nullptr;
-  cudaError_t err = cudaMallocAsync(&scratch, floats * sizeof(float), stream);
-  if (err != cudaSuccess) return err;
-  err = sums(static_cast<float*>(scratch));
-  const cudaError_t freed = cudaFreeAsync(scratch, stream);
-  return err != cudaSuccess ? err : freed;
-}
-
 struct NoParams {
   __device__ ChannelParams operator()(int) const { return {}; }
 };
@@ -193,7 +181,7 @@ cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
-  return WithScratch(static_cast<size_t>(C) * B, stream, [&](float* sums) {
+  return WithStreamScratch(static_cast<size_t>(C) * B, stream, [&](float* sums) {
     cudaError_t err = SampleSums<1, 1>(B, C, P, dy, nullptr, NoParams{}, AddValue{}, sums, stream);
     if (err != cudaSuccess) return err;
     return LaunchForEach(C, stream, [=] __device__(size_t c) {
@@ -210,7 +198,7 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
   const size_t per_sum = static_cast<size_t>(C) * B;
-  cudaError_t err = WithScratch(2 * per_sum, stream, [&](float* sums) {
+  cudaError_t err = WithStreamScratch(2 * per_sum, stream, [&](float* sums) {
     float* const squares = sums + per_sum;
     cudaError_t e = SampleSums<1, 1>(B, C, P, x, nullptr, NoParams{}, AddValue{}, sums, stream);
     if (e != cudaSuccess) return e;
@@ -255,7 +243,7 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
   const size_t per_sum = static_cast<size_t>(C) * B;
-  cudaError_t err = WithScratch(2 * per_sum, stream, [&](float* sums) {
+  cudaError_t err = WithStreamScratch(2 * per_sum, stream, [&](float* sums) {
     // sums: each sample's sum of dy, then of dy * xhat
     cudaError_t e = SampleSums<2, 2>(
         B, C, P, x, dy,

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "easyscale/worker/kernel_formulas.h"
+#include "stream_scratch.h"
 
 namespace easyscale::cuda::tiled {
 
@@ -322,14 +323,11 @@ cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, f
     return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream);
   };
   if (blocks == 1) return WithTiles(M, N, 1, launch);
-  const size_t count = static_cast<size_t>(M) * N;
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&sink.parts),
-                                    blocks * count * sizeof(float), stream);
-  if (err != cudaSuccess) return err;
-  err = WithTiles(M, N, blocks, launch);
-  if (err == cudaSuccess) err = SumKBlocks(M, N, blocks, sink.parts, C, ldc, stream);
-  const cudaError_t freed = cudaFreeAsync(sink.parts, stream);
-  return err != cudaSuccess ? err : freed;
+  return WithStreamScratch(static_cast<size_t>(M) * N * blocks, stream, [&](float* parts) {
+    sink.parts = parts;  // `launch` makes its sink from this one
+    const cudaError_t err = WithTiles(M, N, blocks, launch);
+    return err == cudaSuccess ? SumKBlocks(M, N, blocks, parts, C, ldc, stream) : err;
+  });
 }
 
 }  // namespace easyscale::cuda::tiled

@@ -402,35 +402,33 @@ cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, c
   const int taps = g.KH * g.KW, P = g.OH * g.OW, K = B * P;
   const int blocks = cuda::tiled::KBlocks(K);
   const size_t chains = static_cast<size_t>(blocks) * groups * taps;
-  float* parts = dw;
-  if (blocks > 1) {
-    const cudaError_t err =
-        cudaMallocAsync(reinterpret_cast<void**>(&parts), chains * sizeof(float), stream);
-    if (err != cudaSuccess) return err;
-  }
   // One thread per (k block, channel, tap): the block's chain over its k.
-  cudaError_t err = cuda::LaunchForEach(chains, stream, [=] __device__(size_t e) {
-    const int t = static_cast<int>(e % taps), channel = static_cast<int>(e / taps % groups);
-    const int block = static_cast<int>(e / (static_cast<size_t>(taps) * groups));
-    const int k0 = block * formulas::kGemmKBlock, k1 = min(K, k0 + formulas::kGemmKBlock);
-    const int dy_t = t / g.KW * g.DH, dx_t = t % g.KW * g.DW;
-    PositionOdometer at;
-    at.Start(g, k0);
-    float acc = 0.0f;
-    for (int k = k0; k < k1; ++k, at.Advance(g, 1)) {
-      const size_t plane = static_cast<size_t>(at.b) * groups + channel;
-      const int iy = at.oy * g.SH - g.PT + dy_t, ix = at.ox * g.SW - g.PL + dx_t;
-      const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
-      const float v = inside ? x[(plane * g.H + iy) * g.W + ix] : 0.0f;
-      acc = __fmaf_rn(v, dy[plane * P + at.oy * g.OW + at.ox], acc);
-    }
-    parts[e] = acc;
+  auto chains_into = [&](float* parts) {
+    return cuda::LaunchForEach(chains, stream, [=] __device__(size_t e) {
+      const int t = static_cast<int>(e % taps), channel = static_cast<int>(e / taps % groups);
+      const int block = static_cast<int>(e / (static_cast<size_t>(taps) * groups));
+      const int k0 = block * formulas::kGemmKBlock, k1 = min(K, k0 + formulas::kGemmKBlock);
+      const int dy_t = t / g.KW * g.DH, dx_t = t % g.KW * g.DW;
+      PositionOdometer at;
+      at.Start(g, k0);
+      float acc = 0.0f;
+      for (int k = k0; k < k1; ++k, at.Advance(g, 1)) {
+        const size_t plane = static_cast<size_t>(at.b) * groups + channel;
+        const int iy = at.oy * g.SH - g.PT + dy_t, ix = at.ox * g.SW - g.PL + dx_t;
+        const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
+        const float v = inside ? x[(plane * g.H + iy) * g.W + ix] : 0.0f;
+        acc = __fmaf_rn(v, dy[plane * P + at.oy * g.OW + at.ox], acc);
+      }
+      parts[e] = acc;
+    });
+  };
+  if (blocks == 1) return chains_into(dw);
+  return cuda::WithStreamScratch(chains, stream, [&](float* parts) {
+    const cudaError_t err = chains_into(parts);
+    return err == cudaSuccess
+               ? cuda::tiled::SumKBlocks(groups, taps, blocks, parts, dw, taps, stream)
+               : err;
   });
-  if (blocks == 1) return err;
-  if (err == cudaSuccess)
-    err = cuda::tiled::SumKBlocks(groups, taps, blocks, parts, dw, taps, stream);
-  const cudaError_t freed = cudaFreeAsync(parts, stream);
-  return err != cudaSuccess ? err : freed;
 }
 
 cudaError_t ConvFoldColumns(int B, int groups, int group, const cpu::ConvGeometry& g,
