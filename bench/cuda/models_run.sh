@@ -33,27 +33,17 @@ dir=$(cd "${1:?usage: models_run.sh DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 py=${PYTHON:-python3}
-small=${SMALL:-0}
+# shellcheck source=bench/cuda/model_specs.sh
+. "$here/model_specs.sh"
 export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/lines.jsonl
 
-# name | export.py knobs | batch
-if [ "$small" = 1 ]; then
-  backend=cpu device=cpu
+if [ "$backend" = cpu ]; then
   ours_steps=(--steps 2 --warmup 1) torch_steps=(--steps 2 --repeats 1 --warmup 1 --threads 1)
-  specs="resnet50|--model resnet50 --width 16 --in-channels 3 --image-size 32|2
-encoder|--model encoder --width 64 --heads 4 --layers 2 --seq-len 16 --vocab 1000|2
-mobilenetv2|--model mobilenetv2_imagenet --width 0.25 --in-channels 3 --image-size 32|2
-resnet18|--model resnet18 --width 8 --in-channels 3 --image-size 32|4"
 else
-  backend=cuda device=cuda
   ours_steps=(--steps 10 --warmup 3) torch_steps=(--steps 20 --repeats 3 --warmup 5)
-  specs="resnet50|--model resnet50 --in-channels 3 --image-size 224|64
-encoder|--model encoder --width 768 --heads 12 --layers 12 --seq-len 128 --vocab 30522|32
-mobilenetv2|--model mobilenetv2_imagenet --in-channels 3 --image-size 224|64
-resnet18|--model resnet18 --width 64 --in-channels 3 --image-size 32|128"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
 "$py" -c 'import torch; print("# torch", torch.__version__)'
@@ -86,17 +76,14 @@ with_smi_peak() {
 }
 
 while IFS='|' read -r name knobs batch; do
-  case " ${MODELS:-resnet50 encoder mobilenetv2 resnet18} " in *" $name "*) ;; *) continue ;; esac
+  model_wanted "$name" || continue
   onnx=$tmp/$name.onnx
-  # shellcheck disable=SC2086
-  if ! "$py" "$root/deploy/examples/models/export.py" $knobs --seed 1 --out "$onnx" \
-      >"$tmp/export.log" 2>&1; then
+  if ! export_model "$knobs" "$onnx"; then
     echo "{\"bench\": \"export\", \"model\": \"$name\", \"error\": \"export.py failed\"}" | tee -a "$out"
-    tail -5 "$tmp/export.log" >&2
+    tail -5 "$onnx.log" >&2
     continue
   fi
-  vocab=128
-  [[ $knobs =~ --vocab\ ([0-9]+) ]] && vocab=${BASH_REMATCH[1]}
+  vocab=$(vocab_of "$knobs")
   if with_smi_peak "$dir/step_bench" --backend "$backend" --model-file "$onnx" --batch "$batch" \
       --vocab "$vocab" "${ours_steps[@]}" >"$tmp/ours.json" 2>"$tmp/ours.err"; then
     "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=sys.argv[3]
