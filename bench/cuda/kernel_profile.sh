@@ -21,20 +21,17 @@ ncu=${NCU:-ncu}
 export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-specs="resnet50|--model resnet50 --in-channels 3 --image-size 224|64
-encoder|--model encoder --width 768 --heads 12 --layers 12 --seq-len 128 --vocab 30522|32
-mobilenetv2|--model mobilenetv2_imagenet --in-channels 3 --image-size 224|64
-resnet18|--model resnet18 --width 64 --in-channels 3 --image-size 32|128"
+MODELS=${MODELS:-resnet50 resnet18}
+# shellcheck source=bench/cuda/model_specs.sh
+. "$here/model_specs.sh"
 metrics=gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
 while IFS='|' read -r name knobs batch; do
-  case " ${MODELS:-resnet50 resnet18} " in *" $name "*) ;; *) continue ;; esac
+  model_wanted "$name" || continue
   onnx=$tmp/$name.onnx
-  # shellcheck disable=SC2086
-  "$py" "$root/deploy/examples/models/export.py" $knobs --seed 1 --out "$onnx" >/dev/null || continue
-  vocab=128
-  [[ $knobs =~ --vocab\ ([0-9]+) ]] && vocab=${BASH_REMATCH[1]}
+  export_model "$knobs" "$onnx" || { tail -3 "$onnx.log"; continue; }
+  vocab=$(vocab_of "$knobs")
   # Two passes: the first records the CUDA graph, the second replays it
   # (ncu profiles a graph's kernels one by one).
   ours=("$dir/step_bench" --backend cuda --model-file "$onnx" --batch "$batch" --vocab "$vocab"

@@ -1,8 +1,9 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # the caller sets root and py, reads backend, device, specs
-# Sourced by models_run.sh and compare_builds.sh: issue 19's four models as
-# "name|export.py knobs|batch" lines in `specs` (tiny ones, and the CPU
-# backend, with SMALL=1), step_bench's `backend`, and helpers. The caller sets
-# root (the repository) and py (a Python with torch and onnx).
+# Sourced by models_run.sh, compare_builds.sh and kernel_profile.sh: issue
+# 19's four models as "name|export.py knobs|batch" lines in `specs` (tiny
+# ones, and the CPU backend, with SMALL=1), step_bench's `backend`, and
+# helpers. The caller sets root (the repository) and py (a Python with torch
+# and onnx).
 if [ "${SMALL:-0}" = 1 ]; then
   backend=cpu device=cpu
   specs="resnet50|--model resnet50 --width 16 --in-channels 3 --image-size 32|2
