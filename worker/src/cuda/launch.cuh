@@ -1,7 +1,7 @@
 // File: worker/src/cuda/launch.cuh
 //
-// One launcher for the element-parallel kernels: a grid-stride loop over n
-// independent outputs, each computed by `f(i)` alone, so the launch shape never
+// The launchers for the element-parallel kernels: grid-stride loops over n
+// independent outputs, each computed by `f` alone, so the launch shape never
 // changes a value (it only decides which thread computes it).
 #pragma once
 
@@ -13,6 +13,13 @@ namespace easyscale::cuda {
 
 inline constexpr int kBlockThreads = 256;
 
+// The blocks of a grid-stride launch that wants `wanted`: at most 65535 * 16
+// (the loops take the rest).
+inline unsigned GridStrideBlocks(size_t wanted) {
+  constexpr size_t kMaxBlocks = 65535 * 16;
+  return static_cast<unsigned>(wanted < kMaxBlocks ? wanted : kMaxBlocks);
+}
+
 template <typename F>
 __global__ void ForEachIndex(size_t n, F f) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -23,8 +30,7 @@ __global__ void ForEachIndex(size_t n, F f) {
 template <typename F>
 cudaError_t LaunchForEach(size_t n, cudaStream_t stream, F f) {
   if (n == 0) return cudaSuccess;
-  const size_t wanted = (n + kBlockThreads - 1) / kBlockThreads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 16 ? wanted : 65535 * 16);
+  const unsigned blocks = GridStrideBlocks((n + kBlockThreads - 1) / kBlockThreads);
   ForEachIndex<<<blocks, kBlockThreads, 0, stream>>>(n, f);
   return cudaGetLastError();
 }
@@ -68,8 +74,8 @@ cudaError_t LaunchForEachInChannels(size_t B, size_t C, size_t P, cudaStream_t s
   if (n == 0) return cudaSuccess;
   if (C > 0xffffffffu || P > 0x7fffffffu) return cudaErrorInvalidValue;
   constexpr size_t kWarpsPerBlock = kBlockThreads / 32, kSpan = 32 * kInChannelsPerLane;
-  const size_t wanted = ((n + kSpan - 1) / kSpan + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 16 ? wanted : 65535 * 16);
+  const unsigned blocks =
+      GridStrideBlocks(((n + kSpan - 1) / kSpan + kWarpsPerBlock - 1) / kWarpsPerBlock);
   ForEachInChannelsKernel<<<blocks, kBlockThreads, 0, stream>>>(n, static_cast<unsigned>(C),
                                                                 static_cast<unsigned>(P), f);
   return cudaGetLastError();
