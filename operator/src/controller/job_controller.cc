@@ -570,6 +570,12 @@ std::vector<WorkerFailure> JobController::DropLostWorkers(
     if (it->second->Rejected()) return false;  // never ran: SyncPods makes it again
     const PodView& pod = *it->second;
     if (pod.Disrupted()) return false;  // no failure: the next generation replaces it
+    // A rank other than 0 ends once it has trained every step, before rank 0
+    // has the digest that ends the job: done, not lost.
+    if (pod.phase == PodPhase::kSucceeded) {
+      const std::optional<WorkerReport> r = Newest(reports, w.pod);
+      if (r && r->state == WorkerState::kSucceeded) return false;
+    }
     const bool permanent = pod.exit && pod.exit->code == kPermanentExitCode;
     std::string message =
         absl::StrCat("worker pod ", w.pod, " on ", w.node, " ended: ", PodPhaseName(pod.phase));

@@ -670,6 +670,45 @@ TEST_F(JobControllerTest, GpuGaugesShowNoTrainingOnceEveryJobHasEnded) {
   EXPECT_TRUE(shows("idle", 2)) << metrics_.Text();
 }
 
+// A rank other than 0 reports success without the digest and its pod ends
+// (exit 0) while rank 0 still evaluates: no worker was lost, nothing restarts,
+// and the job succeeds with rank 0's digest.
+TEST_F(JobControllerTest, AWorkerThatFinishedBeforeRankZeroIsNotLost) {
+  ASSERT_TRUE(client_->Create(kNodes, "", testing::GpuNode("n1", "a100", 2)).ok());
+  ASSERT_TRUE(
+      client_->Create(kEasyScaleJobs, "default", testing::EasyScaleJob("j", kGoodSpec)).ok());
+  ASSERT_TRUE(Eventually([&] { return WorkerPods("j").size() == 2; }));
+  for (const json& p : WorkerPods("j")) {
+    ASSERT_TRUE(client_
+                    ->MergePatch(kPods, "default", p["metadata"]["name"],
+                                 {{"status", {{"phase", "Running"}}}}, true)
+                    .ok());
+  }
+  const std::vector<std::string> workers = Pods(StatusOf("j")["workers"]);
+  ASSERT_EQ(workers.size(), 2u);
+  Report(workers[0], 1, WorkerState::kRunning, 50);
+  Report(workers[1], 1, WorkerState::kSucceeded, 50);  // no digest: not rank 0
+  ASSERT_TRUE(
+      client_
+          ->MergePatch(
+              kPods, "default", workers[1],
+              {{"status",
+                {{"phase", "Succeeded"},
+                 {"containerStatuses",
+                  {{{"name", "worker"},
+                    {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}}}}}},
+              true)
+          .ok());
+  std::this_thread::sleep_for(1s);  // syncs that would count the ended pod
+  EXPECT_EQ(EventCount("j", "WorkerLost"), 0);
+  EXPECT_EQ(StatusOf("j").value("restarts", 0), 0);
+  EXPECT_EQ(StatusOf("j").value("generation", 0), 1);
+  Report(workers[0], 1, WorkerState::kSucceeded, 50, std::string(64, 'a'));
+  ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("phase", "") == "Succeeded"; }));
+  EXPECT_EQ(StatusOf("j").value("restarts", 0), 0);
+  EXPECT_EQ(EventCount("j", "WorkerLost"), 0);
+}
+
 // A job forced onto a faster and a slower GPU: the slower one computes the
 // whole step, the faster one waits part of it. Its allocated and useful GPUs
 // per type are exported, and they vanish when the job ends.
