@@ -120,6 +120,22 @@ class JobControllerTest : public ::testing::Test {
     ASSERT_TRUE(news.ok()) << news.status();
     if (*news) controller_->queue().Add(r.job);
   }
+  // The kubelet's word that `pod`'s container ended (phase Succeeded or Failed).
+  void EndPod(const std::string& pod, const std::string& phase, int exitCode,
+              const std::string& reason) {
+    ASSERT_TRUE(
+        client_
+            ->MergePatch(
+                kPods, "default", pod,
+                {{"status",
+                  {{"phase", phase},
+                   {"containerStatuses",
+                    {{{"name", "worker"},
+                      {"state",
+                       {{"terminated", {{"exitCode", exitCode}, {"reason", reason}}}}}}}}}}},
+                true)
+            .ok());
+  }
   // Places inference on every GPU of `node` and waits until the controller sees it.
   void RunInference(const std::string& name, const std::string& node, int gpus) {
     ASSERT_TRUE(client_->Create(kPods, "default", testing::InferencePod(name, node, gpus)).ok());
@@ -547,17 +563,7 @@ TEST_F(JobControllerTest, LosingEveryWorkerWithoutAClaimStartsOverAndSaysSo) {
   ASSERT_FALSE(pod.empty());
   Report(pod, 1, WorkerState::kRunning, 30);
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("step", 0) == 30; }));
-  ASSERT_TRUE(
-      client_
-          ->MergePatch(
-              kPods, "default", pod,
-              {{"status",
-                {{"phase", "Failed"},
-                 {"containerStatuses",
-                  {{{"name", "worker"},
-                    {"state", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}}}}}}},
-              true)
-          .ok());
+  EndPod(pod, "Failed", 137, "OOMKilled");
   ASSERT_TRUE(Eventually([&] { return EventCount("j", "StateLost") == 1; }));
   // The event is recorded before the status write that goes with it lands.
   ASSERT_TRUE(Eventually([&] { return StatusOf("j").value("restarts", 0) == 1; }));
@@ -688,17 +694,7 @@ TEST_F(JobControllerTest, AWorkerThatFinishedBeforeRankZeroIsNotLost) {
   ASSERT_EQ(workers.size(), 2u);
   Report(workers[0], 1, WorkerState::kRunning, 50);
   Report(workers[1], 1, WorkerState::kSucceeded, 50);  // no digest: not rank 0
-  ASSERT_TRUE(
-      client_
-          ->MergePatch(
-              kPods, "default", workers[1],
-              {{"status",
-                {{"phase", "Succeeded"},
-                 {"containerStatuses",
-                  {{{"name", "worker"},
-                    {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}}}}}},
-              true)
-          .ok());
+  EndPod(workers[1], "Succeeded", 0, "Completed");
   std::this_thread::sleep_for(1s);  // syncs that would count the ended pod
   EXPECT_EQ(EventCount("j", "WorkerLost"), 0);
   EXPECT_EQ(StatusOf("j").value("restarts", 0), 0);
