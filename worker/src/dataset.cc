@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -294,15 +295,24 @@ namespace {
 
 // A [C, H, W] sample shifted by (sy, sx), zero-filled, each value converted by
 // `value` (the digits' augmentation, for every in-memory image).
+// Each row is zeros, the converted run of source pixels, zeros: loops without
+// a test per pixel, which the compiler vectorises (a 224x224 batch of 64 is
+// 9.6 M pixels a step).
 template <typename T, typename Value>
 void ShiftedImage(const T* src, int C, int H, int W, int sy, int sx, Value value, float* dst) {
+  const int x_begin = std::clamp(sx, 0, W), x_end = std::clamp(W + sx, 0, W);
   for (int c = 0; c < C; ++c) {
     for (int y = 0; y < H; ++y) {
-      for (int xx = 0; xx < W; ++xx) {
-        const int yy = y - sy, xs = xx - sx;
-        const bool inside = yy >= 0 && yy < H && xs >= 0 && xs < W;
-        dst[(c * H + y) * W + xx] = inside ? value(src[(c * H + yy) * W + xs]) : 0.0f;
+      float* row = dst + (static_cast<size_t>(c) * H + y) * W;
+      const int yy = y - sy;
+      if (yy < 0 || yy >= H) {
+        std::fill(row, row + W, 0.0f);
+        continue;
       }
+      const T* from = src + (static_cast<size_t>(c) * H + yy) * W;
+      std::fill(row, row + x_begin, 0.0f);
+      for (int xx = x_begin; xx < x_end; ++xx) row[xx] = value(from[xx - sx]);
+      std::fill(row + x_end, row + W, 0.0f);
     }
   }
 }

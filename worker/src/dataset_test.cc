@@ -100,5 +100,42 @@ TEST(Dataset, AugmentationShiftsWithinTwoPixels) {
   EXPECT_EQ(x.data[4 * 8 + 4], 1.0f);
 }
 
+// Every pixel of a shifted image: its source pixel's value, or 0 where the
+// shift brings in pixels from outside (all 25 shifts, both channels).
+TEST(Dataset, AShiftedImageIsItsSourceMovedAndZeroFilled) {
+  Dataset d;
+  d.shape = {2, 7, 9};
+  d.labels = {3};
+  for (int i = 0; i < 2 * 7 * 9; ++i) d.pixels.push_back(static_cast<uint8_t>(i + 1));
+  Tensor x;
+  std::vector<int32_t> labels;
+  PhiloxStream aug(DeriveKey(2, 1), 0);
+  std::set<std::pair<int, int>> shifts;
+  const float marker = static_cast<float>(d.pixels[3 * 9 + 4]) * (1.0f / 255);  // source (3, 4)
+  for (int i = 0; i < 300; ++i) {
+    MakeBatch(d, {0}, &aug, &x, &labels);
+    const int at =
+        static_cast<int>(std::find(x.data.begin(), x.data.end(), marker) - x.data.begin());
+    ASSERT_LT(at, 7 * 9);
+    const int sy = at / 9 - 3, sx = at % 9 - 4;
+    shifts.insert({sy, sx});
+    for (int c = 0; c < 2; ++c) {
+      for (int y = 0; y < 7; ++y) {
+        for (int xx = 0; xx < 9; ++xx) {
+          const int yy = y - sy, xs = xx - sx;
+          const float want =
+              yy >= 0 && yy < 7 && xs >= 0 && xs < 9
+                  ? static_cast<float>(d.pixels[(c * 7 + yy) * 9 + xs]) * (1.0f / 255)
+                  : 0.0f;
+          ASSERT_EQ(x.data[(c * 7 + y) * 9 + xx], want)
+              << "shift (" << sy << ", " << sx << ") channel " << c << " at (" << y << ", " << xx
+              << ")";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(shifts.size(), 25u);
+}
+
 }  // namespace
 }  // namespace easyscale
