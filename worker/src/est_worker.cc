@@ -270,6 +270,45 @@ void EstWorker::PrefetchComingSamples() {
   PrefetchSamples(data_, coming);
 }
 
+uint64_t EstWorker::MakeEstBatch(int id, const std::vector<uint32_t>& samples, uint64_t aug_counter,
+                                 Tensor* x, std::vector<int32_t>* labels) const {
+  PhiloxStream aug(AugmentationKey(config_.args.seed, id), aug_counter);
+  MakeBatch(data_, samples, config_.args.augment ? &aug : nullptr, x, labels);
+  aug.Sync();
+  return aug.counter();
+}
+
+void EstWorker::TakeBatch(int id, EstContext& ctx, Lane& lane) {
+  if (ahead_.id == id && ahead_.samples == samples_ && ahead_.aug_begin == ctx.aug_counter) {
+    // The storage goes round: the lane's last batch becomes the next one made ahead.
+    lane.batch.shape = ahead_.x.shape;
+    lane.batch.data.swap(ahead_.x.data);
+    lane.labels.data.swap(ahead_.labels);
+    ctx.aug_counter = ahead_.aug_end;
+    ahead_.id = -1;
+    return;
+  }
+  ctx.aug_counter = MakeEstBatch(id, samples_, ctx.aug_counter, &lane.batch, &lane.labels.data);
+}
+
+void EstWorker::MakeBatchAhead() {
+  // From a copy of the cursor, as the next step will move it; a scale event or
+  // a roll-back before then changes the samples or the counter, and the next
+  // step makes its own.
+  const auto& [id, ctx] = *contexts_.begin();
+  uint64_t epoch = ctx.epoch, position = ctx.position;
+  ahead_.id = -1;
+  ahead_.samples.clear();
+  NextSamples(id, &epoch, &position, &ahead_.samples);
+  try {
+    ahead_.aug_end = MakeEstBatch(id, ahead_.samples, ctx.aug_counter, &ahead_.x, &ahead_.labels);
+  } catch (const DataError&) {
+    return;  // the next step meets the changed data itself, at its own step
+  }
+  ahead_.aug_begin = ctx.aug_counter;
+  ahead_.id = id;
+}
+
 // The step's memory protocol: parameter values go to the backend at the start
 // of a step when the host's are newer (after a restore, or every step when the
 // optimizer runs on the host); with the update on the backend they and the
@@ -328,11 +367,7 @@ void EstWorker::ComputeHostedEsts() {
     if (config_.hooks.before_pass) config_.hooks.before_pass(step_, id, k);
     samples_.clear();
     NextSamples(id, &ctx.epoch, &ctx.position, &samples_);
-    PhiloxStream aug(AugmentationKey(config_.args.seed, id), ctx.aug_counter);
-    MakeBatch(data_, samples_, config_.args.augment ? &aug : nullptr, &lane.batch,
-              &lane.labels.data);
-    aug.Sync();
-    ctx.aug_counter = aug.counter();
+    TakeBatch(id, ctx, lane);
     k.Upload(lane.batch);
     k.Upload(lane.labels);
     PassContext lc{true,
@@ -401,6 +436,7 @@ void EstWorker::ComputeHostedEsts() {
     }
     ++hosted;
   }
+  MakeBatchAhead();
   k.JoinLanes();
   for (size_t i = 1; i < lanes_.size(); ++i)
     k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));

@@ -118,6 +118,13 @@ class EstWorker {
   // Appends EST `id`'s next micro-batch of samples and advances its cursor.
   void NextSamples(int id, uint64_t* epoch, uint64_t* position, std::vector<uint32_t>* out);
   void PrefetchComingSamples();
+  // EST id's micro-batch of `samples`, augmented from counter aug_counter;
+  // returns the counter after it.
+  uint64_t MakeEstBatch(int id, const std::vector<uint32_t>& samples, uint64_t aug_counter,
+                        Tensor* x, std::vector<int32_t>* labels) const;
+  // Makes the first hosted EST's next micro-batch while a device runs this
+  // step's passes (a batch of 224x224 images takes milliseconds to assemble).
+  void MakeBatchAhead();
   const std::vector<uint32_t>& Permutation(uint64_t epoch);
   std::string IdentityJson() const;
   Predictions Evaluate(const EstContext& est);
@@ -189,8 +196,21 @@ class EstWorker {
   void AddLane(std::unique_ptr<Model> replica);
   Model& ModelOf(Lane& lane) { return lane.replica ? *lane.replica : *model_; }
   FixedTensor& AccumOf(Lane& lane) { return lane.replica ? lane.accum : accum_; }
+  // The lane's micro-batch of EST id for samples_ (advancing its augmentation
+  // counter): the one made ahead when it is that batch, else made now.
+  void TakeBatch(int id, EstContext& ctx, Lane& lane);
   std::vector<Lane> lanes_;
   std::vector<uint32_t> samples_;
+  // A micro-batch made ahead: EST id's for `samples` from augmentation counter
+  // aug_begin (a batch is a function of these alone), the counter after it.
+  struct BatchAhead {
+    int id = -1;  // none
+    std::vector<uint32_t> samples;
+    uint64_t aug_begin = 0, aug_end = 0;
+    Tensor x;
+    std::vector<int32_t> labels;
+  };
+  BatchAhead ahead_;
 };
 
 }  // namespace easyscale
