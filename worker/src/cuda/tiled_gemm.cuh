@@ -9,13 +9,19 @@
 // z-slice whose chain starts from the sink's initial value (block 0) or 0 (the
 // others, into partial sums added in block order afterwards).
 //
-// A source fills its operand's BK-deep slice of the tile: Load(k0, regs) reads
-// the slice at this k block's offset k0 into registers (0 past the operand's
-// rows, columns or this block's k), Store(regs, slice) writes them k-major into
-// shared memory (slice[k * (kTile + kPad) + row or column]). Start(tile0,
-// k_begin, k_count) fixes the thread's rows or columns and the k block; Tap(t)
-// moves to tap t (the sink's Taps() of them, for sinks that sum several
-// products, as a convolution's input gradient sums its taps).
+// The operands reach shared memory a slice of kBK k at a time, k-major
+// (slice[k * (kTile + kPad) + row or column]), through the sources' Pipeline:
+// - through registers (kAsync false) into two slices: a source's Load(k0,
+//   regs) reads the slice at this k block's offset k0 (0 past the operand's
+//   rows, columns or this block's k) while the other slice is multiplied, and
+//   Store(regs, slice) writes it after;
+// - or copied asynchronously (kAsync, cp.async) into a ring of kStages slices,
+//   kStages - 1 ahead of the multiplication: Copy(k0, slice) issues the
+//   slice's copies, zero-filled where Load would read 0; a tap's slices come
+//   in order, so a source may read ahead what its next slice needs.
+// Start(tile0, k_begin, k_count) fixes the thread's rows or columns and the k
+// block; Tap(t) moves to tap t (the sink's Taps() of them, for sinks that sum
+// several products, as a convolution's input gradient sums its taps).
 //
 // A sink: Init(r, c) the chain's start; Column(c) what a column's stores need
 // (its offsets), Store(r, column, v); Start(z) for k block z. kTapSum sinks also
@@ -29,30 +35,47 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "cp_async.cuh"
 #include "easyscale/worker/kernel_formulas.h"
 #include "stream_scratch.h"
 
 namespace easyscale::cuda::tiled {
 
 inline constexpr int kThreads = 256;  // a 16x16 thread grid
-inline constexpr int kBK = 16;        // slice depth
+
+template <int kBK_, int kStages_, bool kAsync_>
+struct Pipeline {
+  static constexpr int kBK = kBK_, kStages = kStages_;
+  static constexpr bool kAsync = kAsync_;
+  static_assert(kThreads % kBK == 0 && kStages >= 2 && (kAsync || kStages == 2));
+};
+// The two in use (BENCHMARKS, issue 19 run 11, on an H100): the ring frees
+// the staging registers, so a convolution's forward product fits two 128x128
+// blocks an SM and hides its gathered loads three slices ahead (ResNet-50's
+// forward convolutions 28.4 -> 21.9 ms a step); the gradients' products ran
+// slower in it (their backward 60.9 -> 62.7 ms at 16 k and 2 slices, 67.7 at
+// 8 and 4), so they keep the registers.
+using RegisterSlices = Pipeline<16, 2, false>;
+using AsyncRing = Pipeline<8, 4, true>;
 
 // Register tile entry i of thread row ty (or column tx): 4x4 sub-tiles 64
 // apart (one of them in a 64-wide tile).
 __device__ __forceinline__ int TileOffset(int t, int i) { return t * 4 + i % 4 + (i / 4) * 64; }
 
 // A dense row-major A over kTile rows: element (r, k) at p[r * ld + k],
-// loaded as float4s along k when aligned.
-template <int kTile>
+// loaded as float4s along k when aligned, or copied kBK consecutive k of
+// 32 / kBK rows a warp.
+template <int kTile, class PipelineT>
 struct RowsSource {
-  static constexpr int kTileRows = kTile;
+  using Pipeline = PipelineT;
+  static constexpr int kBK = Pipeline::kBK, kTileRows = kTile;
   static constexpr int kPad = 4;  // keeps float4 alignment, shifts banks between k rows
-  static constexpr int kVec = kTile * kBK / 4 / kThreads;
-  static constexpr int kRegs = 4 * kVec;
+  static constexpr int kVec = kTile * kBK / 4 / kThreads;  // Load's float4s
+  static constexpr int kRegs = 4 * kVec, kCopies = kTile * kBK / kThreads;
   const float* p;
   int ld, rows;
   size_t tap_step;  // Tap(t) reads p + t * tap_step
-  bool vector_ok;   // 16-byte aligned rows
+  bool vector_ok;   // 16-byte aligned rows: Load reads float4s
 
   __device__ void Start(int tile0, int k_begin, int k_count) {
     r0_ = tile0;
@@ -86,6 +109,16 @@ struct RowsSource {
       for (int q = 0; q < 4; ++q) slice[(k + q) * (kTile + kPad) + r] = regs[4 * v + q];
     }
   }
+  __device__ void Copy(int k0, float* slice) const {
+#pragma unroll
+    for (int v = 0; v < kCopies; ++v) {
+      const int idx = threadIdx.x + v * kThreads;
+      const int r = idx / kBK, k = idx % kBK;
+      const bool valid = r0_ + r < rows && k0 + k < k_count_;
+      CpAsync4(&slice[k * (kTile + kPad) + r],
+               valid ? base_ + static_cast<size_t>(r0_ + r) * ld + k0 + k : p, valid);
+    }
+  }
 
   // The thread's state, set by Start.
   const float* base_;
@@ -93,28 +126,39 @@ struct RowsSource {
 };
 
 // Element-wise gathered operands over kTile rows or columns: each thread
-// loads kRegs elements of the slice, either one tile column (or row) at kRegs
-// k rows (AlongTile: the warp's loads run along the tile, e.g. along an image
-// row) or one k at kRegs tile columns (AlongK).
-template <int kTile>
+// loads or copies kRegs elements of the slice, either one tile column (or
+// row) at kRegs k rows (AlongTile: the warp's loads run along the tile, e.g.
+// along an image row) or one k at kRegs tile columns (AlongK); element v goes
+// to Slot(v, slice).
+template <int kTile, class PipelineT>
 struct AlongTile {
-  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads, kPad = 0;
+  using Pipeline = PipelineT;
+  static constexpr int kBK = Pipeline::kBK, kTileRows = kTile, kPad = 0;
+  static constexpr int kRegs = kTile * kBK / kThreads, kCopies = kRegs;
   __device__ static int Index() { return threadIdx.x % kTile; }  // the thread's tile index
   __device__ static int K(int v) { return threadIdx.x / kTile + (kThreads / kTile) * v; }
+  __device__ static float* Slot(int v, float* slice) {
+    return &slice[K(v) * (kTile + kPad) + Index()];
+  }
   __device__ static void Store(const float (&regs)[kRegs], float* slice) {
 #pragma unroll
-    for (int v = 0; v < kRegs; ++v) slice[K(v) * (kTile + kPad) + Index()] = regs[v];
+    for (int v = 0; v < kRegs; ++v) *Slot(v, slice) = regs[v];
   }
 };
-template <int kTile>
+template <int kTile, class PipelineT>
 struct AlongK {
-  static constexpr int kTileRows = kTile, kRegs = kTile * kBK / kThreads;
+  using Pipeline = PipelineT;
+  static constexpr int kBK = Pipeline::kBK, kTileRows = kTile;
+  static constexpr int kRegs = kTile * kBK / kThreads;
   static constexpr int kPad = 4;  // threads of one column store to banks 4 apart
   __device__ static int K() { return threadIdx.x % kBK; }
   __device__ static int Index(int v) { return threadIdx.x / kBK + (kThreads / kBK) * v; }
+  __device__ static float* Slot(int v, float* slice) {
+    return &slice[K() * (kTile + kPad) + Index(v)];
+  }
   __device__ static void Store(const float (&regs)[kRegs], float* slice) {
 #pragma unroll
-    for (int v = 0; v < kRegs; ++v) slice[K() * (kTile + kPad) + Index(v)] = regs[v];
+    for (int v = 0; v < kRegs; ++v) *Slot(v, slice) = regs[v];
   }
 };
 
@@ -149,12 +193,15 @@ struct DenseSink {
 template <int kMinBlocks, class ASource, class BSource, class Sink>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     TiledGemmKernel(int M, int N, int K, ASource a, BSource b, Sink sink) {
+  using Pipeline = typename ASource::Pipeline;
+  static_assert(std::is_same_v<Pipeline, typename BSource::Pipeline>, "one pipeline for both");
+  constexpr int kBK = Pipeline::kBK, kStages = Pipeline::kStages;
   constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   constexpr int kLdA = kTileM + ASource::kPad, kLdB = kTileN + BSource::kPad;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
   extern __shared__ __align__(16) float tiled_smem[];
-  float* const As = tiled_smem;                   // [2][kBK][kLdA]
-  float* const Bs = tiled_smem + 2 * kBK * kLdA;  // [2][kBK][kLdB]
+  float* const As = tiled_smem;                         // [kStages][kBK][kLdA]
+  float* const Bs = tiled_smem + kStages * kBK * kLdA;  // [kStages][kBK][kLdB]
 
   const int z = static_cast<int>(blockIdx.z), k_begin = z * formulas::kGemmKBlock;
   const int k_count = gridDim.z == 1 ? K : min(formulas::kGemmKBlock, K - k_begin);
@@ -166,7 +213,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // shared-memory vectors per warp read).
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
-  float ra[ASource::kRegs], rb[BSource::kRegs];
   float acc[kRM][kRN], sum[Sink::kTapSum ? kRM : 1][Sink::kTapSum ? kRN : 1];
   auto multiply_k = [&](int buf, int kk) {
     const float* const as = As + (buf * kBK + kk) * kLdA;
@@ -213,19 +259,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         acc[i][j] = !Sink::kTapSum && r < M && c < N ? sink.Init(r, c) : 0.0f;
       }
     }
-    if (slices > 0) {
-      a.Load(0, ra);
-      b.Load(0, rb);
-      a.Store(ra, As);
-      b.Store(rb, Bs);
-      __syncthreads();
-    }
-    for (int s = 0; s < slices; ++s) {
-      const int buf = s & 1;
-      if (s + 1 < slices) {
-        a.Load((s + 1) * kBK, ra);
-        b.Load((s + 1) * kBK, rb);
-      }
+    // Slice s of the tap, in buffer buf.
+    auto multiply_slice = [&](int s, int buf) {
       const int valid = k_count - s * kBK;
       if (valid >= kBK) {
 #pragma unroll
@@ -235,11 +270,48 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         // (which could turn a -0 into +0).
         for (int kk = 0; kk < valid; ++kk) multiply_k(buf, kk);
       }
-      if (s + 1 < slices) {
-        a.Store(ra, As + (buf ^ 1) * kBK * kLdA);
-        b.Store(rb, Bs + (buf ^ 1) * kBK * kLdB);
+    };
+    if constexpr (Pipeline::kAsync) {
+      auto copy = [&](int s) {
+        if (s < slices) {
+          a.Copy(s * kBK, As + (s % kStages) * kBK * kLdA);
+          b.Copy(s * kBK, Bs + (s % kStages) * kBK * kLdB);
+        }
+        CpAsyncCommit();  // empty groups too, so the wait count stays exact
+      };
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) copy(s);
+      for (int s = 0; s < slices; ++s) {
+        CpAsyncWait<kStages - 2>();  // this thread's copies of slice s landed
+        // Everyone's landed, and everyone finished multiplying slice s - 1,
+        // whose buffer slice s + kStages - 1 takes.
+        __syncthreads();
+        copy(s + kStages - 1);
+        multiply_slice(s, s % kStages);
       }
-      __syncthreads();  // one barrier: the other buffer's readers finished last round
+      __syncthreads();  // the next tap's first copies reuse buffers still being read
+    } else {
+      float ra[ASource::kRegs], rb[BSource::kRegs];
+      if (slices > 0) {
+        a.Load(0, ra);
+        b.Load(0, rb);
+        a.Store(ra, As);
+        b.Store(rb, Bs);
+        __syncthreads();
+      }
+      for (int s = 0; s < slices; ++s) {
+        const int buf = s & 1;
+        if (s + 1 < slices) {
+          a.Load((s + 1) * kBK, ra);
+          b.Load((s + 1) * kBK, rb);
+        }
+        multiply_slice(s, buf);
+        if (s + 1 < slices) {
+          a.Store(ra, As + (buf ^ 1) * kBK * kLdA);
+          b.Store(rb, Bs + (buf ^ 1) * kBK * kLdB);
+        }
+        __syncthreads();  // one barrier: the other buffer's readers finished last round
+      }
     }
     if constexpr (Sink::kTapSum) {
 #pragma unroll
@@ -282,8 +354,10 @@ cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSou
   constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
   if (grid.y > 65535 || z > 65535) return cudaErrorInvalidValue;
-  constexpr int kBytes =
-      2 * kBK * (kTileM + ASource::kPad + kTileN + BSource::kPad) * static_cast<int>(sizeof(float));
+  using Pipeline = typename ASource::Pipeline;
+  constexpr int kBytes = Pipeline::kStages * Pipeline::kBK *
+                         (kTileM + ASource::kPad + kTileN + BSource::kPad) *
+                         static_cast<int>(sizeof(float));
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
   constexpr int kBlocks = kTileM * kTileN < 128 * 128 ? 2 : kMinBlocks;
   TiledGemmKernel<kBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, a, b, sink);

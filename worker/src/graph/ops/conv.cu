@@ -12,6 +12,8 @@ namespace {
 
 using cuda::tiled::AlongK;
 using cuda::tiled::AlongTile;
+using cuda::tiled::AsyncRing;
+using cuda::tiled::RegisterSlices;
 using cuda::tiled::RowsSource;
 
 // Where sample b's group starts in an NCHW tensor of `groups` groups of
@@ -64,7 +66,7 @@ struct PositionWalk {
   int tile0, k0, k_count;
   __device__ void Start(const cpu::ConvGeometry& g, int tile_start, int k_begin, int count) {
     tile0 = tile_start;
-    at.Start(g, k_begin + AlongK<64>::K());  // K() is the same for every tile
+    at.Start(g, k_begin + AlongK<64, RegisterSlices>::K());  // the same for every tile
     k0 = 0;
     k_count = count;
   }
@@ -72,16 +74,17 @@ struct PositionWalk {
   __device__ bool Next(const cpu::ConvGeometry& g, int k_slice) {
     at.Advance(g, k_slice - k0);
     k0 = k_slice;
-    return k_slice + AlongK<64>::K() < k_count;
+    return k_slice + AlongK<64, RegisterSlices>::K() < k_count;
   }
 };
 
 // The forward product's B: column (kc, (b, p)) of the group's columns, one
-// column (output position) per thread.
+// column (output position) per thread, copied through the ring.
 template <int kTile>
 struct ColumnsSource {
-  using Layout = AlongTile<kTile>;
-  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
+  using Layout = AlongTile<kTile, AsyncRing>;
+  using Pipeline = AsyncRing;
+  static constexpr int kTileRows = kTile, kPad = Layout::kPad, kCopies = Layout::kCopies;
   const float* x;
   const int2* table;
   cpu::ConvGeometry g;
@@ -97,29 +100,33 @@ struct ColumnsSource {
               static_cast<ptrdiff_t>(iy0_) * g.W + ix0_;
     k_begin_ = k_begin;
     k_count_ = k_count;
+    ReadTaps(0);
   }
   __device__ void Tap(int) {}
-  __device__ void Load(int k0, float (&regs)[kRegs]) {
+  // Copies the slice at k0 with the taps the previous copy read (the slices
+  // come in order), then reads the next slice's, so the copies need not wait
+  // for the table.
+  __device__ void Copy(int k0, float* slice) {
 #pragma unroll
-    for (int v = 0; v < kRegs; ++v) {
+    for (int v = 0; v < kCopies; ++v) {
+      const bool valid = ok_ && k0 + Layout::K(v) < k_count_ && Inside(g, iy0_, ix0_, taps_[v]);
+      cuda::CpAsync4(Layout::Slot(v, slice), valid ? x + corner_ + taps_[v].x : x, valid);
+    }
+    ReadTaps(k0 + Layout::kBK);
+  }
+  __device__ void ReadTaps(int k0) {
+#pragma unroll
+    for (int v = 0; v < kCopies; ++v) {
       const int k = k0 + Layout::K(v);
-      float value = 0.0f;
-      if (ok_ && k < k_count_) {
-        const int2 tap = __ldg(table + k_begin_ + k);
-        if (Inside(g, iy0_, ix0_, tap)) value = x[corner_ + tap.x];
-      }
-      regs[v] = value;
+      taps_[v] = k < k_count_ ? __ldg(table + k_begin_ + k) : make_int2(0, 0);
     }
   }
 
-  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
-    Layout::Store(regs, slice);
-  }
-
-  // The thread's state, set by Start.
+  // The thread's state, set by Start and Copy.
   ptrdiff_t corner_;
   int iy0_, ix0_, k_begin_, k_count_;
   bool ok_;
+  int2 taps_[kCopies];  // the next slice's
 };
 
 // The forward product's output, written into the group's NCHW channels,
@@ -145,7 +152,8 @@ struct NchwSink {
 // tap t reads] (0 where it reads none), one input element per thread.
 template <int kTile>
 struct OutputGradSource {
-  using Layout = AlongTile<kTile>;
+  using Layout = AlongTile<kTile, RegisterSlices>;
+  using Pipeline = RegisterSlices;
   static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* dy;
   cpu::ConvGeometry g;
@@ -216,7 +224,8 @@ struct InputGradSink {
 // thread.
 template <int kTile>
 struct OutputGradRowsSource {
-  using Layout = AlongK<kTile>;
+  using Layout = AlongK<kTile, RegisterSlices>;
+  using Pipeline = RegisterSlices;
   static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* dy;
   cpu::ConvGeometry g;
@@ -250,7 +259,8 @@ struct OutputGradRowsSource {
 // thread.
 template <int kTile>
 struct ColumnsByPositionSource {
-  using Layout = AlongK<kTile>;
+  using Layout = AlongK<kTile, RegisterSlices>;
+  using Pipeline = RegisterSlices;
   static constexpr int kTileRows = kTile, kPad = Layout::kPad, kRegs = Layout::kRegs;
   const float* x;
   const int2* table;
@@ -302,21 +312,21 @@ cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeom
                         const int2* table, const float* x, const float* w, const float* bias,
                         float* cm, float* y, cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
-  const bool w_vectors = kc % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  auto make_a = [&](auto tm) { return RowsSource<tm>{w, kc, M, 0, w_vectors}; };
+  // The ring copies the weights element by element (no float4 loads).
+  auto make_a = [&](auto tm) { return RowsSource<tm, AsyncRing>{w, kc, M, 0, false}; };
   auto make_b = [&](auto tn) { return ColumnsSource<tn>{x, table, g, groups, group, columns}; };
-  // The gathered columns need more than 128 registers a thread in 128x128
-  // tiles: one block per SM there.
+  // Two blocks per SM in 128x128 tiles too: the ring stages nothing in
+  // registers, so the gathered columns fit 128 a thread.
   if (kc <= formulas::kGemmKBlock) {
     const NchwSink sink{y, bias, P, groups * M, group * M};
     return cuda::tiled::WithTiles(M, columns, 1, [&](auto tm, auto tn) {
-      return cuda::tiled::LaunchTiled<1>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
+      return cuda::tiled::LaunchTiled<2>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
     });
   }
   // Several k blocks: their sum into channel-major rows, then into y.
   cudaError_t err = FillRows(M, columns, bias, cm, stream);
   if (err == cudaSuccess) {
-    err = cuda::tiled::RunTiledDense<1>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
+    err = cuda::tiled::RunTiledDense<2>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
   }
   return err == cudaSuccess ? GroupLayout(B, groups * M, group, M, P, true, cm, y, stream) : err;
 }
@@ -338,7 +348,7 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
   const int columns = B * g.H * g.W;
   const InputGradSink sink{dx, g, groups, group};
   return cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
-    const RowsSource<tm> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
+    const RowsSource<tm, RegisterSlices> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
     const OutputGradSource<tn> b{dy, g, groups, group, M, columns};
     return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
   });
