@@ -122,8 +122,11 @@ class EstWorker {
   // returns the counter after it.
   uint64_t MakeEstBatch(int id, const std::vector<uint32_t>& samples, uint64_t aug_counter,
                         Tensor* x, std::vector<int32_t>* labels) const;
-  // Makes the first hosted EST's next micro-batch while a device runs this
-  // step's passes (a batch of 224x224 images takes milliseconds to assemble).
+  // Makes the first hosted EST's next micro-batch once this step's passes are
+  // queued: on a device it overlaps them (a batch of 224x224 images takes
+  // milliseconds to assemble); on the CPU it is the same work moved, and the
+  // CPU tests (a roll-back) check that a batch made ahead is used only when
+  // it is the batch asked for.
   void MakeBatchAhead();
   const std::vector<uint32_t>& Permutation(uint64_t epoch);
   std::string IdentityJson() const;
