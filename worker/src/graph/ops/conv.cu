@@ -267,8 +267,17 @@ struct ColumnsByPositionSource {
   cpu::ConvGeometry g;
   int groups, group, kc;
 
+  // The thread's columns stay for the whole block: their taps are read once,
+  // so no load of x waits for a table load.
   __device__ void Start(int tile0, int k_begin, int k_count) {
     walk_.Start(g, tile0, k_begin, k_count);
+    columns_ = 0;
+#pragma unroll
+    for (int v = 0; v < kRegs; ++v) {
+      const int c = tile0 + Layout::Index(v);
+      if (c < kc) columns_ = v + 1;  // Index(v) ascends with v
+      taps_[v] = c < kc ? __ldg(table + c) : make_int2(0, 0);
+    }
   }
   __device__ void Tap(int) {}
   __device__ void Load(int k0, float (&regs)[kRegs]) {
@@ -280,13 +289,8 @@ struct ColumnsByPositionSource {
         static_cast<ptrdiff_t>(iy0) * g.W + ix0;
 #pragma unroll
     for (int v = 0; v < kRegs; ++v) {
-      const int c = walk_.tile0 + Layout::Index(v);
-      float value = 0.0f;
-      if (ok && c < kc) {
-        const int2 tap = __ldg(table + c);
-        if (Inside(g, iy0, ix0, tap)) value = x[corner + tap.x];
-      }
-      regs[v] = value;
+      const bool real = ok && v < columns_;
+      regs[v] = real && Inside(g, iy0, ix0, taps_[v]) ? x[corner + taps_[v].x] : 0.0f;
     }
   }
 
@@ -294,7 +298,10 @@ struct ColumnsByPositionSource {
     Layout::Store(regs, slice);
   }
 
-  PositionWalk walk_;  // the thread's state
+  // The thread's state, set by Start and Load.
+  PositionWalk walk_;
+  int2 taps_[kRegs];  // its columns' TapTable entries
+  int columns_;       // its first columns_ columns are the product's
 };
 
 }  // namespace
