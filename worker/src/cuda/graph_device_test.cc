@@ -193,6 +193,21 @@ TEST_F(GraphDeviceTest, Conv) {
                  {RandomValue({4, 130, 66, 66}, 37), RandomValue({8, 130, 3, 3}, 38)});
   ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}}),
                  {RandomValue({8, 4, 66, 66}, 39), RandomValue({64, 4, 3, 3}, 40)});
+  // Strided input gradients, one product per stride phase: 3x3 and 1x1 in
+  // 128x128 tiles (a phase of 4 x 66 x 66 elements), stride 3 over sizes it
+  // does not divide, stride with dilation.
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({4, 130, 132, 132}, 41), RandomValue({8, 130, 3, 3}, 42)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"strides", Ints{2, 2}}}),
+                 {RandomValue({4, 130, 132, 132}, 43), RandomValue({8, 130, 1, 1}, 44)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"strides", Ints{3, 3}}, {"pads", Ints{1, 0, 2, 1}}}),
+      {RandomValue({2, 4, 10, 11}, 45), RandomValue({5, 4, 3, 3}, 46)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"},
+               {{"strides", Ints{2, 2}}, {"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}),
+      {RandomValue({2, 3, 9, 9}, 47), RandomValue({4, 3, 3, 3}, 48)});
   // Depthwise: strided with a weight gradient over two k blocks, and 5x5.
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"},

@@ -25,8 +25,9 @@
 //
 // A sink: Init(r, c) the chain's start; Column(c) what a column's stores need
 // (its offsets), Store(r, column, v); Start(z) for k block z. kTapSum sinks also
-// have Taps() and TapValid(t, col): the stored value is the sum from +0, in tap
-// order, of the valid taps' chains (each from 0).
+// have Taps(), TapValid(t, col) and TapUsed(t): the stored value is the sum
+// from +0, in tap order, of the valid taps' chains (each from 0); a tap that
+// is not used is valid for no column and is skipped.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -248,6 +249,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int slices = (k_count + kBK - 1) / kBK;
   for (int t = 0; t < taps; ++t) {
     if constexpr (Sink::kTapSum) {
+      if (!sink.TapUsed(t)) continue;  // the same for the whole block
       a.Tap(t);
       b.Tap(t);
     }

@@ -1,7 +1,10 @@
 // Conv's CUDA kernels: the three products of conv.cc as implicit GEMMs on the
 // tiled kernel (tiled_gemm.cuh), each operand gathered from the NCHW tensors
 // as the tile needs it (no columns in memory), in conv.cc's orders; the
-// input gradient's fold for products too deep for one k block.
+// input gradient's fold for products too deep for one k block. A strided
+// convolution's input gradient runs one product per stride phase.
+#include <algorithm>
+
 #include "cuda/tiled_gemm.cuh"
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/cuda_ops.h"
@@ -40,6 +43,27 @@ __device__ __forceinline__ bool Inside(const cpu::ConvGeometry& g, int iy0, int 
   return static_cast<unsigned>(iy0 + (tap.y >> 16)) < static_cast<unsigned>(g.H) &&
          static_cast<unsigned>(ix0 + (tap.y & 0xffff)) < static_cast<unsigned>(g.W);
 }
+
+// The input elements of one stride phase (iy % SH, ix % SW) = (py, px),
+// numbered row-major within a sample. A tap reads either every element of a
+// phase (where an output position exists) or none, so the input gradient runs
+// one product per phase over the taps that read it: with stride 2, a quarter
+// of the taps a product over every element would run, mostly reading zeros.
+struct StridePhase {
+  int py, px, rows, cols;  // rows x cols elements a sample
+
+  __device__ void Element(const cpu::ConvGeometry& g, int n, int& b, int& iy, int& ix) const {
+    const int per = rows * cols, e = n % per;
+    b = n / per;
+    iy = py + e / cols * g.SH;
+    ix = px + e % cols * g.SW;
+  }
+  // Whether tap t reads the phase's elements: TapReads is false for every
+  // element where this is.
+  __device__ bool Reads(const cpu::ConvGeometry& g, int t) const {
+    return (py + g.PT - t / g.KW * g.DH) % g.SH == 0 && (px + g.PL - t % g.KW * g.DW) % g.SW == 0;
+  }
+};
 
 // A k index over (b, oy, ox) that steps forward without divisions.
 struct PositionOdometer {
@@ -148,8 +172,9 @@ struct NchwSink {
   }
 };
 
-// The input gradient's B for tap t: (m, (b, iy, ix)) = dY[b, m, the position
-// tap t reads] (0 where it reads none), one input element per thread.
+// The input gradient's B for tap t: (m, e) = dY[b, m, the position tap t
+// reads from element e = (b, iy, ix) of the phase] (0 where it reads none),
+// one element per thread.
 template <int kTile>
 struct OutputGradSource {
   using Layout = AlongTile<kTile, RegisterSlices>;
@@ -158,13 +183,12 @@ struct OutputGradSource {
   const float* dy;
   cpu::ConvGeometry g;
   int groups, group, M, columns;
+  StridePhase phase;
 
   __device__ void Start(int tile0, int, int k_count) {
-    const int n = tile0 + Layout::Index(), image = g.H * g.W;
+    const int n = tile0 + Layout::Index();
     ok_ = n < columns;
-    b_ = ok_ ? n / image : 0;
-    iy_ = n % image / g.W;
-    ix_ = n % g.W;
+    phase.Element(g, ok_ ? n : 0, b_, iy_, ix_);
     k_count_ = k_count;
   }
   __device__ void Tap(int t) {
@@ -192,8 +216,9 @@ struct OutputGradSource {
   bool ok_, reads_;
 };
 
-// The input gradient: per element, the sum from +0 over the taps that read
-// an output position, in (ky, kx) order, of that tap's chain over m.
+// The input gradient of a phase's elements: per element, the sum from +0 over
+// the taps that read an output position, in (ky, kx) order, of that tap's
+// chain over m.
 struct InputGradSink {
   static constexpr bool kTapSum = true;
   struct ColumnT {
@@ -203,12 +228,17 @@ struct InputGradSink {
   float* dx;
   cpu::ConvGeometry g;
   int groups, group;
+  StridePhase phase;
 
   __device__ void Start(int) {}
   __device__ int Taps() const { return g.KH * g.KW; }
+  __device__ bool TapUsed(int t) const { return phase.Reads(g, t); }
   __device__ ColumnT Column(int n) const {
-    const int image = g.H * g.W, b = n / image, e = n % image;
-    return {GroupStart(b, groups, group, g.C, image) + e, e / g.W, e % g.W};
+    int b, iy, ix;
+    phase.Element(g, n, b, iy, ix);
+    return {GroupStart(b, groups, group, g.C, size_t{1} * g.H * g.W) +
+                static_cast<size_t>(iy) * g.W + ix,
+            iy, ix};
   }
   __device__ bool TapValid(int t, const ColumnT& col) const {
     int oy, ox;
@@ -352,13 +382,21 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
       });
   if (err != cudaSuccess) return err;
   const bool wt_vectors = M % 4 == 0 && reinterpret_cast<uintptr_t>(wt) % 16 == 0;
-  const int columns = B * g.H * g.W;
-  const InputGradSink sink{dx, g, groups, group};
-  return cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
-    const RowsSource<tm, RegisterSlices> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
-    const OutputGradSource<tn> b{dy, g, groups, group, M, columns};
-    return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
-  });
+  // One product per stride phase (the phases' elements are disjoint).
+  for (int py = 0; py < std::min(g.SH, g.H); ++py) {
+    for (int px = 0; px < std::min(g.SW, g.W); ++px) {
+      const StridePhase phase{py, px, (g.H - py + g.SH - 1) / g.SH, (g.W - px + g.SW - 1) / g.SW};
+      const int columns = B * phase.rows * phase.cols;
+      const InputGradSink sink{dx, g, groups, group, phase};
+      err = cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
+        const RowsSource<tm, RegisterSlices> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
+        const OutputGradSource<tn> b{dy, g, groups, group, M, columns, phase};
+        return cuda::tiled::LaunchTiled<1>(C, columns, M, 1, a, b, sink, stream);
+      });
+      if (err != cudaSuccess) return err;
+    }
+  }
+  return cudaSuccess;
 }
 
 cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
