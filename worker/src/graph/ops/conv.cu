@@ -58,8 +58,8 @@ struct StridePhase {
     iy = py + e / cols * g.SH;
     ix = px + e % cols * g.SW;
   }
-  // Whether tap t reads the phase's elements: TapReads is false for every
-  // element where this is.
+  // Whether tap t can read the phase's elements; where it cannot, TapReads
+  // is false for every one of them.
   __device__ bool Reads(const cpu::ConvGeometry& g, int t) const {
     return (py + g.PT - t / g.KW * g.DH) % g.SH == 0 && (px + g.PL - t % g.KW * g.DW) % g.SW == 0;
   }
