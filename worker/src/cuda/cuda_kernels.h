@@ -42,6 +42,11 @@ cudaError_t GemmPerOutput(int M, int N, int K, const float* A, int lda, const fl
                           float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
+// The same register tiles in the shape cuda::tiled::WithTiles picks (128x128,
+// 64x128 or 64x64), so a product of few tiles and long chains (a weight
+// gradient) still spreads over every SM.
+cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream = nullptr);
 // `batch` independent products in one launch: C + b*stride_c = (A + b*stride_a)
 // times (B + b*stride_b) for b < batch, each as Gemm computes it, K at most
 // formulas::kGemmKBlock (one k block: no scratch).

@@ -537,6 +537,27 @@ cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float*
       M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
+cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
+  if (tiled::KBlocks(K) > 65535) return cudaErrorInvalidValue;
+  // 128x128 tiles: GemmTiled's kernel, at two blocks an SM (the general one
+  // needs 162 registers a thread with these sources: one block).
+  if (tiled::WideTiles(M, N, tiled::KBlocks(K)))
+    return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
+  return tiled::RunTiledDense<1>(  // 1 for the 128x128 tiles taken above
+      M, N, K,
+      [&](auto tm) {
+        return tiled::RowsSource<tm, tiled::RegisterSlices>{A, lda, M, 0, vector_ok};
+      },
+      [&](auto tn) {
+        return tiled::ColumnsOfRowsSource<tn, tiled::RegisterSlices>{B, ldb, N, vector_ok};
+      },
+      C, ldc, accumulate, stream);
+}
+
 template <int kRowsPer>
 cudaError_t LaunchGemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B,
                                 int ldb, float* C, int ldc, bool accumulate, cudaStream_t stream) {

@@ -126,14 +126,17 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   shapes.push_back({8, 25, 2 * 4096 + 3, 2, 0, 0, true});
   shapes.push_back({130, 140, 4097, 0, 0, 0, true});
   shapes.push_back({16, 200, 4096});
-  // Many tiles, partial at the edges.
+  // Many tiles, partial at the edges (GemmFillTiles: 64x64 tiles), and enough
+  // 128x128 tiles to fill the GPU.
   shapes.push_back({600, 700, 45, 0, 0, 0, true});
+  shapes.push_back({2100, 2060, 40, 0, 0, 0, true});
 
   const struct {
     const char* name;
     GemmFn fn;
   } kernels[] = {{"Gemm", &Gemm},
                  {"GemmTiled", &GemmTiled},
+                 {"GemmFillTiles", &GemmFillTiles},
                  {"GemmPerOutput", &GemmPerOutput},
                  {"GemmColumnStrip", &GemmColumnStrip},
                  {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},

@@ -126,6 +126,55 @@ struct RowsSource {
   int r0_, k_begin_, k_count_;
 };
 
+// A dense row-major B over kTile columns: element (k, c) at p[k * ld + c],
+// loaded as float4s along c when aligned, stored as the slice's k rows.
+template <int kTile, class PipelineT>
+struct ColumnsOfRowsSource {
+  using Pipeline = PipelineT;
+  static_assert(!Pipeline::kAsync, "loads through registers");
+  static constexpr int kBK = Pipeline::kBK, kTileRows = kTile, kPad = 0;
+  static constexpr int kVec = kTile * kBK / 4 / kThreads;  // Load's float4s
+  static constexpr int kRegs = 4 * kVec;
+  const float* p;
+  int ld, cols;
+  bool vector_ok;  // 16-byte aligned rows: Load reads float4s
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    c0_ = tile0;
+    k_count_ = k_count;
+    base_ = p + static_cast<size_t>(k_begin) * ld;
+  }
+  __device__ void Load(int k0, float (&regs)[kRegs]) const {
+    const bool full = vector_ok && c0_ + kTile <= cols && k0 + kBK <= k_count_;
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int idx = threadIdx.x + v * kThreads;
+      const int k = k0 + idx / (kTile / 4), c = c0_ + (idx % (kTile / 4)) * 4;
+      const float* src = base_ + static_cast<size_t>(k) * ld + c;
+      if (full) {
+        const float4 f = *reinterpret_cast<const float4*>(src);
+        regs[4 * v] = f.x, regs[4 * v + 1] = f.y, regs[4 * v + 2] = f.z, regs[4 * v + 3] = f.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) regs[4 * v + q] = k < k_count_ && c + q < cols ? src[q] : 0.0f;
+      }
+    }
+  }
+  __device__ void Store(const float (&regs)[kRegs], float* slice) const {
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int idx = threadIdx.x + v * kThreads;
+      const int k = idx / (kTile / 4), c = (idx % (kTile / 4)) * 4;
+      *reinterpret_cast<float4*>(&slice[k * kTile + c]) =
+          make_float4(regs[4 * v], regs[4 * v + 1], regs[4 * v + 2], regs[4 * v + 3]);
+    }
+  }
+
+  // The thread's state, set by Start.
+  const float* base_;
+  int c0_, k_count_;
+};
+
 // Element-wise gathered operands over kTile rows or columns: each thread
 // loads or copies kRegs elements of the slice, either one tile column (or
 // row) at kRegs k rows (AlongTile: the warp's loads run along the tile, e.g.
@@ -396,16 +445,20 @@ cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSou
 // step 0.993, CIFAR ResNet-18 0.960; 231 against 198: 0.991 and 1.003; 165
 // against 198: 1.016). The shape only decides which thread computes an
 // output, never its value.
+inline long long TileBlocks(int M, int N, int z, int tile_m, int tile_n) {
+  return static_cast<long long>((M + tile_m - 1) / tile_m) * ((N + tile_n - 1) / tile_n) * z;
+}
+inline constexpr long long kFillBlocks = 231;
+// Whether WithTiles picks 128x128 tiles.
+inline bool WideTiles(int M, int N, int z) {
+  return M > 64 && TileBlocks(M, N, z, 128, 128) >= kFillBlocks;
+}
 template <typename Launch>
 cudaError_t WithTiles(int M, int N, int z, Launch&& launch) {
-  constexpr long long kFillBlocks = 231;
-  auto blocks = [&](int tm, int tn) {
-    return static_cast<long long>((M + tm - 1) / tm) * ((N + tn - 1) / tn) * z;
-  };
   using Wide = std::integral_constant<int, 128>;
   using Narrow = std::integral_constant<int, 64>;
-  if (M > 64 && blocks(128, 128) >= kFillBlocks) return launch(Wide{}, Wide{});
-  if (blocks(64, 128) >= kFillBlocks) return launch(Narrow{}, Wide{});
+  if (WideTiles(M, N, z)) return launch(Wide{}, Wide{});
+  if (TileBlocks(M, N, z, 64, 128) >= kFillBlocks) return launch(Narrow{}, Wide{});
   return launch(Narrow{}, Narrow{});
 }
 

@@ -178,13 +178,15 @@ class MatMul final : public Op {
         // most one k block of rows is one product over those rows (one fma
         // chain from the running sum, GemmOutput's order), so the batches go
         // in groups of that many.
-        // The product has few outputs and long chains: the tiled kernel even
-        // where its tiles do not fill the GPU (the encoder's 768x768 weight
-        // gradients over K = 4,096: MatMul backward 79.0 -> 60.9 ms a step on
-        // the H200, against cuda::Gemm's pick, the chain kernel); cuda::Gemm
-        // for products thinner than half a tile.
+        // The product has few outputs and long chains: the tiled kernel in
+        // tiles small enough to fill the GPU (the encoder's 768x768 weight
+        // gradients over K = 4,096: 144 tiles of 64x64 where 128x128 ones
+        // gave 36: on an H100 the encoder's step 0.994; the 128x128 ones had
+        // taken MatMul backward 79.0 -> 60.9 ms a step on the H200 against
+        // cuda::Gemm's pick, the chain kernel); cuda::Gemm for products
+        // thinner than half a tile.
         const auto product =
-            k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmTiled : &cuda::Gemm;
+            k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
         const int group = std::max(1, formulas::kGemmKBlock / m_);
         float* at = TransientScratch(ctx, 0, std::min(group, batches) * a_size);
         for (int t0 = 0; t0 < batches; t0 += group) {
