@@ -63,6 +63,19 @@ using AsyncRing = Pipeline<8, 4, true>;
 // apart (one of them in a 64-wide tile).
 __device__ __forceinline__ int TileOffset(int t, int i) { return t * 4 + i % 4 + (i / 4) * 64; }
 
+// Four consecutive floats from src into regs: one 16-byte load when `full`
+// (aligned, all inside), else the first `inside` of them (<= 0: none) and
+// zeros after.
+__device__ __forceinline__ void LoadFour(const float* src, bool full, int inside, float* regs) {
+  if (full) {
+    const float4 f = *reinterpret_cast<const float4*>(src);
+    regs[0] = f.x, regs[1] = f.y, regs[2] = f.z, regs[3] = f.w;
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < 4; ++q) regs[q] = q < inside ? src[q] : 0.0f;
+}
+
 // A dense row-major A over kTile rows: element (r, k) at p[r * ld + k],
 // loaded as float4s along k when aligned, or copied kBK consecutive k of
 // 32 / kBK rows a warp.
@@ -91,14 +104,8 @@ struct RowsSource {
     for (int v = 0; v < kVec; ++v) {
       const int idx = threadIdx.x + v * kThreads;
       const int r = r0_ + idx / (kBK / 4), k = k0 + (idx % (kBK / 4)) * 4;
-      const float* src = base_ + static_cast<size_t>(r) * ld + k;
-      if (full) {
-        const float4 f = *reinterpret_cast<const float4*>(src);
-        regs[4 * v] = f.x, regs[4 * v + 1] = f.y, regs[4 * v + 2] = f.z, regs[4 * v + 3] = f.w;
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) regs[4 * v + q] = r < rows && k + q < k_count_ ? src[q] : 0.0f;
-      }
+      LoadFour(base_ + static_cast<size_t>(r) * ld + k, full, r < rows ? k_count_ - k : 0,
+               &regs[4 * v]);
     }
   }
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
@@ -150,14 +157,8 @@ struct ColumnsOfRowsSource {
     for (int v = 0; v < kVec; ++v) {
       const int idx = threadIdx.x + v * kThreads;
       const int k = k0 + idx / (kTile / 4), c = c0_ + (idx % (kTile / 4)) * 4;
-      const float* src = base_ + static_cast<size_t>(k) * ld + c;
-      if (full) {
-        const float4 f = *reinterpret_cast<const float4*>(src);
-        regs[4 * v] = f.x, regs[4 * v + 1] = f.y, regs[4 * v + 2] = f.z, regs[4 * v + 3] = f.w;
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) regs[4 * v + q] = k < k_count_ && c + q < cols ? src[q] : 0.0f;
-      }
+      LoadFour(base_ + static_cast<size_t>(k) * ld + c, full, k < k_count_ ? cols - c : 0,
+               &regs[4 * v]);
     }
   }
   __device__ void Store(const float (&regs)[kRegs], float* slice) const {
