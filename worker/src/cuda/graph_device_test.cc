@@ -260,7 +260,7 @@ TEST_F(GraphDeviceTest, Gemm) {
 }
 
 TEST_F(GraphDeviceTest, ElementWiseAndLayout) {
-  for (const char* op : {"Relu", "Erf", "Tanh", "Sigmoid"}) {
+  for (const char* op : {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid"}) {
     ExpectSameBits(MakeNode(op, {"x"}, {"y"}), {RandomValue({3, 5, 7}, 1)});
   }
   Value positive = RandomValue({4, 9}, 2);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "easyscale/common/checks.h"
+#include "graph/fusion.h"
 #ifdef EASYSCALE_WITH_CUDA
 #include "cuda_kernels.h"
 #include "device_buffer.h"
@@ -83,6 +84,7 @@ bool Program::IsParameterCandidate(const std::string& name) const {
 }
 
 Status Program::Compile() {
+  FuseGeluChains(graph_);
   for (const auto& [name, info] : graph_.values) {
     const size_t id = values_.size();
     ids_[name] = id;

@@ -29,6 +29,7 @@ const std::vector<Entry>& Registry() {
       {"Erf", MakeErf},
       {"Flatten", MakeFlatten},
       {"Gather", MakeGather},
+      {"Gelu", MakeGelu},
       {"Gemm", MakeGemm},
       {"GlobalAveragePool", MakeGlobalAveragePool},
       {"Identity", MakeIdentity},

@@ -121,6 +121,31 @@ struct ErfFormula {
   }
 };
 
+// GELU as PyTorch exports it below opset 20 (Div by float(sqrt 2), Erf, Add
+// 1, Mul by X, Mul by 0.5): the chain's own operations in its order, and a
+// gradient that repeats the unfused rules step by step — each binary op's
+// one-term sum from +0 (broadcast.h) and the runtime's sum of X's two
+// contributions (Div's, then Mul's) included — so the bits are the chain's.
+struct GeluFormula {
+  static constexpr bool kGradReadsX = true, kGradReadsY = false;
+  static constexpr float kSqrt2 = 1.41421353816986083984375f;  // float(sqrt 2), PyTorch's
+  ES_HD static float Apply(float x) {
+    const float t3 = AddFormula::Apply(ErfFormula::Apply(DivFormula::Apply(x, kSqrt2)), 1.0f);
+    return MulFormula::Apply(MulFormula::Apply(x, t3), 0.5f);
+  }
+  ES_HD static float Grad(float x, float, float dy) {
+    const float t1 = DivFormula::Apply(x, kSqrt2);
+    const float t3 = AddFormula::Apply(ErfFormula::Apply(t1), 1.0f);
+    const float dt4 = 0.0f + MulFormula::GradA(0.0f, 0.5f, 0.0f, dy);  // Mul(t4, 0.5)
+    const float dx_mul = 0.0f + MulFormula::GradA(x, t3, 0.0f, dt4);   // Mul(X, t3)
+    const float dt3 = 0.0f + MulFormula::GradB(x, t3, 0.0f, dt4);
+    const float dt2 = 0.0f + AddFormula::GradA(0.0f, 1.0f, 0.0f, dt3);  // Add(t2, 1)
+    const float dt1 = ErfFormula::Grad(t1, 0.0f, dt2);
+    const float dx_div = 0.0f + DivFormula::GradA(x, kSqrt2, 0.0f, dt1);  // Div(X, sqrt 2)
+    return dx_div + dx_mul;
+  }
+};
+
 struct TanhFormula {
   static constexpr bool kGradReadsX = false, kGradReadsY = true;
   ES_HD static float Apply(float x) { return detmath::Tanh(x); }

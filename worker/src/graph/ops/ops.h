@@ -42,6 +42,8 @@ StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGather(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeGelu(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGemm(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeGlobalAveragePool(const Node& node, int64_t opset,

@@ -26,6 +26,7 @@ cudaError_t UnaryBackward(size_t n, const float* x, const float* y, const float*
 ES_UNARY_OP(ReluFormula)
 ES_UNARY_OP(SqrtFormula)
 ES_UNARY_OP(ErfFormula)
+ES_UNARY_OP(GeluFormula)
 ES_UNARY_OP(TanhFormula)
 ES_UNARY_OP(SigmoidFormula)
 #undef ES_UNARY_OP

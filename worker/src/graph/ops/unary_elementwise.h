@@ -1,6 +1,6 @@
 // File: worker/src/graph/ops/unary_elementwise.h
 //
-// The element-wise unary float32 ops (Relu, Sqrt, Erf, Tanh, Sigmoid) as one
+// The element-wise unary float32 ops (Relu, Sqrt, Erf, Gelu, Tanh, Sigmoid) as one
 // op over a formula (a struct in elementwise_formulas.h); each op's file has
 // the factory:
 //

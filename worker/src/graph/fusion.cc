@@ -1,0 +1,128 @@
+#include "graph/fusion.h"
+
+#include <bit>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/ops/elementwise_formulas.h"
+
+namespace easyscale::graph {
+namespace {
+
+// What a rewrite needs to know of the graph's values.
+class Readers {
+ public:
+  explicit Readers(const Graph& g) : g_(g), outputs_(g.outputs.begin(), g.outputs.end()) {
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      for (const std::string& in : g.nodes[n].inputs) {
+        if (!in.empty()) readers_[in].push_back(n);
+      }
+    }
+  }
+
+  // The node that is `value`'s one reader, when it is an `op` node with one
+  // output and `value` is no graph output.
+  std::optional<size_t> OnlyReader(const std::string& value, const char* op) const {
+    auto it = readers_.find(value);
+    if (outputs_.count(value) != 0 || it == readers_.end() || it->second.size() != 1) return {};
+    const Node& node = g_.nodes[it->second[0]];
+    if (node.op != op || node.outputs.size() != 1 || node.outputs[0].empty()) return {};
+    return it->second[0];
+  }
+
+  const std::vector<size_t>& Of(const std::string& value) const { return readers_.at(value); }
+
+  // Whether `name` is a float32 scalar the loader made (never a parameter)
+  // holding exactly `want`.
+  bool IsConstant(const std::string& name, float want) const {
+    auto it = g_.initializers.find(name);
+    return it != g_.initializers.end() && g_.constants.count(name) != 0 &&
+           it->second.dtype == DType::kFloat32 && it->second.floats.size() == 1 &&
+           std::bit_cast<uint32_t>(it->second.floats[0]) == std::bit_cast<uint32_t>(want);
+  }
+
+ private:
+  const Graph& g_;
+  std::set<std::string> outputs_;
+  std::map<std::string, std::vector<size_t>> readers_;  // by value: reading nodes, ascending
+};
+
+// The chain's nodes from its Div, when it is one FuseGeluChains may fuse.
+struct GeluChain {
+  size_t div, erf, add, mul, half;
+};
+
+std::optional<GeluChain> GeluChainAt(const Graph& g, const Readers& r, size_t div) {
+  const Node& d = g.nodes[div];
+  if (d.op != "Div" || d.inputs.size() != 2 || d.outputs.size() != 1 ||
+      !r.IsConstant(d.inputs[1], GeluFormula::kSqrt2)) {
+    return {};
+  }
+  const std::string& x = d.inputs[0];
+  auto value = g.values.find(x);
+  if (value == g.values.end() || value->second.dtype != DType::kFloat32) return {};
+  GeluChain c{div, 0, 0, 0, 0};
+  const auto erf = r.OnlyReader(d.outputs[0], "Erf");
+  if (!erf) return {};
+  c.erf = *erf;
+  const auto add = r.OnlyReader(g.nodes[c.erf].outputs[0], "Add");
+  if (!add || !r.IsConstant(g.nodes[*add].inputs[1], 1.0f)) return {};
+  c.add = *add;
+  const auto mul = r.OnlyReader(g.nodes[c.add].outputs[0], "Mul");
+  if (!mul || g.nodes[*mul].inputs[0] != x) return {};
+  c.mul = *mul;
+  const auto half = r.OnlyReader(g.nodes[c.mul].outputs[0], "Mul");
+  if (!half || !r.IsConstant(g.nodes[*half].inputs[1], 0.5f)) return {};
+  c.half = *half;
+  // The Add's and Mul's first inputs are the chain's (their only readers).
+  if (g.nodes[c.add].inputs[0] != g.nodes[c.erf].outputs[0] ||
+      g.nodes[c.half].inputs[0] != g.nodes[c.mul].outputs[0]) {
+    return {};
+  }
+  auto y = g.values.find(g.nodes[c.half].outputs[0]);
+  if (y == g.values.end() || y->second.shape != value->second.shape) return {};
+  // X's readers: the Div and the Mul first, then only later nodes.
+  for (size_t n : r.Of(x)) {
+    if (n != c.div && n != c.mul && n < c.mul) return {};
+  }
+  return c;
+}
+
+}  // namespace
+
+int FuseGeluChains(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the chains' inner values
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<GeluChain> c = GeluChainAt(graph, readers, n);
+    if (!c || dropped[c->erf] || dropped[c->add] || dropped[c->mul] || dropped[c->half]) continue;
+    Node& div = graph.nodes[c->div];
+    for (size_t inner : {c->div, c->erf, c->add, c->mul})
+      gone.push_back(graph.nodes[inner].outputs[0]);
+    Node gelu;
+    gelu.name = div.name + "+Gelu";
+    gelu.op = "Gelu";
+    gelu.inputs = {div.inputs[0]};
+    gelu.outputs = {graph.nodes[c->half].outputs[0]};
+    div = std::move(gelu);
+    for (size_t inner : {c->erf, c->add, c->mul, c->half}) dropped[inner] = true;
+    ++fused;
+  }
+  if (fused == 0) return 0;
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (!dropped[n]) kept.push_back(std::move(graph.nodes[n]));
+  }
+  graph.nodes = std::move(kept);
+  for (const std::string& value : gone) graph.values.erase(value);
+  return fused;
+}
+
+}  // namespace easyscale::graph

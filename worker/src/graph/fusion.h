@@ -1,0 +1,24 @@
+// File: worker/src/graph/fusion.h
+//
+// Rewrites of a graph into fewer nodes that compute the same bits, so a pass
+// keeps fewer values for its backward and runs fewer kernels. Program applies
+// them to its own copy of the graph before making the ops.
+#pragma once
+
+#include "easyscale/worker/graph.h"
+
+namespace easyscale::graph {
+
+// Replaces each GELU that PyTorch exports below opset 20,
+//   t1 = Div(X, s)  t2 = Erf(t1)  t3 = Add(t2, one)  t4 = Mul(X, t3)  Y = Mul(t4, half)
+// with s, one and half the loader's scalar constants float(sqrt 2), 1 and 0.5,
+// by one Gelu node X -> Y at the Div's place (ops/gelu.cc keeps the chain's
+// operations, and its gradient the chain's rules, in order). Only where the
+// result is the same bits: t1..t4 have no other reader and are no graph
+// output, Y has X's shape, and X's other readers come after the Mul(X, t3),
+// so X's gradient still starts with the Div's and the Mul's contributions
+// (program.h's order). Drops t1..t4 from the graph's values. Returns how many
+// chains it fused.
+int FuseGeluChains(Graph& graph);
+
+}  // namespace easyscale::graph
