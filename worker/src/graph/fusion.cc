@@ -24,13 +24,16 @@ class Readers {
     }
   }
 
-  // The node that is `value`'s one reader, when it is an `op` node with one
-  // output and `value` is no graph output.
-  std::optional<size_t> OnlyReader(const std::string& value, const char* op) const {
+  // The node that is `value`'s one reader, when it is an `op` node of
+  // `inputs` inputs and one output and `value` is no graph output.
+  std::optional<size_t> OnlyReader(const std::string& value, const char* op, size_t inputs) const {
     auto it = readers_.find(value);
     if (outputs_.count(value) != 0 || it == readers_.end() || it->second.size() != 1) return {};
     const Node& node = g_.nodes[it->second[0]];
-    if (node.op != op || node.outputs.size() != 1 || node.outputs[0].empty()) return {};
+    if (node.op != op || node.inputs.size() != inputs || node.outputs.size() != 1 ||
+        node.outputs[0].empty()) {
+      return {};
+    }
     return it->second[0];
   }
 
@@ -66,16 +69,16 @@ std::optional<GeluChain> GeluChainAt(const Graph& g, const Readers& r, size_t di
   auto value = g.values.find(x);
   if (value == g.values.end() || value->second.dtype != DType::kFloat32) return {};
   GeluChain c{div, 0, 0, 0, 0};
-  const auto erf = r.OnlyReader(d.outputs[0], "Erf");
+  const auto erf = r.OnlyReader(d.outputs[0], "Erf", 1);
   if (!erf) return {};
   c.erf = *erf;
-  const auto add = r.OnlyReader(g.nodes[c.erf].outputs[0], "Add");
+  const auto add = r.OnlyReader(g.nodes[c.erf].outputs[0], "Add", 2);
   if (!add || !r.IsConstant(g.nodes[*add].inputs[1], 1.0f)) return {};
   c.add = *add;
-  const auto mul = r.OnlyReader(g.nodes[c.add].outputs[0], "Mul");
+  const auto mul = r.OnlyReader(g.nodes[c.add].outputs[0], "Mul", 2);
   if (!mul || g.nodes[*mul].inputs[0] != x) return {};
   c.mul = *mul;
-  const auto half = r.OnlyReader(g.nodes[c.mul].outputs[0], "Mul");
+  const auto half = r.OnlyReader(g.nodes[c.mul].outputs[0], "Mul", 2);
   if (!half || !r.IsConstant(g.nodes[*half].inputs[1], 0.5f)) return {};
   c.half = *half;
   // The Add's and Mul's first inputs are the chain's (their only readers).
@@ -103,8 +106,9 @@ int FuseGeluChains(Graph& graph) {
     const std::optional<GeluChain> c = GeluChainAt(graph, readers, n);
     if (!c || dropped[c->erf] || dropped[c->add] || dropped[c->mul] || dropped[c->half]) continue;
     Node& div = graph.nodes[c->div];
-    for (size_t inner : {c->div, c->erf, c->add, c->mul})
+    for (size_t inner : {c->div, c->erf, c->add, c->mul}) {
       gone.push_back(graph.nodes[inner].outputs[0]);
+    }
     Node gelu;
     gelu.name = div.name + "+Gelu";
     gelu.op = "Gelu";
