@@ -95,6 +95,7 @@ TEST(FuseGeluChains, LeavesWhatWouldChangeABit) {
        [](Graph& g) {
          g.nodes[3].inputs = {"one", "e"};
        }},
+      {"an Add of one input (malformed)", [](Graph& g) { g.nodes[3].inputs = {"e"}; }},
   };
   for (const Variant& v : kVariants) {
     Graph g = GeluGraph(5);
