@@ -145,6 +145,11 @@ class Op {
   // for them). By default an op reads them all.
   virtual bool BackwardReadsInput(size_t /*i*/) const { return true; }
   virtual bool BackwardReadsOutput(size_t /*j*/) const { return true; }
+  // Which inputs' gradients Backward will be asked for (din[i] non-null), as
+  // the runtime knows before any pass: an op whose rules read some elements
+  // only for some inputs' gradients may answer BackwardReads* for those
+  // alone from then on (a value scaled by a constant need not be kept).
+  virtual void SetWantedGradients(const std::vector<bool>& /*wanted*/) {}
 
   // Outputs that are the new value of a state input in training (BatchNormalization's
   // running mean and variance): pairs {output index, input index}. The runtime

@@ -195,6 +195,13 @@ Status Program::Compile() {
       return absl::InvalidArgumentError("initializer " + name + " is both a parameter and state");
     }
   }
+  for (Step& s : steps_) {
+    std::vector<bool> wanted(s.in.size(), false);
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      wanted[i] = s.in[i] != kNone && needs_grad_[s.in[i]] && s.op->HasGradient(i);
+    }
+    s.op->SetWantedGradients(wanted);
+  }
   PlanMemory();
   contributions_.resize(values_.size());
   grads_.resize(values_.size());

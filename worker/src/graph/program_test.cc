@@ -74,14 +74,15 @@ TEST(Program, GradientOfAValueReadTwiceIsTheSumOfBoth) {
   EXPECT_EQ(prog.Gradient("w").floats, (std::vector<float>{1.5f, -2.5f, 12.0f}));
 }
 
-// y = x op w op k op k ... (`links` times op with the constant k = 2), n values each.
-Graph Chain(const char* op, int links, int64_t n) {
+// y = x first w op k op k ... (`links` times op with the constant k), n values
+// each.
+Graph Chain(const char* first, const char* op, int links, int64_t n, float k) {
   Graph g;
   g.opset = 17;
   g.inputs = {"x"};
   g.outputs = {"y"};
   std::string last = "a0";
-  g.nodes = {MakeNode(op, {"x", "w"}, {last})};
+  g.nodes = {MakeNode(first, {"x", "w"}, {last})};
   for (int i = 1; i <= links; ++i) {
     const std::string next = i == links ? "y" : "a" + std::to_string(i);
     g.nodes.push_back(MakeNode(op, {last, "k"}, {next}));
@@ -90,7 +91,7 @@ Graph Chain(const char* op, int links, int64_t n) {
     last = next;
   }
   g.initializers = {{"w", Floats({n}, std::vector<float>(n, 3.0f))},
-                    {"k", Floats({n}, std::vector<float>(n, 2.0f))}};
+                    {"k", Floats({n}, std::vector<float>(n, k))}};
   g.constants = {"k"};
   for (const char* name : {"x", "w", "k", "a0"}) g.values[name] = {DType::kFloat32, {n}};
   return g;
@@ -98,12 +99,13 @@ Graph Chain(const char* op, int links, int64_t n) {
 
 // Three passes of a 16-link chain of `op`: w's gradient, and the buffers the
 // program holds after each pass, in values of n floats.
-void ExpectChainHolds(const char* op, float dw, size_t most_values) {
+void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
+                      const char* first = nullptr) {
   if (std::find(SupportedOps().begin(), SupportedOps().end(), op) == SupportedOps().end()) {
     GTEST_SKIP() << "needs " << op;
   }
   constexpr int64_t kN = 4096;
-  auto p = Program::Create(Chain(op, 16, kN));
+  auto p = Program::Create(Chain(first != nullptr ? first : op, op, 16, kN, k));
   ASSERT_TRUE(p.ok()) << p.status();
   Program& prog = **p;
   prog.Input(0).floats.assign(kN, 0.5f);
@@ -125,12 +127,19 @@ void ExpectChainHolds(const char* op, float dw, size_t most_values) {
   EXPECT_LE(second_pass, most_values * kN * sizeof(float)) << op;
 }
 
-// Mul's rule reads both operands, so the 16 values between the links stay
-// until the reverse pass reaches their readers, but the gradients no longer
-// pile up beside them (one a value was kept before): x, w, k, y, the 16, the
-// seed and the gradients in flight.
+// Pow's rule for its base reads both operands, so the 16 values between the
+// links stay until the reverse pass reaches their readers, but the gradients
+// no longer pile up beside them (one a value was kept before): x, w, k, y,
+// the 16, the seed and the gradients in flight.
 TEST(Program, TheReversePassHoldsAFewGradientsAtATimeNotOneAValue) {
-  ExpectChainHolds("Mul", 0.5f * 65536.0f, 22);  // dy/dw = x k^16, exact in float
+  ExpectChainHolds("Pow", 1.0f, 0.5f, 22, "Mul");  // dy/dw = x (k a^(k-1))^16, exact
+}
+
+// Mul's rule for one operand reads only the other, and k's gradient is never
+// asked for (a constant), so as with Add each value between the links goes
+// once the next link has read it (an attention's scaled scores).
+TEST(Program, AValueScaledByAConstantGoesOnceTheForwardPassHasReadIt) {
+  ExpectChainHolds("Mul", 2.0f, 0.5f * 65536.0f, 7);  // dy/dw = x k^16, exact in float
 }
 
 // Add's rule reads no operand: each value between the links goes as soon as
@@ -138,7 +147,7 @@ TEST(Program, TheReversePassHoldsAFewGradientsAtATimeNotOneAValue) {
 // k, y, two values in flight and w's gradient (kept through the next forward
 // pass).
 TEST(Program, AValueNoRuleReadsGoesOnceTheForwardPassHasReadIt) {
-  ExpectChainHolds("Add", 1.0f, 7);
+  ExpectChainHolds("Add", 2.0f, 1.0f, 7);
 }
 
 TEST(Program, RefusesAGraphWithoutOutputs) {

@@ -100,9 +100,12 @@ class BinaryElementwiseOp final : public Op {
   }
 
   bool BackwardReadsInput(size_t i) const override {
-    return i == 0 ? F::kGradReadsA : F::kGradReadsB;
+    return (reads_ & (i == 0 ? kReadsA : kReadsB)) != 0;
   }
-  bool BackwardReadsOutput(size_t) const override { return F::kGradReadsY; }
+  bool BackwardReadsOutput(size_t) const override { return (reads_ & kReadsY) != 0; }
+  void SetWantedGradients(const std::vector<bool>& wanted) override {
+    reads_ = (wanted.at(0) ? F::kGradAReads : 0) | (wanted.at(1) ? F::kGradBReads : 0);
+  }
 
   // Float32 operands only (the int64 forms are shape arithmetic the loader folds).
   bool RunsOnDevice() const override {
@@ -122,12 +125,13 @@ class BinaryElementwiseOp final : public Op {
     if (dy == nullptr) return;  // the gradients are zeroed
     for (int k = 0; k < 2; ++k) {
       if (din[k] == nullptr || (k == 1 && !F::kGradB)) continue;
-      CheckLaunch(cuda_ops::BinaryBackward<F>(DeviceDims(bc_), k, din[k]->size(),
-                                              F::kGradReadsA ? DeviceData(ctx, *in[0]) : nullptr,
-                                              F::kGradReadsB ? DeviceData(ctx, *in[1]) : nullptr,
-                                              F::kGradReadsY ? DeviceData(ctx, y) : nullptr,
-                                              DeviceData(ctx, *dy), DeviceData(ctx, *din[k]),
-                                              StreamOf(ctx)),
+      const int reads = k == 0 ? F::kGradAReads : F::kGradBReads;
+      CheckLaunch(cuda_ops::BinaryBackward<F>(
+                      DeviceDims(bc_), k, din[k]->size(),
+                      (reads & kReadsA) != 0 ? DeviceData(ctx, *in[0]) : nullptr,
+                      (reads & kReadsB) != 0 ? DeviceData(ctx, *in[1]) : nullptr,
+                      (reads & kReadsY) != 0 ? DeviceData(ctx, y) : nullptr, DeviceData(ctx, *dy),
+                      DeviceData(ctx, *din[k]), StreamOf(ctx)),
                   "element-wise op gradient");
     }
   }
@@ -143,6 +147,8 @@ class BinaryElementwiseOp final : public Op {
   Broadcast bc_;
   DType dtype_, b_dtype_;
   std::vector<float> b_floats_;
+  // What Backward reads: both rules' needs until SetWantedGradients narrows it.
+  int reads_ = F::kGradAReads | F::kGradBReads;
 };
 
 // Two inputs A and B of the dtypes F allows, broadcastable; one output.

@@ -13,9 +13,13 @@
 
 namespace easyscale::graph {
 
+// What a binary formula's gradient rule for A (kGradAReads) or for B
+// (kGradBReads) reads: a mask of these.
+inline constexpr int kReadsA = 1, kReadsB = 2, kReadsY = 4;
+
 struct AddFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kGradReadsA = false, kGradReadsB = false, kGradReadsY = false;
+  static constexpr int kGradAReads = 0, kGradBReads = 0;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a + b; }
@@ -29,7 +33,7 @@ struct AddFormula {
 
 struct SubFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kGradReadsA = false, kGradReadsB = false, kGradReadsY = false;
+  static constexpr int kGradAReads = 0, kGradBReads = 0;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a - b; }
@@ -43,7 +47,7 @@ struct SubFormula {
 
 struct MulFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kGradReadsA = true, kGradReadsB = true, kGradReadsY = false;
+  static constexpr int kGradAReads = kReadsB, kGradBReads = kReadsA;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a * b; }
@@ -57,7 +61,7 @@ struct MulFormula {
 
 struct DivFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kGradReadsA = false, kGradReadsB = true, kGradReadsY = true;
+  static constexpr int kGradAReads = kReadsB, kGradBReads = kReadsB | kReadsY;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
   ES_HD static float Apply(float a, float b) { return a / b; }
@@ -72,7 +76,7 @@ struct DivFormula {
 
 struct PowFormula {
   static constexpr bool kInt64 = true;
-  static constexpr bool kGradReadsA = true, kGradReadsB = true, kGradReadsY = false;
+  static constexpr int kGradAReads = kReadsA | kReadsB, kGradBReads = 0;
   static constexpr bool kMixed = true;
   static constexpr bool kGradB = false;
   ES_HD static float Apply(float a, float b) { return detmath::Pow(a, b); }
@@ -166,13 +170,15 @@ ES_HD float UnaryGrad(const float* x, const float* y, const float* dy, int64_t i
 }
 
 // Operand `operand`'s gradient term from output o (a's element ia, b's ib),
-// reading only what F's rules read, as UnaryGrad.
+// reading only what that operand's rule reads (the runtime may have reused
+// the others' memory: Op::SetWantedGradients).
 template <typename F>
 ES_HD float BinaryGradTerm(int operand, const float* a, const float* b, const float* y,
                            const float* dy, int64_t ia, int64_t ib, int64_t o) {
-  const float av = F::kGradReadsA ? a[ia] : 0.0f;
-  const float bv = F::kGradReadsB ? b[ib] : 0.0f;
-  const float yv = F::kGradReadsY ? y[o] : 0.0f;
+  const int reads = operand == 0 ? F::kGradAReads : F::kGradBReads;
+  const float av = (reads & kReadsA) != 0 ? a[ia] : 0.0f;
+  const float bv = (reads & kReadsB) != 0 ? b[ib] : 0.0f;
+  const float yv = (reads & kReadsY) != 0 ? y[o] : 0.0f;
   if constexpr (F::kGradB) {
     if (operand == 1) return F::GradB(av, bv, yv, dy[o]);
   }
