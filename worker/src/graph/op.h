@@ -150,6 +150,12 @@ class Op {
   // only for some inputs' gradients may answer BackwardReads* for those
   // alone from then on (a value scaled by a constant need not be kept).
   virtual void SetWantedGradients(const std::vector<bool>& /*wanted*/) {}
+  // Whether Forward is a cheap pure function of the inputs' elements (a
+  // layout copy: no randomness, no state, one output): the runtime may let
+  // such an output of values it keeps anyway (parameters, constants, inputs)
+  // go after the forward pass and run Forward again before a backward that
+  // reads it (a linear layer's transposed weight).
+  virtual bool Recomputable() const { return false; }
 
   // Outputs that are the new value of a state input in training (BatchNormalization's
   // running mean and variance): pairs {output index, input index}. The runtime

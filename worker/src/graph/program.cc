@@ -222,11 +222,15 @@ void Program::PlanMemory() {
   // reads it. Every reader comes after the producer.
   std::vector<size_t> producer(values_.size(), kNone), last_forward(values_.size(), kNone),
       first_backward(values_.size(), kNone);
+  std::vector<std::vector<size_t>> backward_readers(values_.size());
   for (size_t n = 0; n < steps_.size(); ++n) {
     const Step& s = steps_[n];
     const auto read = [&](size_t id, bool backward) {
       last_forward[id] = n;
       if (backward && first_backward[id] == kNone) first_backward[id] = n;
+      if (backward && (backward_readers[id].empty() || backward_readers[id].back() != n)) {
+        backward_readers[id].push_back(n);
+      }
     };
     for (size_t j = 0; j < s.out.size(); ++j) {
       if (s.out[j] == kNone) continue;
@@ -237,19 +241,43 @@ void Program::PlanMemory() {
       if (s.in[i] != kNone) read(s.in[i], s.op->BackwardReadsInput(i));
     }
   }
+  // Whether value id is a Recomputable op's output made from values no step
+  // computes (kept for the whole pass).
+  const auto recomputable = [&](size_t id) {
+    const Step& p = steps_[producer[id]];
+    if (!p.op->Recomputable() || p.out.size() != 1) return false;
+    return std::all_of(p.in.begin(), p.in.end(),
+                       [&](size_t in) { return in == kNone || producer[in] == kNone; });
+  };
   planned_.assign(values_.size(), false);
   release_after_forward_.assign(steps_.size(), {});
   release_after_backward_.assign(steps_.size(), {});
+  recompute_before_backward_.assign(steps_.size(), {});
   for (size_t id = 0; id < values_.size(); ++id) {
     if (producer[id] == kNone || kept[id] || values_[id].dtype != DType::kFloat32) continue;
     planned_[id] = true;
     values_[id].floats = std::vector<float>();  // a pass takes its memory
     if (first_backward[id] == kNone) {
       release_after_forward_[last_forward[id]].push_back(id);
+    } else if (recomputable(id)) {
+      release_after_forward_[last_forward[id]].push_back(id);
+      for (size_t n : backward_readers[id]) {
+        recompute_before_backward_[n].push_back({id, producer[id]});
+        release_after_backward_[n].push_back(id);
+      }
     } else {
       release_after_backward_[first_backward[id]].push_back(id);
     }
   }
+}
+
+void Program::Recompute(RunContext& ctx, size_t id, size_t producer) {
+  Acquire(ctx, values_[id]);
+  const Step& p = steps_[producer];
+  std::vector<const Value*> in;
+  for (size_t i : p.in) in.push_back(i == kNone ? nullptr : &values_[i]);
+  std::vector<Value*> out = {&values_[id]};
+  p.op->Forward(ctx, in, out);
 }
 
 Value Program::TakeSpare(RunContext& ctx, size_t n) {
@@ -424,6 +452,9 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       wanted = true;
     }
     if (wanted) {
+      for (const auto& [id, producer] : recompute_before_backward_[n]) {
+        Recompute(ctx, id, producer);
+      }
       for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
       timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
       for (size_t i = 0; i < s.in.size(); ++i) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/op.h"
@@ -76,6 +77,8 @@ class Program {
   Value TakeSpare(RunContext& ctx, size_t n);
   // Gives a planned value memory for its elements before its step runs.
   void Acquire(RunContext& ctx, Value& v);
+  // Computes value `id` again by running step `producer`'s Forward.
+  void Recompute(RunContext& ctx, size_t id, size_t producer);
   // Moves a value's memory (host and device) to spare_; its shape stays.
   void Release(Value& v);
 
@@ -107,6 +110,10 @@ class Program {
   std::vector<bool> planned_;                                // by value id
   std::vector<std::vector<size_t>> release_after_forward_;   // by step: value ids
   std::vector<std::vector<size_t>> release_after_backward_;  // by step: value ids
+  // Values a Recomputable op makes from values kept for the whole pass: they
+  // go after their last forward reader and are computed again before each
+  // backward that reads them. By step: {value id, producing step}.
+  std::vector<std::vector<std::pair<size_t, size_t>>> recompute_before_backward_;
   // Buffers of values and gradients no longer read, kept for the next ones:
   // a pass reuses memory instead of faulting in fresh pages (or allocating
   // device memory).

@@ -150,6 +150,70 @@ TEST(Program, AValueNoRuleReadsGoesOnceTheForwardPassHasReadIt) {
   ExpectChainHolds("Add", 2.0f, 1.0f, 7);
 }
 
+// Two linear layers as PyTorch exports them: y = (x W1^T) W2^T, each
+// transposed weight a Transpose node, all [n, n].
+Graph TwoLinearLayers(int64_t n) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {MakeNode("Transpose", {"w1"}, {"t1"}), MakeNode("MatMul", {"x", "t1"}, {"h"}),
+             MakeNode("Transpose", {"w2"}, {"t2"}), MakeNode("MatMul", {"h", "t2"}, {"y"})};
+  for (size_t i = 0; i < g.nodes.size(); ++i) g.nodes[i].name += std::to_string(i);
+  std::vector<float> w1(n * n), w2(n * n);
+  for (int64_t e = 0; e < n * n; ++e) {
+    w1[e] = static_cast<float>(e % 3);
+    w2[e] = static_cast<float>(e % 5) - 2.0f;
+  }
+  g.initializers = {{"w1", Floats({n, n}, w1)}, {"w2", Floats({n, n}, w2)}};
+  for (const char* name : {"x", "w1", "w2", "t1", "t2", "h", "y"}) {
+    g.values[name] = {DType::kFloat32, {n, n}};
+  }
+  return g;
+}
+
+// The transposed weights are not kept for the reverse pass but transposed
+// again before the MatMul backward that reads them, with the same gradients
+// (small integers: exact): the second layer's transpose takes the first's
+// memory, so the program holds nine n x n buffers where keeping both
+// transposed weights took ten.
+TEST(Program, ATransposedWeightIsTransposedAgainForTheReversePass) {
+  constexpr int64_t kN = 64;
+  auto p = Program::Create(TwoLinearLayers(kN));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Program& prog = **p;
+  prog.Input(0).floats.assign(kN * kN, 1.0f);
+  RunContext ctx;
+  uint64_t counter = 0;
+  ctx.dropout_counter = &counter;
+  std::vector<float> first_dw1, first_dw2;
+  for (int pass = 0; pass < 2; ++pass) {
+    prog.Forward(ctx);
+    Value seed = prog.TakeGradient(ctx, {kN, kN});
+    seed.floats.assign(kN * kN, 1.0f);
+    prog.Backward(ctx, 0, std::move(seed));
+    if (pass == 0) {
+      first_dw1 = prog.Gradient("w1").floats;
+      first_dw2 = prog.Gradient("w2").floats;
+    }
+  }
+  // dy/dW2[j][k] = sum over rows of h[r][k] (dy all ones), h[r][k] = sum_i W1[k][i];
+  // dy/dW1[k][i] = sum over rows of x[r][i] * (sum_j W2[j][k]).
+  const Graph g = TwoLinearLayers(kN);
+  const std::vector<float>& w1 = g.initializers.at("w1").floats;
+  const std::vector<float>& w2 = g.initializers.at("w2").floats;
+  for (int64_t k = 0; k < kN; ++k) {
+    float h = 0.0f, col = 0.0f;
+    for (int64_t i = 0; i < kN; ++i) h += w1[k * kN + i];
+    for (int64_t j = 0; j < kN; ++j) col += w2[j * kN + k];
+    for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(prog.Gradient("w2").floats[j * kN + k], kN * h);
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(prog.Gradient("w1").floats[k * kN + i], kN * col);
+  }
+  EXPECT_EQ(prog.Gradient("w1").floats, first_dw1);
+  EXPECT_EQ(prog.Gradient("w2").floats, first_dw2);
+  EXPECT_LE(prog.BytesHeld(), 9 * kN * kN * sizeof(float));
+}
+
 TEST(Program, RefusesAGraphWithoutOutputs) {
   Graph g = TwoReaders();
   g.outputs.clear();

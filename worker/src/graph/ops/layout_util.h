@@ -123,6 +123,7 @@ class StridedViewOp : public Op {
   }
 
   bool RunsOnDevice() const override { return out_shape_.size() <= kMaxDeviceRank; }
+  bool Recomputable() const override { return true; }
 
  private:
 #ifdef EASYSCALE_WITH_CUDA
@@ -165,6 +166,7 @@ class SameOrderOp : public Op {
     din[0]->floats = dout[0]->floats;
   }
   bool RunsOnDevice() const override { return true; }
+  bool Recomputable() const override { return true; }
 
  private:
   static void Copy(RunContext& ctx, const Value& from, Value* to) {
