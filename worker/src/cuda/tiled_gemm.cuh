@@ -63,6 +63,11 @@ using AsyncRing = Pipeline<8, 4, true>;
 // apart (one of them in a 64-wide tile).
 __device__ __forceinline__ int TileOffset(int t, int i) { return t * 4 + i % 4 + (i / 4) * 64; }
 
+// The epilogue's staged rows (64 at a time) of a kTileN-column tile: their
+// stride keeps float4 alignment and shifts banks between rows.
+template <int kTileN>
+inline constexpr int kStagedLd = kTileN + 4;
+
 // Four consecutive floats from src into regs: one 16-byte load when `full`
 // (aligned, all inside), else the first `inside` of them (<= 0: none) and
 // zeros after.
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   constexpr int kLdA = kTileM + ASource::kPad, kLdB = kTileN + BSource::kPad;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
-  constexpr int kLdC = kTileN + 4;                     // the epilogue's staged rows
+  constexpr int kLdC = kStagedLd<kTileN>;
   extern __shared__ __align__(16) float tiled_smem[];
   float* const As = tiled_smem;                         // [kStages][kBK][kLdA]
   float* const Bs = tiled_smem + kStages * kBK * kLdA;  // [kStages][kBK][kLdB]
@@ -428,7 +433,7 @@ cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSou
   using Pipeline = typename ASource::Pipeline;
   constexpr int kSlices =
       Pipeline::kStages * Pipeline::kBK * (kTileM + ASource::kPad + kTileN + BSource::kPad);
-  constexpr int kStaged = 64 * (kTileN + 4);  // TiledGemmKernel's epilogue
+  constexpr int kStaged = 64 * kStagedLd<kTileN>;  // TiledGemmKernel's epilogue
   constexpr int kBytes = (kSlices > kStaged ? kSlices : kStaged) * static_cast<int>(sizeof(float));
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
   constexpr int kTile = kTileM * kTileN;

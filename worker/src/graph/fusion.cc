@@ -72,6 +72,8 @@ std::optional<GeluChain> GeluChainAt(const Graph& g, const Readers& r, size_t di
   const auto erf = r.OnlyReader(d.outputs[0], "Erf", 1);
   if (!erf) return {};
   c.erf = *erf;
+  // The Add's and the last Mul's second input is the constant, so their first
+  // is the chain's value (which they alone read).
   const auto add = r.OnlyReader(g.nodes[c.erf].outputs[0], "Add", 2);
   if (!add || !r.IsConstant(g.nodes[*add].inputs[1], 1.0f)) return {};
   c.add = *add;
@@ -81,11 +83,6 @@ std::optional<GeluChain> GeluChainAt(const Graph& g, const Readers& r, size_t di
   const auto half = r.OnlyReader(g.nodes[c.mul].outputs[0], "Mul", 2);
   if (!half || !r.IsConstant(g.nodes[*half].inputs[1], 0.5f)) return {};
   c.half = *half;
-  // The Add's and Mul's first inputs are the chain's (their only readers).
-  if (g.nodes[c.add].inputs[0] != g.nodes[c.erf].outputs[0] ||
-      g.nodes[c.half].inputs[0] != g.nodes[c.mul].outputs[0]) {
-    return {};
-  }
   auto y = g.values.find(g.nodes[c.half].outputs[0]);
   if (y == g.values.end() || y->second.shape != value->second.shape) return {};
   // X's readers: the Div and the Mul first, then only later nodes.

@@ -197,9 +197,7 @@ Status Program::Compile() {
   }
   for (Step& s : steps_) {
     std::vector<bool> wanted(s.in.size(), false);
-    for (size_t i = 0; i < s.in.size(); ++i) {
-      wanted[i] = s.in[i] != kNone && needs_grad_[s.in[i]] && s.op->HasGradient(i);
-    }
+    for (size_t i = 0; i < s.in.size(); ++i) wanted[i] = WantsGradient(s, i);
     s.op->SetWantedGradients(wanted);
   }
   PlanMemory();
@@ -269,6 +267,10 @@ void Program::PlanMemory() {
       release_after_backward_[first_backward[id]].push_back(id);
     }
   }
+}
+
+bool Program::WantsGradient(const Step& s, size_t i) const {
+  return s.in[i] != kNone && needs_grad_[s.in[i]] && s.op->HasGradient(i);
 }
 
 void Program::Recompute(RunContext& ctx, size_t id, size_t producer) {
@@ -446,7 +448,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
     for (size_t i = 0; any && i < s.in.size(); ++i) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
-      if (id == kNone || !needs_grad_[id] || !s.op->HasGradient(i)) continue;
+      if (!WantsGradient(s, i)) continue;
       owned[i] = TakeGradient(ctx, values_[id].shape);
       din[i] = &owned[i];
       wanted = true;

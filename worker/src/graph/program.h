@@ -86,6 +86,8 @@ class Program {
     std::unique_ptr<Op> op;
     std::vector<size_t> in, out;  // value ids; kNone for omitted
   };
+  // Whether the reverse pass asks step s's op for input i's gradient.
+  bool WantsGradient(const Step& s, size_t i) const;
   struct Contribution {
     size_t node, input;
     Value gradient;
