@@ -157,6 +157,12 @@ class Op {
   // reads it (a linear layer's transposed weight).
   virtual bool Recomputable() const { return false; }
 
+  // Whether output `o` may be left out (ONNX marks it optional and the op
+  // handles a null out[o]): the runtime leaves out such an output that no node
+  // reads and the graph does not return (PyTorch's exported Dropout names its
+  // mask, which nothing reads).
+  virtual bool OutputOptional(size_t /*o*/) const { return false; }
+
   // Outputs that are the new value of a state input in training (BatchNormalization's
   // running mean and variance): pairs {output index, input index}. The runtime
   // writes them back into the EST's buffers after the pass.

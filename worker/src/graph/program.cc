@@ -140,6 +140,7 @@ Status Program::Compile() {
     ES_ASSIGN_OR_RETURN(step.op, MakeOp(node, graph_.opset, infos));
     steps_.push_back(std::move(step));
   }
+  LeaveOutUnreadOptionalOutputs();
 
   // Which values need a gradient: float initializers read where an op is
   // differentiable, and what is computed from them.
@@ -205,6 +206,28 @@ Status Program::Compile() {
   grads_.resize(values_.size());
   has_grad_.assign(values_.size(), false);
   return absl::OkStatus();
+}
+
+void Program::LeaveOutUnreadOptionalOutputs() {
+  std::vector<bool> read(values_.size(), false);
+  for (size_t id : outputs_) read[id] = true;
+  for (const Step& s : steps_) {
+    for (size_t id : s.in) {
+      if (id != kNone) read[id] = true;
+    }
+  }
+  for (Step& s : steps_) {
+    const auto updates = s.op->StateUpdates();
+    for (size_t o = 0; o < s.out.size(); ++o) {
+      const size_t id = s.out[o];
+      if (id == kNone || read[id] || !s.op->OutputOptional(o)) continue;
+      if (std::any_of(updates.begin(), updates.end(), [&](const auto& u) { return u.first == o; }))
+        continue;
+      s.out[o] = kNone;
+      values_[id].floats = std::vector<float>();
+      values_[id].ints = std::vector<int64_t>();
+    }
+  }
 }
 
 void Program::PlanMemory() {
@@ -479,7 +502,10 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
 size_t Program::BytesHeld() const {
   size_t bytes = 0;
   for (const std::vector<Value>* held : {&values_, &grads_, &spare_}) {
-    for (const Value& v : *held) bytes += v.floats.capacity() * sizeof(float) + v.mirror.bytes();
+    for (const Value& v : *held) {
+      bytes += v.floats.capacity() * sizeof(float) + v.ints.capacity() * sizeof(int64_t) +
+               v.mirror.bytes();
+    }
   }
   return bytes;
 }

@@ -70,6 +70,9 @@ class Program {
   bool IsParameterCandidate(const std::string& name) const;
   // Sums the contributions to value `id` in the documented order into grads_[id].
   void Finish(RunContext& ctx, size_t id);
+  // Marks omitted (kNone) each output an op may leave out that no node reads
+  // and the graph does not return, and drops its elements.
+  void LeaveOutUnreadOptionalOutputs();
   // The memory plan (after the ops are made): which computed values a pass
   // lets go, and after which step's forward or backward.
   void PlanMemory();

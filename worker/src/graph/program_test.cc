@@ -214,6 +214,65 @@ TEST(Program, ATransposedWeightIsTransposedAgainForTheReversePass) {
   EXPECT_LE(prog.BytesHeld(), 9 * kN * kN * sizeof(float));
 }
 
+// y = Dropout(x * w) in training as PyTorch exports it: the node names its
+// mask, which the graph returns or (as PyTorch's graphs do) nothing reads.
+Graph ScaledDropout(int64_t n, bool return_mask) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  if (return_mask) g.outputs.push_back("mask");
+  g.nodes = {MakeNode("Mul", {"x", "w"}, {"a"}),
+             MakeNode("Dropout", {"a", "ratio", "training"}, {"y", "mask"})};
+  ConstantTensor training;
+  training.dtype = DType::kBool;
+  training.ints = {1};
+  g.initializers = {{"w", Floats({n}, std::vector<float>(n, 3.0f))},
+                    {"ratio", Floats({}, {0.5f})},
+                    {"training", training}};
+  g.constants = {"ratio", "training"};
+  for (const char* name : {"x", "w", "a", "y"}) g.values[name] = {DType::kFloat32, {n}};
+  g.values["ratio"] = {DType::kFloat32, {}};
+  g.values["training"] = {DType::kBool, {}};
+  g.values["mask"] = {DType::kBool, {n}};
+  return g;
+}
+
+// The mask nobody reads is left out (in BERT-base, 37 of them held 1.2 GB of
+// int64): the program holds none of its elements, and the pass draws the
+// same dropout and gradient as when the graph returns the mask.
+TEST(Program, AnOptionalOutputNothingReadsIsLeftOut) {
+  constexpr int64_t kN = 4096;
+  std::vector<float> y[2], dw[2];
+  size_t held[2] = {0, 0};
+  for (const bool return_mask : {false, true}) {
+    auto p = Program::Create(ScaledDropout(kN, return_mask));
+    ASSERT_TRUE(p.ok()) << p.status();
+    Program& prog = **p;
+    prog.Input(0).floats.assign(kN, 1.0f);
+    RunContext ctx;
+    uint64_t counter = 0;
+    ctx.dropout_counter = &counter;
+    prog.Forward(ctx);
+    Value seed = prog.TakeGradient(ctx, {kN});
+    seed.floats.assign(kN, 1.0f);
+    prog.Backward(ctx, 0, std::move(seed));
+    y[return_mask] = prog.Output(0).floats;
+    dw[return_mask] = prog.Gradient("w").floats;
+    held[return_mask] = prog.BytesHeld();
+    if (!return_mask) continue;
+    const Value& mask = prog.Output(1);
+    ASSERT_EQ(mask.ints.size(), static_cast<size_t>(kN));
+    for (int64_t i = 0; i < kN; ++i) {
+      ASSERT_EQ(mask.ints[i], y[1][i] != 0.0f ? 1 : 0) << i;
+      ASSERT_EQ(y[1][i], mask.ints[i] != 0 ? 6.0f : 0.0f) << i;  // 3 / (1 - 0.5)
+    }
+  }
+  EXPECT_EQ(y[0], y[1]);
+  EXPECT_EQ(dw[0], dw[1]);
+  EXPECT_LE(held[0] + kN * sizeof(int64_t), held[1]);
+}
+
 TEST(Program, RefusesAGraphWithoutOutputs) {
   Graph g = TwoReaders();
   g.outputs.clear();

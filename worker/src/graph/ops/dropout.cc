@@ -53,6 +53,7 @@ class DropoutOp : public Op {
       for (size_t i = 0; i < n; ++i) out[1]->ints[i] = mask_[i] != 0.0f ? 1 : 0;
     }
   }
+  bool OutputOptional(size_t o) const override { return o == 1; }
   bool HasGradient(size_t i) const override { return i == 0; }
   bool BackwardReadsInput(size_t) const override { return false; }
   bool BackwardReadsOutput(size_t) const override { return false; }

@@ -69,6 +69,7 @@ class LayerNormalizationOp final : public Op {
     if (out.size() > 2 && out[2] != nullptr) out[2]->floats = invstd_;
   }
 
+  bool OutputOptional(size_t o) const override { return o >= 1; }
   bool HasGradient(size_t i) const override { return i <= 2; }
   bool BackwardReadsInput(size_t i) const override { return i <= 1; }
   bool BackwardReadsOutput(size_t) const override { return false; }
