@@ -94,17 +94,13 @@ class GraphModel : public Model {
     } else {
       seed.floats = dlogits.data;
     }
+    // The parameters' gradients are written into their grad tensors' memory.
     SwapParameters();
+    SwapGradients();
     program_->Backward(rc, 0, std::move(seed));
+    for (Param* p : params_) program_->Gradient(p->name);  // checks that each got one
+    SwapGradients();
     SwapParameters();
-    for (Param* p : params_) {
-      const Value& g = program_->Gradient(p->name);
-      if (rc.device != nullptr) {
-        rc.device->Copy(g.bytes(), DeviceData(rc, g), rc.device->At(p->grad));
-      } else {
-        p->grad.data = g.floats;
-      }
-    }
   }
 
   // The batch into the graph's input on rc's device: token ids converted to
@@ -175,6 +171,9 @@ class GraphModel : public Model {
   // Exchanges the parameters' elements with the graph's initializers (twice: back).
   void SwapParameters() {
     for (Param* p : params_) Swap(p->value, program_->Initializer(p->name));
+  }
+  void SwapGradients() {
+    for (Param* p : params_) Swap(p->grad, program_->GradientBuffer(p->name));
   }
   void SwapState(PassContext& ctx) {
     const std::vector<std::string>& state = program_->state();

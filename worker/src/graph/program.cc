@@ -201,6 +201,17 @@ Status Program::Compile() {
     for (size_t i = 0; i < s.in.size(); ++i) wanted[i] = WantsGradient(s, i);
     s.op->SetWantedGradients(wanted);
   }
+  first_contribution_.assign(values_.size(), {kNone, kNone});
+  for (const std::string& name : parameters_) {
+    const size_t id = ids_.at(name);
+    for (size_t n = 0; n < steps_.size() && first_contribution_[id].first == kNone; ++n) {
+      for (size_t i = 0; i < steps_[n].in.size(); ++i) {
+        if (steps_[n].in[i] != id || !WantsGradient(steps_[n], i)) continue;
+        first_contribution_[id] = {n, i};
+        break;
+      }
+    }
+  }
   PlanMemory();
   contributions_.resize(values_.size());
   grads_.resize(values_.size());
@@ -441,11 +452,25 @@ Value Program::TakeGradient(RunContext& ctx, const Shape& shape) {
   return v;
 }
 
+Value Program::TakeParameterGradient(RunContext& ctx, size_t id) {
+  Value v = std::move(grads_[id]);
+  v.dtype = DType::kFloat32;
+  v.shape = values_[id].shape;
+  if (ctx.device == nullptr) {
+    v.floats.assign(v.size(), 0.0f);
+  } else {
+    ctx.device->Zero(v.bytes(), DeviceData(ctx, v));  // allocates it the first time
+  }
+  return v;
+}
+
 void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   ctx.workspace = &workspace_;
   std::fill(has_grad_.begin(), has_grad_.end(), false);
   for (auto& parts : contributions_) parts.clear();
-  for (Value& g : grads_) Release(g);
+  for (size_t id = 0; id < grads_.size(); ++id) {
+    if (first_contribution_[id].first == kNone) Release(grads_[id]);
+  }
   // The seed counts as a contribution after every node's.
   contributions_[outputs_[output]].push_back({steps_.size(), 0, std::move(doutput)});
   std::vector<const Value*> in, out, dout;
@@ -472,7 +497,8 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (!WantsGradient(s, i)) continue;
-      owned[i] = TakeGradient(ctx, values_[id].shape);
+      owned[i] = first_contribution_[id] == std::pair(n, i) ? TakeParameterGradient(ctx, id)
+                                                            : TakeGradient(ctx, values_[id].shape);
       din[i] = &owned[i];
       wanted = true;
     }

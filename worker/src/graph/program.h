@@ -55,6 +55,11 @@ class Program {
   // device that ran Forward: in its mirror) as the gradient of output `output`.
   void Backward(RunContext& ctx, size_t output, Value doutput);
   const Value& Gradient(const std::string& parameter) const;
+  // Where Backward leaves a parameter's gradient: it writes it there in place
+  // (on a device: into the mirror), sized to the parameter if it is not, so a
+  // caller may swap in the buffer it wants the gradient in, as it places the
+  // parameters in Initializer(name).
+  Value& GradientBuffer(const std::string& parameter) { return grads_[ids_.at(parameter)]; }
   // The bytes of every buffer the program keeps for values and gradients
   // (in use and spare, host and device): after a pass, the most its passes
   // needed at once.
@@ -78,6 +83,9 @@ class Program {
   void PlanMemory();
   // A spare buffer for `n` floats (moved out of spare_), or an empty Value.
   Value TakeSpare(RunContext& ctx, size_t n);
+  // Parameter id's gradient buffer (GradientBuffer), zeroed, for its first
+  // contribution.
+  Value TakeParameterGradient(RunContext& ctx, size_t id);
   // Gives a planned value memory for its elements before its step runs.
   void Acquire(RunContext& ctx, Value& v);
   // Computes value `id` again by running step `producer`'s Forward.
@@ -107,6 +115,10 @@ class Program {
   std::vector<std::vector<Contribution>> contributions_;  // by value id, in one reverse pass
   std::vector<Value> grads_;                              // by value id
   std::vector<bool> has_grad_;
+  // By value id, for a parameter: the {node, input} of the contribution
+  // Finish starts the sum from, which the rule writes into the parameter's
+  // gradient buffer; {kNone, kNone} for other values.
+  std::vector<std::pair<size_t, size_t>> first_contribution_;
   // The memory plan. A value a step computes (float, not an output, not
   // running state) holds memory from its step's forward until the last
   // forward reader when no backward reads it (Op::BackwardReads*), else until

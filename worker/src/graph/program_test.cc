@@ -97,6 +97,35 @@ Graph Chain(const char* first, const char* op, int links, int64_t n, float k) {
   return g;
 }
 
+// Training passes as GraphModel runs them on the CPU (the seed all ones): the
+// caller's gradient buffers, by parameter, are swapped in for each reverse
+// pass and hold the parameters' gradients after it.
+struct Training {
+  explicit Training(std::initializer_list<std::string> parameters) {
+    ctx.dropout_counter = &dropout_counter;
+    for (const std::string& name : parameters) grads[name];
+  }
+  Training(const Training&) = delete;
+  Training& operator=(const Training&) = delete;
+
+  // One pass: the bytes the program holds after it (the gradients are not
+  // among them).
+  size_t Pass(Program& prog) {
+    prog.Forward(ctx);
+    const Shape& out = prog.Output(0).shape;
+    Value seed = prog.TakeGradient(ctx, out);
+    seed.floats.assign(NumElements(out), 1.0f);
+    for (auto& [name, g] : grads) std::swap(g, prog.GradientBuffer(name));
+    prog.Backward(ctx, 0, std::move(seed));
+    for (auto& [name, g] : grads) std::swap(g, prog.GradientBuffer(name));
+    return prog.BytesHeld();
+  }
+
+  uint64_t dropout_counter = 0;
+  RunContext ctx;
+  std::map<std::string, Value> grads;
+};
+
 // Three passes of a 16-link chain of `op`: w's gradient, and the buffers the
 // program holds after each pass, in values of n floats.
 void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
@@ -109,22 +138,19 @@ void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
   ASSERT_TRUE(p.ok()) << p.status();
   Program& prog = **p;
   prog.Input(0).floats.assign(kN, 0.5f);
-  RunContext ctx;
-  uint64_t counter = 0;
-  ctx.dropout_counter = &counter;
-  size_t second_pass = 0;
+  Training training({"w"});
+  size_t first_pass = 0;
   for (int pass = 0; pass < 3; ++pass) {
-    prog.Forward(ctx);
-    Value seed = prog.TakeGradient(ctx, {kN});  // as GraphModel does
-    seed.floats.assign(kN, 1.0f);
-    prog.Backward(ctx, 0, std::move(seed));
-    EXPECT_EQ(prog.Gradient("w").floats, std::vector<float>(kN, dw));
-    // From the second pass on (the first has no parameter gradient to keep
-    // through its forward pass), every pass needs the same memory.
-    if (pass == 1) second_pass = prog.BytesHeld();
-    if (pass == 2) EXPECT_EQ(prog.BytesHeld(), second_pass) << op << " took more memory";
+    const size_t bytes = training.Pass(prog);
+    EXPECT_EQ(training.grads["w"].floats, std::vector<float>(kN, dw));
+    // Every pass needs the same memory.
+    if (pass == 0) {
+      first_pass = bytes;
+    } else {
+      EXPECT_EQ(bytes, first_pass) << op << " took more memory";
+    }
   }
-  EXPECT_LE(second_pass, most_values * kN * sizeof(float)) << op;
+  EXPECT_LE(first_pass, most_values * kN * sizeof(float)) << op;
 }
 
 // Pow's rule for its base reads both operands, so the 16 values between the
@@ -139,15 +165,38 @@ TEST(Program, TheReversePassHoldsAFewGradientsAtATimeNotOneAValue) {
 // asked for (a constant), so as with Add each value between the links goes
 // once the next link has read it (an attention's scaled scores).
 TEST(Program, AValueScaledByAConstantGoesOnceTheForwardPassHasReadIt) {
-  ExpectChainHolds("Mul", 2.0f, 0.5f * 65536.0f, 7);  // dy/dw = x k^16, exact in float
+  ExpectChainHolds("Mul", 2.0f, 0.5f * 65536.0f, 6);  // dy/dw = x k^16, exact in float
 }
 
 // Add's rule reads no operand: each value between the links goes as soon as
 // the next link has read it, and the reverse pass reuses that memory: x, w,
-// k, y, two values in flight and w's gradient (kept through the next forward
-// pass).
+// k, y and two values in flight (w's gradient is in the caller's buffer).
 TEST(Program, AValueNoRuleReadsGoesOnceTheForwardPassHasReadIt) {
-  ExpectChainHolds("Add", 2.0f, 1.0f, 7);
+  ExpectChainHolds("Add", 2.0f, 1.0f, 6);
+}
+
+// y = x * w + w: w's gradient sums the Mul's contribution (node 0, written
+// into the caller's buffer) and the Add's, in (node, input) order.
+TEST(Program, AParameterReadTwiceSumsIntoTheCallersBuffer) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {MakeNode("Mul", {"x", "w"}, {"a"}), MakeNode("Add", {"a", "w"}, {"y"})};
+  g.nodes[1].name = "Add_1";
+  g.initializers = {{"w", Floats({3}, {1.0f, 2.0f, 3.0f})}};
+  for (const char* name : {"x", "w", "a", "y"}) g.values[name] = {DType::kFloat32, {3}};
+  auto p = Program::Create(std::move(g));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Program& prog = **p;
+  prog.Input(0).floats = {1.0f, -2.0f, 4.0f};
+  Training training({"w"});
+  std::vector<float>& dw = training.grads["w"].floats;
+  dw.assign(3, 7.0f);  // overwritten, not added to
+  const float* buffer = dw.data();
+  training.Pass(prog);
+  EXPECT_EQ(training.grads["w"].floats, (std::vector<float>{2.0f, -1.0f, 5.0f}));
+  EXPECT_EQ(training.grads["w"].floats.data(), buffer);
 }
 
 // Two linear layers as PyTorch exports them: y = (x W1^T) W2^T, each
@@ -176,27 +225,29 @@ Graph TwoLinearLayers(int64_t n) {
 // again before the MatMul backward that reads them, with the same gradients
 // (small integers: exact): the second layer's transpose takes the first's
 // memory, so the program holds nine n x n buffers where keeping both
-// transposed weights took ten.
+// transposed weights took ten (the weights' gradients are the caller's).
 TEST(Program, ATransposedWeightIsTransposedAgainForTheReversePass) {
   constexpr int64_t kN = 64;
   auto p = Program::Create(TwoLinearLayers(kN));
   ASSERT_TRUE(p.ok()) << p.status();
   Program& prog = **p;
   prog.Input(0).floats.assign(kN * kN, 1.0f);
-  RunContext ctx;
-  uint64_t counter = 0;
-  ctx.dropout_counter = &counter;
+  Training training({"w1", "w2"});
+  const std::vector<float>& dw1 = training.grads["w1"].floats;
+  const std::vector<float>& dw2 = training.grads["w2"].floats;
   std::vector<float> first_dw1, first_dw2;
+  const float* first_buffer = nullptr;
+  size_t bytes = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    prog.Forward(ctx);
-    Value seed = prog.TakeGradient(ctx, {kN, kN});
-    seed.floats.assign(kN * kN, 1.0f);
-    prog.Backward(ctx, 0, std::move(seed));
+    bytes = training.Pass(prog);
     if (pass == 0) {
-      first_dw1 = prog.Gradient("w1").floats;
-      first_dw2 = prog.Gradient("w2").floats;
+      first_dw1 = dw1;
+      first_dw2 = dw2;
+      first_buffer = dw1.data();
     }
   }
+  // Written in place: the buffer the first pass sized holds the second's.
+  EXPECT_EQ(dw1.data(), first_buffer);
   // dy/dW2[j][k] = sum over rows of h[r][k] (dy all ones), h[r][k] = sum_i W1[k][i];
   // dy/dW1[k][i] = sum over rows of x[r][i] * (sum_j W2[j][k]).
   const Graph g = TwoLinearLayers(kN);
@@ -206,12 +257,12 @@ TEST(Program, ATransposedWeightIsTransposedAgainForTheReversePass) {
     float h = 0.0f, col = 0.0f;
     for (int64_t i = 0; i < kN; ++i) h += w1[k * kN + i];
     for (int64_t j = 0; j < kN; ++j) col += w2[j * kN + k];
-    for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(prog.Gradient("w2").floats[j * kN + k], kN * h);
-    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(prog.Gradient("w1").floats[k * kN + i], kN * col);
+    for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(dw2[j * kN + k], kN * h);
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(dw1[k * kN + i], kN * col);
   }
-  EXPECT_EQ(prog.Gradient("w1").floats, first_dw1);
-  EXPECT_EQ(prog.Gradient("w2").floats, first_dw2);
-  EXPECT_LE(prog.BytesHeld(), 9 * kN * kN * sizeof(float));
+  EXPECT_EQ(dw1, first_dw1);
+  EXPECT_EQ(dw2, first_dw2);
+  EXPECT_LE(bytes, 9 * kN * kN * sizeof(float));
 }
 
 // y = Dropout(x * w) in training as PyTorch exports it: the node names its
@@ -250,16 +301,10 @@ TEST(Program, AnOptionalOutputNothingReadsIsLeftOut) {
     ASSERT_TRUE(p.ok()) << p.status();
     Program& prog = **p;
     prog.Input(0).floats.assign(kN, 1.0f);
-    RunContext ctx;
-    uint64_t counter = 0;
-    ctx.dropout_counter = &counter;
-    prog.Forward(ctx);
-    Value seed = prog.TakeGradient(ctx, {kN});
-    seed.floats.assign(kN, 1.0f);
-    prog.Backward(ctx, 0, std::move(seed));
+    Training training({"w"});
+    held[return_mask] = training.Pass(prog);
     y[return_mask] = prog.Output(0).floats;
-    dw[return_mask] = prog.Gradient("w").floats;
-    held[return_mask] = prog.BytesHeld();
+    dw[return_mask] = training.grads["w"].floats;
     if (!return_mask) continue;
     const Value& mask = prog.Output(1);
     ASSERT_EQ(mask.ints.size(), static_cast<size_t>(kN));
