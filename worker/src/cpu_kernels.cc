@@ -574,19 +574,19 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
 }
 
 void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
-             float* y, float* mask) {
+             float* y, uint8_t* kept) {
   const float scale = 1.0f / (1.0f - p);
   uint32_t bits[4];
   for (size_t i = 0; i < n; ++i) {
     if (i % 4 == 0) Philox4x32({key0, key1}, counter_base + i / 4, 0, bits);
-    const float m = formulas::DropoutMask(bits[i % 4], p, scale);
-    mask[i] = m;
-    y[i] = x[i] * m;
+    kept[i] = formulas::DropoutKeeps(bits[i % 4], p);
+    y[i] = x[i] * formulas::DropoutScale(kept[i], scale);
   }
 }
 
-void Mul(size_t n, const float* a, const float* b, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+void DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx) {
+  const float scale = 1.0f / (1.0f - p);
+  for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * formulas::DropoutScale(kept[i], scale);
 }
 
 float SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -255,7 +257,8 @@ TEST(SoftmaxCrossEntropy, LossAndGradient) {
 }
 
 TEST(Dropout, MaskDependsOnlyOnKeyAndCounter) {
-  std::vector<float> x(1000, 1.0f), y1(1000), y2(1000), m1(1000), m2(1000);
+  std::vector<float> x(1000, 1.0f), y1(1000), y2(1000);
+  std::vector<uint8_t> m1(1000), m2(1000);
   cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y1.data(), m1.data());
   cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y2.data(), m2.data());
   EXPECT_EQ(y1, y2);
@@ -265,6 +268,24 @@ TEST(Dropout, MaskDependsOnlyOnKeyAndCounter) {
   EXPECT_LT(dropped, 320);
   cpu::Dropout(x.size(), 0.25f, 1, 2, 41, x.data(), y2.data(), m2.data());
   EXPECT_NE(y1, y2);
+}
+
+// The reverse pass scales each gradient as the forward pass scaled its
+// element: by 1/(1-p) where kept, by 0 (a signed zero, NaN for inf and NaN)
+// where dropped, exactly as multiplying by the scale.
+TEST(Dropout, GradientIsScaledAsTheElementWas) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> dy = {1.5f, -2.0f, inf, -0.0f, std::nanf(""), 3.0f};
+  const std::vector<uint8_t> kept = {1, 0, 0, 1, 1, 0};
+  std::vector<float> dx(dy.size());
+  cpu::DropoutBackward(dy.size(), 0.25f, kept.data(), dy.data(), dx.data());
+  const float scale = 1.0f / 0.75f;
+  for (size_t i = 0; i < dy.size(); ++i) {
+    const float want = dy[i] * (kept[i] ? scale : 0.0f);
+    EXPECT_EQ(std::memcmp(&dx[i], &want, sizeof(float)), 0) << i;
+  }
+  EXPECT_TRUE(std::signbit(dx[1]));  // -2 * 0
+  EXPECT_TRUE(std::isnan(dx[2]));    // inf * 0
 }
 
 }  // namespace

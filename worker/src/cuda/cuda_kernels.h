@@ -81,10 +81,10 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
 // on the device (a replayed CUDA graph finds each step's value there), or
 // counter_offset alone when counter_slot is null.
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, float* y, float* mask,
+                    uint64_t counter_offset, const float* x, float* y, uint8_t* kept,
                     cudaStream_t stream = nullptr);
-cudaError_t Mul(size_t n, const float* a, const float* b, float* out,
-                cudaStream_t stream = nullptr);
+cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx,
+                            cudaStream_t stream = nullptr);
 // out = a + b element-wise (the graph runtime's gradient sums).
 cudaError_t Add(size_t n, const float* a, const float* b, float* out,
                 cudaStream_t stream = nullptr);

@@ -37,8 +37,8 @@ std::string FirstDifference(const std::vector<T>& cpu, const std::vector<T>& gpu
   if (count == 0) return "";
   std::ostringstream out;
   out.precision(9);
-  out << count << " of " << cpu.size() << " differ; first at " << first << ": cpu " << cpu[first]
-      << " gpu " << gpu[first];
+  out << count << " of " << cpu.size() << " differ; first at " << first << ": cpu " << +cpu[first]
+      << " gpu " << +gpu[first];
   return out.str();
 }
 
@@ -201,31 +201,26 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
     const size_t n = static_cast<size_t>(s.B) * s.C * s.P;
     const std::string shape =
         " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.P);
-    Run(&out, "Mul" + shape, [&] {
-      const auto x = Random(n, seed++), g = Random(n, seed++);
-      std::vector<float> prod(n);
-      cpu::Mul(n, x.data(), g.data(), prod.data());
-      DeviceBuffer<float> dxin(x), dg(g), dprod(n);
-      ThrowIfError(Mul(n, dxin.get(), dg.get(), dprod.get()), "launch");
-      std::string d;
-      Compare(&d, "mul", prod, dprod);
-      return d;
-    });
     Run(&out, "Dropout" + shape, [&] {
-      const auto x = Random(n, seed++);
+      const auto x = Random(n, seed++), g = Random(n, seed++);
       const uint64_t base = (1ull << 33) + 5 + seed;
-      std::vector<float> y(n), mask(n);
+      std::vector<float> y(n), gx(n);
+      std::vector<uint8_t> kept(n);
       cpu::Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, x.data(),
-                   y.data(), mask.data());
+                   y.data(), kept.data());
+      cpu::DropoutBackward(n, 0.3f, kept.data(), g.data(), gx.data());
       // The counter as a replayed graph finds it: most of it in device memory.
       DeviceBuffer<uint64_t> slot(std::vector<uint64_t>{base - 7});
-      DeviceBuffer<float> dx(x), dy(n), dmask(n);
+      DeviceBuffer<float> dx(x), dy(n), dg(g), dgx(n);
+      DeviceBuffer<uint8_t> dkept(n);
       ThrowIfError(Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), slot.get(), 7,
-                           dx.get(), dy.get(), dmask.get()),
+                           dx.get(), dy.get(), dkept.get()),
                    "launch");
+      ThrowIfError(DropoutBackward(n, 0.3f, dkept.get(), dg.get(), dgx.get()), "launch");
       std::string d;
       Compare(&d, "y", y, dy);
-      Compare(&d, "mask", mask, dmask);
+      Compare(&d, "kept", kept, dkept);
+      Compare(&d, "dx", gx, dgx);
       return d;
     });
   }

@@ -55,7 +55,7 @@ cudaError_t Transpose(int rows, int cols, const float* src, float* dst, cudaStre
 }
 
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, float* y, float* mask,
+                    uint64_t counter_offset, const float* x, float* y, uint8_t* kept,
                     cudaStream_t stream) {
   const float scale = 1.0f / (1.0f - p);
   // One thread per Philox block of four elements.
@@ -66,15 +66,19 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
     for (int lane = 0; lane < 4; ++lane) {
       const size_t i = 4 * g + lane;
       if (i >= n) break;
-      const float m = formulas::DropoutMask(bits[lane], p, scale);
-      mask[i] = m;
-      y[i] = x[i] * m;
+      const bool keeps = formulas::DropoutKeeps(bits[lane], p);
+      kept[i] = keeps;
+      y[i] = x[i] * formulas::DropoutScale(keeps, scale);
     }
   });
 }
 
-cudaError_t Mul(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {
-  return LaunchForEach(n, stream, [=] __device__(size_t i) { out[i] = a[i] * b[i]; });
+cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx,
+                            cudaStream_t stream) {
+  const float scale = 1.0f / (1.0f - p);
+  return LaunchForEach(n, stream, [=] __device__(size_t i) {
+    dx[i] = dy[i] * formulas::DropoutScale(kept[i] != 0, scale);
+  });
 }
 
 cudaError_t Add(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {

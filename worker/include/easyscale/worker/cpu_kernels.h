@@ -81,10 +81,11 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
                        float* dbeta);
 
 // Inverted dropout: keep element i when Uniform(key, counter_base + i/4, lane i%4) >= p,
-// scaled by 1/(1-p). mask gets the scale (0 or 1/(1-p)).
+// scaled by 1/(1-p). kept[i] is 1 for a kept element, else 0.
 void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
-             float* y, float* mask);
-void Mul(size_t n, const float* a, const float* b, float* out);
+             float* y, uint8_t* kept);
+// Its gradient: dx = dy times the forward's scale of each element (0 or 1/(1-p)).
+void DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx);
 
 // Mean softmax cross-entropy over rows; loss via the project's own exp/log.
 // dlogits = (softmax - onehot) / rows. Returns the mean loss.

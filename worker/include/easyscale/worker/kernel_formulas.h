@@ -78,10 +78,12 @@ ES_HD float BatchNormInputGrad(float x, float dy, float mean, float invstd, floa
   return k * detmath::Fma(-xhat, sum_dy_xhat, count * dy - sum_dy);
 }
 
-// The kept element's scale (1 / (1 - p)) or 0, from one Philox word.
-ES_HD float DropoutMask(uint32_t bits, float p, float scale) {
-  return UniformFromBits(bits) >= p ? scale : 0.0f;
-}
+// Whether dropout keeps an element, from one Philox word.
+ES_HD bool DropoutKeeps(uint32_t bits, float p) { return UniformFromBits(bits) >= p; }
+
+// What dropout multiplies an element and its gradient by: the kept element's
+// scale (1 / (1 - p)), else 0.
+ES_HD float DropoutScale(bool kept, float scale) { return kept ? scale : 0.0f; }
 
 // One row of softmax cross-entropy: writes dz = (softmax - onehot) / rows and
 // returns -log softmax[label] = log(sum) - (z[label] - max).

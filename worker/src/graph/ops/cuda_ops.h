@@ -35,8 +35,8 @@ template <typename F>
 cudaError_t UnaryBackward(size_t n, const float* x, const float* y, const float* dy, float* dx,
                           cudaStream_t stream);
 
-// dropout.cu: the mask output, 1 where the scale is not 0 (all 1 for null scales).
-cudaError_t DropoutMaskOutput(size_t n, const float* scales, int64_t* mask, cudaStream_t stream);
+// dropout.cu: the mask output from the kept flags (all 1 for null flags).
+cudaError_t DropoutMaskOutput(size_t n, const uint8_t* kept, int64_t* mask, cudaStream_t stream);
 
 // max_pool.cu, over `planes` images: y and the winning tap's index in its
 // image (-1: none) per output; dx (every element written) gathers dy of the

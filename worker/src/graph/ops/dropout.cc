@@ -11,7 +11,9 @@
 //
 // Training is RunContext.training and, since opset 12, the training_mode
 // input (a constant; absent means false, as ONNX). ratio (default 0.5) is a
-// constant input since opset 12, an attribute before. Backward: dx = dy * mask.
+// constant input since opset 12, an attribute before. Backward: dx = dy * scale,
+// the element's (0 or 1/(1-ratio)) as the forward pass kept it (one byte an
+// element).
 #include "easyscale/worker/cpu_kernels.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
@@ -37,21 +39,19 @@ class DropoutOp : public Op {
     dropped_ = ctx.training && training_mode_;
     ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, out));
     if (!dropped_) {
-      mask_.clear();
+      kept_.clear();
       if (out[0] != nullptr) out[0]->floats = x.floats;
       if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(n, 1);
       return;
     }
     ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
-    mask_.resize(n);
+    kept_.resize(n);
     std::vector<float> y(n);
     cpu::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter,
-                 x.floats.data(), y.data(), mask_.data());
+                 x.floats.data(), y.data(), kept_.data());
     *ctx.dropout_counter += (n + 3) / 4;
     if (out[0] != nullptr) out[0]->floats = std::move(y);
-    if (out.size() > 1 && out[1] != nullptr) {
-      for (size_t i = 0; i < n; ++i) out[1]->ints[i] = mask_[i] != 0.0f ? 1 : 0;
-    }
+    if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(kept_.begin(), kept_.end());
   }
   bool OutputOptional(size_t o) const override { return o == 1; }
   bool HasGradient(size_t i) const override { return i == 0; }
@@ -65,7 +65,8 @@ class DropoutOp : public Op {
       din[0]->floats = dout[0]->floats;
       return;
     }
-    cpu::Mul(mask_.size(), dout[0]->floats.data(), mask_.data(), din[0]->floats.data());
+    cpu::DropoutBackward(kept_.size(), ratio_, kept_.data(), dout[0]->floats.data(),
+                         din[0]->floats.data());
   }
 
   bool RunsOnDevice() const override { return true; }
@@ -84,33 +85,36 @@ class DropoutOp : public Op {
           cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, ctx.dropout_counter_slot,
                         *ctx.dropout_counter - ctx.dropout_counter_start, DeviceData(ctx, x),
                         y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
-                        DeviceScratch(ctx, mask_dev_, n), StreamOf(ctx)),
+                        KeptOnDevice(ctx, n), StreamOf(ctx)),
           "Dropout");
       *ctx.dropout_counter += (n + 3) / 4;
     }
     if (mask == nullptr) return;
-    CheckLaunch(
-        cuda_ops::DropoutMaskOutput(n, dropped_ ? DeviceScratch(ctx, mask_dev_, n) : nullptr,
-                                    DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
-        "Dropout mask");
+    CheckLaunch(cuda_ops::DropoutMaskOutput(n, dropped_ ? KeptOnDevice(ctx, n) : nullptr,
+                                            DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
+                "Dropout mask");
   }
   void BackwardOnDevice(RunContext& ctx, const Value& dy, Value& dx) {
     if (!dropped_) {
       ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, dx));
       return;
     }
-    CheckLaunch(cuda::Mul(dy.size(), DeviceData(ctx, dy), DeviceScratch(ctx, mask_dev_, dy.size()),
-                          DeviceData(ctx, dx), StreamOf(ctx)),
+    CheckLaunch(cuda::DropoutBackward(dy.size(), ratio_, KeptOnDevice(ctx, dy.size()),
+                                      DeviceData(ctx, dy), DeviceData(ctx, dx), StreamOf(ctx)),
                 "Dropout gradient");
+  }
+  // The last forward's kept flags on the device, one byte an element.
+  uint8_t* KeptOnDevice(RunContext& ctx, size_t n) {
+    return static_cast<uint8_t*>(ctx.device->Address(nullptr, n, kept_dev_));
   }
 #endif
 
   Shape shape_;
   float ratio_;
   bool training_mode_;
-  DeviceMirror mask_dev_, y_dev_;  // on a device: the last forward's scales, an unread output
+  DeviceMirror kept_dev_, y_dev_;  // on a device: the last forward's kept_, an unread output
   bool dropped_ = false;           // whether the last forward dropped (trained)
-  std::vector<float> mask_;        // its scales, 0 or 1/(1-ratio)
+  std::vector<uint8_t> kept_;      // which elements it kept (1) or dropped (0)
 };
 
 }  // namespace

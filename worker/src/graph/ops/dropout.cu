@@ -4,10 +4,9 @@
 
 namespace easyscale::graph::cuda_ops {
 
-cudaError_t DropoutMaskOutput(size_t n, const float* scales, int64_t* mask, cudaStream_t stream) {
-  return cuda::LaunchForEach(n, stream, [=] __device__(size_t i) {
-    mask[i] = scales == nullptr || scales[i] != 0.0f ? 1 : 0;
-  });
+cudaError_t DropoutMaskOutput(size_t n, const uint8_t* kept, int64_t* mask, cudaStream_t stream) {
+  return cuda::LaunchForEach(
+      n, stream, [=] __device__(size_t i) { mask[i] = kept == nullptr || kept[i] != 0 ? 1 : 0; });
 }
 
 }  // namespace easyscale::graph::cuda_ops

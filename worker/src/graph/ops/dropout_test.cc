@@ -45,10 +45,10 @@ TEST(DropoutTest, TrainingUsesTheEstStreamAndAdvancesItsCounter) {
   for (size_t i = 0; i < 10; ++i) {
     uint32_t bits[4];
     Philox4x32(ctx.dropout_key, 7 + i / 4, 0, bits);
-    const float m = formulas::DropoutMask(bits[i % 4], 0.3f, 1.0f / (1.0f - 0.3f));
-    EXPECT_EQ(outs[0].floats[i], x.floats[i] * m) << i;
-    EXPECT_EQ(outs[1].ints[i], m != 0.0f ? 1 : 0) << i;
-    kept += m != 0.0f;
+    const bool keeps = formulas::DropoutKeeps(bits[i % 4], 0.3f);
+    EXPECT_EQ(outs[0].floats[i], x.floats[i] * (keeps ? 1.0f / (1.0f - 0.3f) : 0.0f)) << i;
+    EXPECT_EQ(outs[1].ints[i], keeps ? 1 : 0) << i;
+    kept += keeps;
   }
   EXPECT_GT(kept, 0);
   EXPECT_LT(kept, 10);
