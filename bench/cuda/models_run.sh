@@ -14,9 +14,11 @@
 # temporary folder. Prints every JSON line, then one summary line per model:
 # the milliseconds of each side, PyTorch's over ours (above 1: ours is faster)
 # against the issue's goal, and the peak memory: PyTorch's
-# max_memory_allocated, ours as the largest rise of the GPU's used memory that
-# nvidia-smi sees while step_bench runs (CUDA context included, so it
-# overstates ours by a few hundred MiB).
+# max_memory_allocated; ours as step_bench's device_peak_mib counts it (the
+# backend's buffers at their most, plus what stream-ordered scratch and CUDA
+# graphs reserved: PyTorch's measure, a bound from above) and as the largest
+# rise of the GPU's used memory that nvidia-smi sees while step_bench runs
+# (CUDA context and our kernels' code included).
 # Goals are judged against PyTorch eager for ResNet-50, the encoder and
 # MobileNetV2, against the faster graphed mode for ResNet-18; every ratio is
 # printed. Our step includes the host's batch assembly (uint8 pixels to
@@ -151,6 +153,7 @@ for name in names:
     peaks = [f"{m} {fmt(torch.get(m, {}).get('peak_mib'))}/{fmt(torch.get(m, {}).get('graph_peak_mib'))}"
              for m in ("deterministic", "default")]
     parts.append("peak MiB torch (eager/graph, allocated) " + ", ".join(peaks)
-                 + f"; ours (nvidia-smi, with context) {fmt((ours or {}).get('smi_peak_mib'))}")
+                 + f"; ours allocated {fmt((ours or {}).get('device_peak_mib'))}"
+                 + f", nvidia-smi with context {fmt((ours or {}).get('smi_peak_mib'))}")
     print(" | ".join(parts))
 PY

@@ -15,7 +15,9 @@
 //              [--data FILE] [--profile-ops]
 // --profile-ops runs each pass op by op (no CUDA graph replay; a device waits
 // after each pass) and adds a JSON line of each op type's milliseconds per
-// timed step, forward and backward, largest first.
+// timed step, forward and backward, largest first. device_peak_mib is the
+// most device memory the backend held (KernelBackend::PeakDeviceBytes; 0 on
+// the CPU).
 
 #include <algorithm>
 #include <chrono>
@@ -183,7 +185,8 @@ int Run(int argc, char** argv) {
                                      {"p90_ms", ms[ms.size() * 9 / 10]},
                                      {"compute_ms", median_of(compute_ms)},
                                      {"allreduce_ms", median_of(allreduce_ms)},
-                                     {"samples_per_s", global / (median / 1000.0)}}
+                                     {"samples_per_s", global / (median / 1000.0)},
+                                     {"device_peak_mib", (*worker)->PeakDeviceBytes() / 1048576.0}}
                           .dump()
                           .c_str());
   if (profile_ops) {

@@ -15,7 +15,7 @@ namespace easyscale {
 namespace {
 
 int released = 0;
-void CountRelease(void*) { ++released; }
+void CountRelease(void*, size_t) { ++released; }
 
 TEST(DeviceMirror, CopiesStartWithoutOneMovesCarryIt) {
   released = 0;
@@ -34,6 +34,13 @@ TEST(DeviceMirror, CopiesStartWithoutOneMovesCarryIt) {
     EXPECT_EQ(released, 0);
   }
   EXPECT_EQ(released, 1);  // freed once, by the tensor that held it last
+}
+
+TEST(CpuBackend, HoldsNoDeviceMemory) {
+  KernelBackend& k = CpuKernelBackend();
+  Tensor t({1024});
+  k.Upload(t);
+  EXPECT_EQ(k.PeakDeviceBytes(), 0u);
 }
 
 TEST(CpuBackend, AccumulatesSegmentsEndToEndAndFlagsNonFinite) {

@@ -1,6 +1,7 @@
 #include "resident_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +18,25 @@ namespace easyscale::cuda {
 namespace {
 
 void Check(cudaError_t err, const char* what) { ThrowIfError(err, what); }
+
+// The bytes every ResidentBackend's mirrors hold, now and at most.
+std::atomic<size_t> mirror_bytes{0};
+std::atomic<size_t> mirror_peak{0};
+
+void* AllocateMirror(size_t bytes) {
+  void* p = nullptr;
+  Check(cudaMalloc(&p, bytes), "cudaMalloc");
+  const size_t now = mirror_bytes += bytes;
+  size_t peak = mirror_peak.load();
+  while (now > peak && !mirror_peak.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+
+void FreeMirror(void* p, size_t bytes) {
+  cudaFree(p);
+  mirror_bytes -= bytes;
+}
 
 // One repeatable pass (KernelBackend::RunRepeatable): the addresses it was
 // last called with and, once called twice with the same ones, its CUDA graph.
@@ -78,7 +98,7 @@ constexpr int kLanes = 8;
 
 class ResidentBackend : public KernelBackend {
  public:
-  explicit ResidentBackend(int device) {
+  explicit ResidentBackend(int device) : device_(device) {
     SelectDevice(device);
     for (Lane& lane : lanes_) {
       Check(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "event");
@@ -97,6 +117,14 @@ class ResidentBackend : public KernelBackend {
 
   std::string Name() const override { return "cuda"; }
   bool OnDevice() const override { return true; }
+  size_t PeakDeviceBytes() const override {
+    cudaMemPool_t pool = nullptr;
+    unsigned long long pool_peak = 0, graph_peak = 0;  // cuuint64_t, the attributes' type
+    if (cudaDeviceGetDefaultMemPool(&pool, device_) == cudaSuccess)
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &pool_peak);
+    cudaDeviceGetGraphMemAttribute(device_, cudaGraphMemAttrReservedMemHigh, &graph_peak);
+    return mirror_peak.load() + static_cast<size_t>(pool_peak) + static_cast<size_t>(graph_peak);
+  }
   void* Stream() override { return stream_; }
   void Wait() override {
     if (forked_) throw std::logic_error("Wait between ForkLanes and JoinLanes");
@@ -191,9 +219,7 @@ class ResidentBackend : public KernelBackend {
     if (mirror.bytes() != bytes) {
       mirror.Reset();
       if (bytes == 0) return nullptr;
-      void* p = nullptr;
-      Check(cudaMalloc(&p, bytes), "cudaMalloc");
-      mirror.Adopt(p, bytes, [](void* q) { cudaFree(q); });
+      mirror.Adopt(AllocateMirror(bytes), bytes, FreeMirror);
     }
     return mirror.get();
   }
@@ -221,6 +247,7 @@ class ResidentBackend : public KernelBackend {
   Lane lanes_[kLanes];
   cudaStream_t stream_ = nullptr;  // the current lane's
   bool forked_ = false;
+  int device_;
   std::map<uint64_t, RecordedPass> passes_;  // by RunRepeatable's key
 };
 

@@ -71,6 +71,25 @@ TEST(ResidentBackend, RunRepeatableReplaysTheRecordedPassOnTheSameAddresses) {
   EXPECT_EQ(out.Download(), (std::vector<float>{15, 26}));
 }
 
+// PeakDeviceBytes counts a tensor's mirror from its upload on and keeps the
+// most after it is freed (a size above any earlier peak of the process's).
+TEST(ResidentBackend, PeakDeviceBytesCountsTheMirrorsAtTheirMost) {
+  std::string why;
+  if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
+  auto made = cuda::MakeResidentKernelBackend(0);
+  ASSERT_TRUE(made.ok()) << made.status();
+  KernelBackend& k = **made;
+  const size_t before = k.PeakDeviceBytes();
+  const size_t floats = before / sizeof(float) + (size_t{4} << 20);
+  {
+    Tensor t({static_cast<int>(floats)});
+    k.Upload(t);
+    k.Wait();
+    EXPECT_GE(k.PeakDeviceBytes(), floats * sizeof(float));
+  }
+  EXPECT_GE(k.PeakDeviceBytes(), floats * sizeof(float));
+}
+
 class CudaBackendTest : public testing::ThreadedTraining {
  protected:
   CudaBackendTest() : ThreadedTraining(4) {}

@@ -70,6 +70,12 @@ class KernelBackend {
   // work is queued on Stream(), the current lane's queue (a cudaStream_t).
   virtual bool OnDevice() const { return false; }
   virtual void* Stream() { return nullptr; }
+  // The most device memory held at once, in bytes, as PyTorch's
+  // max_memory_allocated counts it (not the CUDA context): the tensors' and
+  // ops' buffers of every device backend in the process, plus the most that
+  // stream-ordered scratch and CUDA graphs reserved on this one's device (each
+  // at its own peak, so a bound from above). 0 on the CPU.
+  virtual size_t PeakDeviceBytes() const { return 0; }
   // Where the kernels find `bytes` of elements whose host copy is `host` (the
   // mirror (re)allocated to that size on a device): At for untyped storage.
   void* Address(void* host, size_t bytes, DeviceMirror& mirror) {

@@ -101,6 +101,8 @@ class EstWorker {
   std::string Digest() const;
   // With config.profile_ops: the ops' times summed over every pass so far.
   OpTimes& op_times() { return op_times_; }
+  // Its backend's KernelBackend::PeakDeviceBytes().
+  size_t PeakDeviceBytes() { return kernels().PeakDeviceBytes(); }
   const WorkerConfig& config() const { return config_; }
   // The trained model at step(), for model_output.h: the parameters, EST 0's
   // buffers (its context as the last step left it) and the model's file.

@@ -16,11 +16,11 @@
 
 namespace easyscale {
 
-// Device memory of one tensor, freed through the function its backend set, so
-// host code needs no device headers.
+// Device memory of one tensor, freed through the function its backend set
+// (given the address and the size), so host code needs no device headers.
 class DeviceMirror {
  public:
-  using Release = void (*)(void*);
+  using Release = void (*)(void* ptr, size_t bytes);
   DeviceMirror() = default;
   ~DeviceMirror() { Reset(); }
   DeviceMirror(const DeviceMirror&) noexcept {}
@@ -48,7 +48,7 @@ class DeviceMirror {
     release_ = release;
   }
   void Reset() {
-    if (ptr_ != nullptr && release_ != nullptr) release_(ptr_);
+    if (ptr_ != nullptr && release_ != nullptr) release_(ptr_, bytes_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
