@@ -16,7 +16,9 @@
 # against the issue's goal, and the peak memory: PyTorch's
 # max_memory_allocated; ours as step_bench's device_peak_mib counts it (the
 # backend's buffers at their most, plus what stream-ordered scratch and CUDA
-# graphs reserved: PyTorch's measure, a bound from above) and as the largest
+# graphs reserved: PyTorch's measure, a bound from above; beside it the most
+# of a pass's values and gradients in use at once, values_peak_mib, what
+# buffers packed without waste would need) and as the largest
 # rise of the GPU's used memory that nvidia-smi sees while step_bench runs
 # (CUDA context and our kernels' code included).
 # Goals are judged against PyTorch eager for ResNet-50, the encoder and
@@ -154,6 +156,7 @@ for name in names:
              for m in ("deterministic", "default")]
     parts.append("peak MiB torch (eager/graph, allocated) " + ", ".join(peaks)
                  + f"; ours allocated {fmt((ours or {}).get('device_peak_mib'))}"
+                 + f" (values in use {fmt((ours or {}).get('values_peak_mib'))})"
                  + f", nvidia-smi with context {fmt((ours or {}).get('smi_peak_mib'))}")
     print(" | ".join(parts))
 PY

@@ -17,7 +17,9 @@
 // after each pass) and adds a JSON line of each op type's milliseconds per
 // timed step, forward and backward, largest first. device_peak_mib is the
 // most device memory the backend held (KernelBackend::PeakDeviceBytes; 0 on
-// the CPU).
+// the CPU); values_peak_mib the most of a pass's values and gradients in use
+// at once (Model::PeakBytesInUse, on any backend: what packing them without
+// waste would need).
 
 #include <algorithm>
 #include <chrono>
@@ -186,7 +188,8 @@ int Run(int argc, char** argv) {
                                      {"compute_ms", median_of(compute_ms)},
                                      {"allreduce_ms", median_of(allreduce_ms)},
                                      {"samples_per_s", global / (median / 1000.0)},
-                                     {"device_peak_mib", (*worker)->PeakDeviceBytes() / 1048576.0}}
+                                     {"device_peak_mib", (*worker)->PeakDeviceBytes() / 1048576.0},
+                                     {"values_peak_mib", (*worker)->PeakBytesInUse() / 1048576.0}}
                           .dump()
                           .c_str());
   if (profile_ops) {

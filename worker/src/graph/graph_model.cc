@@ -165,6 +165,7 @@ class GraphModel : public Model {
   }
 
   int FixedBatch() const override { return batch_; }
+  size_t PeakBytesInUse() const override { return program_->PeakBytesInUse(); }
   std::string Fingerprint() const override { return fingerprint_; }
 
  private:

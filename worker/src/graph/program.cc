@@ -339,13 +339,20 @@ Value Program::TakeSpare(RunContext& ctx, size_t n) {
 
 void Program::Acquire(RunContext& ctx, Value& v) {
   if (ctx.device != nullptr) {
+    if (v.mirror.bytes() == v.bytes()) return;
     // Without a spare buffer of its size, DeviceData allocates one.
-    if (v.mirror.bytes() != v.bytes()) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
-    return;
+    v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+  } else {
+    if (v.floats.size() == v.size()) return;
+    v.floats = std::move(TakeSpare(ctx, v.size()).floats);
+    v.floats.resize(v.size());  // its step writes every element, as it did last pass's
   }
-  if (v.floats.size() == v.size()) return;
-  v.floats = std::move(TakeSpare(ctx, v.size()).floats);
-  v.floats.resize(v.size());  // its step writes every element, as it did last pass's
+  CountTaken(v.bytes());
+}
+
+void Program::CountTaken(size_t bytes) {
+  in_use_ += bytes;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
 }
 
 void Program::Release(Value& v) {
@@ -353,7 +360,9 @@ void Program::Release(Value& v) {
   freed.floats = std::move(v.floats);
   v.floats = std::vector<float>();
   freed.mirror = std::move(v.mirror);  // swaps: v's is empty now
-  if (freed.floats.capacity() != 0 || freed.mirror.bytes() != 0) spare_.push_back(std::move(freed));
+  if (freed.floats.capacity() == 0 && freed.mirror.bytes() == 0) return;
+  in_use_ -= v.bytes();
+  spare_.push_back(std::move(freed));
 }
 
 Status Program::CheckRunsOnDevice() const {
@@ -471,7 +480,9 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   for (size_t id = 0; id < grads_.size(); ++id) {
     if (first_contribution_[id].first == kNone) Release(grads_[id]);
   }
-  // The seed counts as a contribution after every node's.
+  // The seed counts as a contribution after every node's (and is the
+  // program's to let go from here on).
+  CountTaken(doutput.bytes());
   contributions_[outputs_[output]].push_back({steps_.size(), 0, std::move(doutput)});
   std::vector<const Value*> in, out, dout;
   std::vector<Value*> din;
@@ -497,8 +508,12 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (!WantsGradient(s, i)) continue;
-      owned[i] = first_contribution_[id] == std::pair(n, i) ? TakeParameterGradient(ctx, id)
-                                                            : TakeGradient(ctx, values_[id].shape);
+      if (first_contribution_[id] == std::pair(n, i)) {
+        owned[i] = TakeParameterGradient(ctx, id);
+      } else {
+        owned[i] = TakeGradient(ctx, values_[id].shape);
+        CountTaken(owned[i].bytes());
+      }
       din[i] = &owned[i];
       wanted = true;
     }

@@ -64,6 +64,10 @@ class Program {
   // (in use and spare, host and device): after a pass, the most its passes
   // needed at once.
   size_t BytesHeld() const;
+  // The most bytes of values and gradients a pass has had in use at once (a
+  // parameter's gradient buffer aside): what buffers packed without waste
+  // would need, on any backend.
+  size_t PeakBytesInUse() const { return peak_in_use_; }
   // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
   // buffers the last pass let go where one fits, on ctx's device.
   Value TakeGradient(RunContext& ctx, const Shape& shape);
@@ -88,6 +92,8 @@ class Program {
   Value TakeParameterGradient(RunContext& ctx, size_t id);
   // Gives a planned value memory for its elements before its step runs.
   void Acquire(RunContext& ctx, Value& v);
+  // Adds bytes taken for a value or gradient to in_use_ (and its peak).
+  void CountTaken(size_t bytes);
   // Computes value `id` again by running step `producer`'s Forward.
   void Recompute(RunContext& ctx, size_t id, size_t producer);
   // Moves a value's memory (host and device) to spare_; its shape stays.
@@ -135,6 +141,7 @@ class Program {
   // a pass reuses memory instead of faulting in fresh pages (or allocating
   // device memory).
   std::vector<Value> spare_;
+  size_t in_use_ = 0, peak_in_use_ = 0;         // bytes of the values and gradients taken
   const KernelBackend* uploaded_to_ = nullptr;  // the device holding the initializers
   DeviceWorkspace workspace_;                   // the ops' transient device scratch
 };

@@ -126,9 +126,11 @@ struct Training {
   std::map<std::string, Value> grads;
 };
 
-// Three passes of a 16-link chain of `op`: w's gradient, and the buffers the
-// program holds after each pass, in values of n floats.
-void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
+// Three passes of a 16-link chain of `op`: w's gradient, the buffers the
+// program holds after each pass and the most values and gradients it had in
+// use at once (the rest of what it holds: x, w, k and y), in values of n
+// floats.
+void ExpectChainHolds(const char* op, float k, float dw, size_t most_values, size_t in_use,
                       const char* first = nullptr) {
   if (std::find(SupportedOps().begin(), SupportedOps().end(), op) == SupportedOps().end()) {
     GTEST_SKIP() << "needs " << op;
@@ -151,6 +153,7 @@ void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
     }
   }
   EXPECT_LE(first_pass, most_values * kN * sizeof(float)) << op;
+  EXPECT_EQ(prog.PeakBytesInUse(), in_use * kN * sizeof(float)) << op;
 }
 
 // Pow's rule for its base reads both operands, so the 16 values between the
@@ -158,21 +161,21 @@ void ExpectChainHolds(const char* op, float k, float dw, size_t most_values,
 // no longer pile up beside them (one a value was kept before): x, w, k, y,
 // the 16, the seed and the gradients in flight.
 TEST(Program, TheReversePassHoldsAFewGradientsAtATimeNotOneAValue) {
-  ExpectChainHolds("Pow", 1.0f, 0.5f, 22, "Mul");  // dy/dw = x (k a^(k-1))^16, exact
+  ExpectChainHolds("Pow", 1.0f, 0.5f, 22, 18, "Mul");  // dy/dw = x (k a^(k-1))^16, exact
 }
 
 // Mul's rule for one operand reads only the other, and k's gradient is never
 // asked for (a constant), so as with Add each value between the links goes
 // once the next link has read it (an attention's scaled scores).
 TEST(Program, AValueScaledByAConstantGoesOnceTheForwardPassHasReadIt) {
-  ExpectChainHolds("Mul", 2.0f, 0.5f * 65536.0f, 6);  // dy/dw = x k^16, exact in float
+  ExpectChainHolds("Mul", 2.0f, 0.5f * 65536.0f, 6, 2);  // dy/dw = x k^16, exact in float
 }
 
 // Add's rule reads no operand: each value between the links goes as soon as
 // the next link has read it, and the reverse pass reuses that memory: x, w,
 // k, y and two values in flight (w's gradient is in the caller's buffer).
 TEST(Program, AValueNoRuleReadsGoesOnceTheForwardPassHasReadIt) {
-  ExpectChainHolds("Add", 2.0f, 1.0f, 6);
+  ExpectChainHolds("Add", 2.0f, 1.0f, 6, 2);
 }
 
 // y = x * w + w: w's gradient sums the Mul's contribution (node 0, written

@@ -103,6 +103,9 @@ class EstWorker {
   OpTimes& op_times() { return op_times_; }
   // Its backend's KernelBackend::PeakDeviceBytes().
   size_t PeakDeviceBytes() { return kernels().PeakDeviceBytes(); }
+  // Its model's Model::PeakBytesInUse() (lane 0's; each lane's replica has
+  // its own).
+  size_t PeakBytesInUse() const { return model_->PeakBytesInUse(); }
   const WorkerConfig& config() const { return config_; }
   // The trained model at step(), for model_output.h: the parameters, EST 0's
   // buffers (its context as the last step left it) and the model's file.

@@ -46,6 +46,10 @@ class Model {
   // What identifies the model beyond TrainingArgs (a loaded file's SHA-256), for
   // the job identity checkpoints carry; "" for a built-in model.
   virtual std::string Fingerprint() const { return ""; }
+  // The most bytes of one pass's values and gradients in use at once so far
+  // (parameters, their gradients and the ops' own memory aside): what
+  // buffers packed without waste would need.
+  virtual size_t PeakBytesInUse() const = 0;
 
   const std::vector<Param*>& params() const { return params_; }
   size_t NumParamValues() const;
