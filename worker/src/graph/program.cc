@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -216,6 +217,7 @@ Status Program::Compile() {
   contributions_.resize(values_.size());
   grads_.resize(values_.size());
   has_grad_.assign(values_.size(), false);
+  PlanArena();
   return absl::OkStatus();
 }
 
@@ -307,8 +309,9 @@ bool Program::WantsGradient(const Step& s, size_t i) const {
   return s.in[i] != kNone && needs_grad_[s.in[i]] && s.op->HasGradient(i);
 }
 
-void Program::Recompute(RunContext& ctx, size_t id, size_t producer) {
-  Acquire(ctx, values_[id]);
+void Program::Recompute(RunContext& ctx, size_t id, size_t producer, const Site& site) {
+  Acquire(ctx, values_[id], site);
+  if (planning_ != nullptr) return;
   const Step& p = steps_[producer];
   std::vector<const Value*> in;
   for (size_t i : p.in) in.push_back(i == kNone ? nullptr : &values_[i]);
@@ -317,8 +320,9 @@ void Program::Recompute(RunContext& ctx, size_t id, size_t producer) {
 }
 
 Value Program::TakeSpare(RunContext& ctx, size_t n) {
-  // The smallest that fits (on a device: of the same size, as device buffers
-  // are not resized), so that each pass's same requests find theirs.
+  // The smallest that fits (on a device, where the arena serves the planned
+  // requests: of the same size, as device buffers are not resized), so that
+  // each pass's same requests find theirs.
   const auto room = [&](const Value& v) {
     return ctx.device == nullptr ? v.floats.capacity() : v.mirror.bytes() / sizeof(float);
   };
@@ -337,11 +341,12 @@ Value Program::TakeSpare(RunContext& ctx, size_t n) {
   return v;
 }
 
-void Program::Acquire(RunContext& ctx, Value& v) {
+void Program::Acquire(RunContext& ctx, Value& v, const Site& site) {
+  if (planning_ != nullptr) return PlanTake(v, site);
   if (ctx.device != nullptr) {
     if (v.mirror.bytes() == v.bytes()) return;
-    // Without a spare buffer of its size, DeviceData allocates one.
-    v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+    // Without a plan or a spare buffer of its size, DeviceData allocates one.
+    if (!TakeArenaView(ctx, v, site)) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
   } else {
     if (v.floats.size() == v.size()) return;
     v.floats = std::move(TakeSpare(ctx, v.size()).floats);
@@ -356,13 +361,93 @@ void Program::CountTaken(size_t bytes) {
 }
 
 void Program::Release(Value& v) {
+  if (planning_ != nullptr) return PlanFree(v);
   Value freed;
   freed.floats = std::move(v.floats);
   v.floats = std::vector<float>();
   freed.mirror = std::move(v.mirror);  // swaps: v's is empty now
   if (freed.floats.capacity() == 0 && freed.mirror.bytes() == 0) return;
   in_use_ -= v.bytes();
+  if (IsArenaView(freed.mirror)) return;  // the plan's bytes
   spare_.push_back(std::move(freed));
+}
+
+void Program::PlanTake(Value& v, const Site& site) {
+  constexpr size_t kAlign = 512;  // as cudaMalloc rounds
+  const size_t index = site_ids_.emplace(site, site_ids_.size()).first->second;
+  planning_->push_back({true, index, (v.bytes() + kAlign - 1) / kAlign * kAlign});
+  v.mirror.Adopt(reinterpret_cast<void*>(index + 1), v.bytes(), nullptr);
+}
+
+void Program::PlanFree(Value& v) {
+  if (v.mirror.get() == nullptr) return;
+  const size_t index = reinterpret_cast<uintptr_t>(v.mirror.get()) - 1;
+  planning_->push_back({false, index, 0});
+  v.mirror.Reset();
+}
+
+void Program::PlanArena() {
+  std::vector<PlanEvent> events;
+  planning_ = &events;
+  RunContext dry;
+  Forward(dry);
+  Backward(dry, 0, TakeGradient(dry, values_[outputs_[0]].shape));
+  planning_ = nullptr;
+  // Nothing of the dry pass stays: no site's mark, no count, no gradient.
+  for (std::vector<Value>* held : {&values_, &grads_}) {
+    for (Value& v : *held) v.mirror.Reset();
+  }
+  std::fill(has_grad_.begin(), has_grad_.end(), false);
+  in_use_ = peak_in_use_ = 0;
+  // Each site's lifetime [first, last) in events, and its bytes.
+  const size_t sites = site_ids_.size();
+  std::vector<size_t> first(sites, kNone), last(sites, events.size()), bytes(sites, 0);
+  for (size_t t = 0; t < events.size(); ++t) {
+    const PlanEvent& e = events[t];
+    ES_CHECK(e.take ? first[e.site] == kNone : last[e.site] == events.size())
+        << "a pass's site taken or let go twice";
+    (e.take ? first[e.site] : last[e.site]) = t;
+    if (e.take) bytes[e.site] = e.bytes;
+  }
+  std::vector<size_t> order(sites);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return bytes[x] > bytes[y]; });
+  site_offsets_.assign(sites, 0);
+  arena_bytes_ = 0;
+  std::vector<size_t> placed;
+  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed sites live at once
+  for (size_t s : order) {
+    busy.clear();
+    for (size_t p : placed) {
+      if (first[p] < last[s] && first[s] < last[p]) {
+        busy.emplace_back(site_offsets_[p], site_offsets_[p] + bytes[p]);
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [begin, end] : busy) {
+      if (offset + bytes[s] <= begin) break;
+      offset = std::max(offset, end);
+    }
+    site_offsets_[s] = offset;
+    arena_bytes_ = std::max(arena_bytes_, offset + bytes[s]);
+    placed.push_back(s);
+  }
+}
+
+bool Program::TakeArenaView(RunContext& ctx, Value& v, const Site& site) {
+  const auto it = site_ids_.find(site);
+  if (it == site_ids_.end()) return false;
+  if (arena_.bytes() != arena_bytes_) ctx.device->Address(nullptr, arena_bytes_, arena_);
+  v.mirror.Adopt(static_cast<char*>(arena_.get()) + site_offsets_[it->second], v.bytes(), nullptr);
+  return true;
+}
+
+bool Program::IsArenaView(const DeviceMirror& m) const {
+  const char* p = static_cast<const char*>(m.get());
+  const char* base = static_cast<const char*>(arena_.get());
+  return base != nullptr && p >= base && p < base + arena_.bytes();
 }
 
 Status Program::CheckRunsOnDevice() const {
@@ -402,13 +487,13 @@ void Program::Forward(RunContext& ctx) {
     out.clear();
     for (size_t id : s.in) in.push_back(id == kNone ? nullptr : &values_[id]);
     for (size_t id : s.out) {
-      if (id != kNone && planned_[id]) Acquire(ctx, values_[id]);
+      if (id != kNone && planned_[id]) Acquire(ctx, values_[id], {Site::kValue, id, 0});
       out.push_back(id == kNone ? nullptr : &values_[id]);
     }
-    timer.Run(graph_.nodes[n].op, [&] { s.op->Forward(ctx, in, out); });
+    if (planning_ == nullptr) timer.Run(graph_.nodes[n].op, [&] { s.op->Forward(ctx, in, out); });
     for (size_t id : release_after_forward_[n]) Release(values_[id]);
   }
-  if (!ctx.training) return;
+  if (!ctx.training || planning_ != nullptr) return;
   for (const Step& s : steps_) {
     for (const auto& [o, i] : s.op->StateUpdates()) {
       if (s.out[o] == kNone) continue;
@@ -450,12 +535,20 @@ void Program::Finish(RunContext& ctx, size_t id) {
 }
 
 Value Program::TakeGradient(RunContext& ctx, const Shape& shape) {
-  Value v = TakeSpare(ctx, static_cast<size_t>(NumElements(shape)));
-  if (ctx.device == nullptr) {
-    v.Reset(DType::kFloat32, shape);
+  return TakeGradientAt(ctx, shape, {Site::kSeed, 0, 0});
+}
+
+Value Program::TakeGradientAt(RunContext& ctx, const Shape& shape, const Site& site) {
+  Value v;
+  v.dtype = DType::kFloat32;
+  v.shape = shape;
+  if (planning_ != nullptr) {
+    PlanTake(v, site);
+  } else if (ctx.device == nullptr) {
+    v.floats = std::move(TakeSpare(ctx, v.size()).floats);
+    v.floats.assign(v.size(), 0.0f);
   } else {
-    v.dtype = DType::kFloat32;
-    v.shape = shape;
+    if (!TakeArenaView(ctx, v, site)) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
     ctx.device->Zero(v.bytes(), DeviceData(ctx, v));
   }
   return v;
@@ -465,6 +558,7 @@ Value Program::TakeParameterGradient(RunContext& ctx, size_t id) {
   Value v = std::move(grads_[id]);
   v.dtype = DType::kFloat32;
   v.shape = values_[id].shape;
+  if (planning_ != nullptr) return v;
   if (ctx.device == nullptr) {
     v.floats.assign(v.size(), 0.0f);
   } else {
@@ -511,18 +605,21 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       if (first_contribution_[id] == std::pair(n, i)) {
         owned[i] = TakeParameterGradient(ctx, id);
       } else {
-        owned[i] = TakeGradient(ctx, values_[id].shape);
+        owned[i] = TakeGradientAt(ctx, values_[id].shape, {Site::kGradient, n, i});
         CountTaken(owned[i].bytes());
       }
       din[i] = &owned[i];
       wanted = true;
     }
     if (wanted) {
-      for (const auto& [id, producer] : recompute_before_backward_[n]) {
-        Recompute(ctx, id, producer);
+      for (size_t j = 0; j < recompute_before_backward_[n].size(); ++j) {
+        const auto& [id, producer] = recompute_before_backward_[n][j];
+        Recompute(ctx, id, producer, {Site::kRecompute, n, j});
       }
       for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
-      timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
+      if (planning_ == nullptr) {
+        timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
+      }
       for (size_t i = 0; i < s.in.size(); ++i) {
         if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
       }
@@ -545,10 +642,10 @@ size_t Program::BytesHeld() const {
   for (const std::vector<Value>* held : {&values_, &grads_, &spare_}) {
     for (const Value& v : *held) {
       bytes += v.floats.capacity() * sizeof(float) + v.ints.capacity() * sizeof(int64_t) +
-               v.mirror.bytes();
+               (IsArenaView(v.mirror) ? 0 : v.mirror.bytes());
     }
   }
-  return bytes;
+  return bytes + arena_.bytes();
 }
 
 const Value& Program::Gradient(const std::string& parameter) const {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,10 @@ class Program {
   // parameter's gradient buffer aside): what buffers packed without waste
   // would need, on any backend.
   size_t PeakBytesInUse() const { return peak_in_use_; }
+  // The device memory the plan gives a training pass's values and gradients:
+  // one arena, each request of the pass at an offset of its own, requests in
+  // use at once never sharing bytes (requests rounded to 512 bytes).
+  size_t ArenaBytes() const { return arena_bytes_; }
   // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
   // buffers the last pass let go where one fits, on ctx's device.
   Value TakeGradient(RunContext& ctx, const Shape& shape);
@@ -85,17 +90,41 @@ class Program {
   // The memory plan (after the ops are made): which computed values a pass
   // lets go, and after which step's forward or backward.
   void PlanMemory();
+  // Where a pass asks for memory: a planned value's forward step, its
+  // recomputation (j-th) before backward step n, input i's gradient at
+  // backward step n, the seed. Each is asked once a training pass.
+  struct Site {
+    enum Kind { kValue, kRecompute, kGradient, kSeed } kind;
+    size_t a = 0, b = 0;  // kValue: value id; kRecompute: n, j; kGradient: n, i
+    bool operator<(const Site& o) const {
+      return std::tie(kind, a, b) < std::tie(o.kind, o.a, o.b);
+    }
+  };
+  // The arena plan: a dry training pass (no op runs, no memory is taken)
+  // records when each site takes and lets go, then sites get offsets,
+  // largest first, each at the lowest offset free for its lifetime.
+  void PlanArena();
+  // During the dry pass: notes v's site taking or letting go (v carries the
+  // site in a memoryless mirror).
+  void PlanTake(Value& v, const Site& site);
+  void PlanFree(Value& v);
+  // On a device: v's memory as its site's bytes of the arena (allocated on
+  // first use); false for a site the plan does not know.
+  bool TakeArenaView(RunContext& ctx, Value& v, const Site& site);
+  bool IsArenaView(const DeviceMirror& m) const;
+  // A zeroed gradient buffer of `shape` for `site`.
+  Value TakeGradientAt(RunContext& ctx, const Shape& shape, const Site& site);
   // A spare buffer for `n` floats (moved out of spare_), or an empty Value.
   Value TakeSpare(RunContext& ctx, size_t n);
   // Parameter id's gradient buffer (GradientBuffer), zeroed, for its first
   // contribution.
   Value TakeParameterGradient(RunContext& ctx, size_t id);
   // Gives a planned value memory for its elements before its step runs.
-  void Acquire(RunContext& ctx, Value& v);
+  void Acquire(RunContext& ctx, Value& v, const Site& site);
   // Adds bytes taken for a value or gradient to in_use_ (and its peak).
   void CountTaken(size_t bytes);
   // Computes value `id` again by running step `producer`'s Forward.
-  void Recompute(RunContext& ctx, size_t id, size_t producer);
+  void Recompute(RunContext& ctx, size_t id, size_t producer, const Site& site);
   // Moves a value's memory (host and device) to spare_; its shape stays.
   void Release(Value& v);
 
@@ -138,12 +167,23 @@ class Program {
   // backward that reads them. By step: {value id, producing step}.
   std::vector<std::vector<std::pair<size_t, size_t>>> recompute_before_backward_;
   // Buffers of values and gradients no longer read, kept for the next ones:
-  // a pass reuses memory instead of faulting in fresh pages (or allocating
-  // device memory).
+  // a pass reuses memory instead of faulting in fresh pages (on a device, only
+  // for a request the arena plan does not know).
   std::vector<Value> spare_;
   size_t in_use_ = 0, peak_in_use_ = 0;         // bytes of the values and gradients taken
   const KernelBackend* uploaded_to_ = nullptr;  // the device holding the initializers
   DeviceWorkspace workspace_;                   // the ops' transient device scratch
+  // The arena plan: sites by index, their offsets, the arena's size; during
+  // PlanArena the dry pass's events (take or let go, site index, bytes).
+  struct PlanEvent {
+    bool take;
+    size_t site, bytes;
+  };
+  std::map<Site, size_t> site_ids_;
+  std::vector<size_t> site_offsets_;
+  size_t arena_bytes_ = 0;
+  std::vector<PlanEvent>* planning_ = nullptr;
+  DeviceMirror arena_;  // on a device: the arena
 };
 
 }  // namespace easyscale::graph

@@ -154,6 +154,7 @@ void ExpectChainHolds(const char* op, float k, float dw, size_t most_values, siz
   }
   EXPECT_LE(first_pass, most_values * kN * sizeof(float)) << op;
   EXPECT_EQ(prog.PeakBytesInUse(), in_use * kN * sizeof(float)) << op;
+  EXPECT_EQ(prog.ArenaBytes(), in_use * kN * sizeof(float)) << op;
 }
 
 // Pow's rule for its base reads both operands, so the 16 values between the
@@ -266,6 +267,7 @@ TEST(Program, ATransposedWeightIsTransposedAgainForTheReversePass) {
   EXPECT_EQ(dw1, first_dw1);
   EXPECT_EQ(dw2, first_dw2);
   EXPECT_LE(bytes, 9 * kN * kN * sizeof(float));
+  EXPECT_EQ(prog.ArenaBytes(), prog.PeakBytesInUse());
 }
 
 // y = Dropout(x * w) in training as PyTorch exports it: the node names its
