@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,14 +33,23 @@ TEST(KernelBackendNames, UnknownAndUnavailableAreClearErrors) {
   }
 }
 
+// A resident backend on GPU 0 (skips without a GPU).
+class ResidentBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
+    auto made = cuda::MakeResidentKernelBackend(0);
+    ASSERT_TRUE(made.ok()) << made.status();
+    backend_ = std::move(*made);
+  }
+  std::unique_ptr<KernelBackend> backend_;
+};
+
 // A repeatable pass runs, is recorded on its second call and replayed after,
 // reading what is in its memory at replay time; other addresses run it again.
-TEST(ResidentBackend, RunRepeatableReplaysTheRecordedPassOnTheSameAddresses) {
-  std::string why;
-  if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
-  auto made = cuda::MakeResidentKernelBackend(0);
-  ASSERT_TRUE(made.ok()) << made.status();
-  KernelBackend& k = **made;
+TEST_F(ResidentBackendTest, RunRepeatableReplaysTheRecordedPassOnTheSameAddresses) {
+  KernelBackend& k = *backend_;
   cuda::DeviceBuffer<float> a(std::vector<float>{1, 2}), b(std::vector<float>{10, 20}), out(2);
   const float* in = a.get();
   int calls = 0;
@@ -73,12 +83,8 @@ TEST(ResidentBackend, RunRepeatableReplaysTheRecordedPassOnTheSameAddresses) {
 
 // PeakDeviceBytes counts a tensor's mirror from its upload on and keeps the
 // most after it is freed (a size above any earlier peak of the process's).
-TEST(ResidentBackend, PeakDeviceBytesCountsTheMirrorsAtTheirMost) {
-  std::string why;
-  if (cuda::UsableDeviceCount(&why) == 0) GTEST_SKIP() << "needs a CUDA GPU: " << why;
-  auto made = cuda::MakeResidentKernelBackend(0);
-  ASSERT_TRUE(made.ok()) << made.status();
-  KernelBackend& k = **made;
+TEST_F(ResidentBackendTest, PeakDeviceBytesCountsTheMirrorsAtTheirMost) {
+  KernelBackend& k = *backend_;
   const size_t before = k.PeakDeviceBytes();
   const size_t floats = before / sizeof(float) + (size_t{4} << 20);
   {

@@ -345,8 +345,7 @@ void Program::Acquire(RunContext& ctx, Value& v, const Site& site) {
   if (planning_ != nullptr) return PlanTake(v, site);
   if (ctx.device != nullptr) {
     if (v.mirror.bytes() == v.bytes()) return;
-    // Without a plan or a spare buffer of its size, DeviceData allocates one.
-    if (!TakeArenaView(ctx, v, site)) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+    TakeDeviceMemory(ctx, v, site);
   } else {
     if (v.floats.size() == v.size()) return;
     v.floats = std::move(TakeSpare(ctx, v.size()).floats);
@@ -373,7 +372,7 @@ void Program::Release(Value& v) {
 }
 
 void Program::PlanTake(Value& v, const Site& site) {
-  constexpr size_t kAlign = 512;  // as cudaMalloc rounds
+  constexpr size_t kAlign = 512;  // every request on a boundary cudaMalloc would give it
   const size_t index = site_ids_.emplace(site, site_ids_.size()).first->second;
   planning_->push_back({true, index, (v.bytes() + kAlign - 1) / kAlign * kAlign});
   v.mirror.Adopt(reinterpret_cast<void*>(index + 1), v.bytes(), nullptr);
@@ -436,12 +435,15 @@ void Program::PlanArena() {
   }
 }
 
-bool Program::TakeArenaView(RunContext& ctx, Value& v, const Site& site) {
+void Program::TakeDeviceMemory(RunContext& ctx, Value& v, const Site& site) {
   const auto it = site_ids_.find(site);
-  if (it == site_ids_.end()) return false;
+  if (it == site_ids_.end()) {
+    // Without a spare buffer of its size either, DeviceData allocates one.
+    v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+    return;
+  }
   if (arena_.bytes() != arena_bytes_) ctx.device->Address(nullptr, arena_bytes_, arena_);
   v.mirror.Adopt(static_cast<char*>(arena_.get()) + site_offsets_[it->second], v.bytes(), nullptr);
-  return true;
 }
 
 bool Program::IsArenaView(const DeviceMirror& m) const {
@@ -548,7 +550,7 @@ Value Program::TakeGradientAt(RunContext& ctx, const Shape& shape, const Site& s
     v.floats = std::move(TakeSpare(ctx, v.size()).floats);
     v.floats.assign(v.size(), 0.0f);
   } else {
-    if (!TakeArenaView(ctx, v, site)) v.mirror = std::move(TakeSpare(ctx, v.size()).mirror);
+    TakeDeviceMemory(ctx, v, site);
     ctx.device->Zero(v.bytes(), DeviceData(ctx, v));
   }
   return v;

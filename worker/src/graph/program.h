@@ -109,8 +109,8 @@ class Program {
   void PlanTake(Value& v, const Site& site);
   void PlanFree(Value& v);
   // On a device: v's memory as its site's bytes of the arena (allocated on
-  // first use); false for a site the plan does not know.
-  bool TakeArenaView(RunContext& ctx, Value& v, const Site& site);
+  // first use), or for a site the plan does not know a spare of its size.
+  void TakeDeviceMemory(RunContext& ctx, Value& v, const Site& site);
   bool IsArenaView(const DeviceMirror& m) const;
   // A zeroed gradient buffer of `shape` for `site`.
   Value TakeGradientAt(RunContext& ctx, const Shape& shape, const Site& site);
