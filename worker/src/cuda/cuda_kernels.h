@@ -53,6 +53,11 @@ cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const fl
 cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
                         const float* B, int ldb, size_t stride_b, float* C, int ldc,
                         size_t stride_c, bool accumulate, cudaStream_t stream = nullptr);
+// C[i, j] (ldc apart) = parts[0][i][j] + parts[1][i][j] + ..., added in part
+// order: `blocks` dense M x N partial products laid end to end (a product's k
+// blocks, or the row groups of MatMul's weight gradient).
+cudaError_t SumParts(int M, int N, int blocks, const float* parts, float* C, int ldc,
+                     cudaStream_t stream = nullptr);
 
 cudaError_t Transpose(int rows, int cols, const float* src, float* dst,
                       cudaStream_t stream = nullptr);

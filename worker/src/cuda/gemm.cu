@@ -431,18 +431,18 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
     split.out = parts;
     split.ldo = N;
     const cudaError_t err = launch(split, blocks);
-    return err == cudaSuccess ? tiled::SumKBlocks(M, N, blocks, parts, C, ldc, stream) : err;
+    return err == cudaSuccess ? SumParts(M, N, blocks, parts, C, ldc, stream) : err;
   });
 }
 
 }  // namespace
 
-cudaError_t tiled::SumKBlocks(int M, int N, int blocks, const float* parts, float* C, int ldc,
-                              cudaStream_t stream) {
+cudaError_t SumParts(int M, int N, int blocks, const float* parts, float* C, int ldc,
+                     cudaStream_t stream) {
   const size_t count = static_cast<size_t>(M) * N;
-  const auto grid =
-      static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, 4096));
-  GemmSumKBlocksKernel<<<grid, kThreads, 0, stream>>>(M, N, blocks, parts, C, ldc);
+  const auto grid = static_cast<unsigned>(
+      std::min<size_t>((count + tiled::kThreads - 1) / tiled::kThreads, 4096));
+  GemmSumKBlocksKernel<<<grid, tiled::kThreads, 0, stream>>>(M, N, blocks, parts, C, ldc);
   return cudaGetLastError();
 }
 

@@ -382,18 +382,25 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({3, 16, 32}, 1), RandomValue({32, 128}, 2)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
-  // Batched on the tiled kernel (64 tiles); a shared B whose weight gradient
-  // takes several k blocks of rows (4 batches of 1000, then 1) or one batch
-  // per block (rows past a k block).
+  // Batched on the tiled kernel (64 tiles); shared Bs whose weight gradients
+  // sum row groups: one batch a group in one batched launch (5 of 1000 rows,
+  // 3 of 2000), one a group past a k block (2 of 4100 rows, a launch each),
+  // 16 groups of 64 rows on the tiled kernel, 2 groups of 3 batches, and 5
+  // batches that split no way into 2 groups.
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({8, 8, 128, 16}, 11), RandomValue({8, 8, 16, 128}, 12)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({5, 1000, 6}, 13), RandomValue({6, 7}, 14)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 4100, 3}, 15), RandomValue({3, 5}, 16)});
-  // The weight gradient on the tiled kernel: two batches of 2000 rows, then one.
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 2000, 64}, 17), RandomValue({64, 72}, 18)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({16, 64, 256}, 19), RandomValue({256, 256}, 20)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({6, 1, 2048}, 21), RandomValue({2048, 2048}, 22)});
+  ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
+                 {RandomValue({5, 1, 2048}, 23), RandomValue({2048, 2048}, 24)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({2, 1, 5, 3}, 5), RandomValue({3, 3, 4}, 6)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),

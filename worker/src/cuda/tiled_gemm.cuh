@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "cp_async.cuh"
+#include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "stream_scratch.h"
 
@@ -411,10 +412,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// Adds the k blocks' partial sums [blocks][M][N] in block order into C (gemm.cu).
-cudaError_t SumKBlocks(int M, int N, int blocks, const float* parts, float* C, int ldc,
-                       cudaStream_t stream);
-
 inline int KBlocks(int K) {
   return K <= formulas::kGemmKBlock ? 1 : (K + formulas::kGemmKBlock - 1) / formulas::kGemmKBlock;
 }
@@ -485,7 +482,7 @@ cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, f
   return WithStreamScratch(static_cast<size_t>(M) * N * blocks, stream, [&](float* parts) {
     sink.parts = parts;  // `launch` makes its sink from this one
     const cudaError_t err = WithTiles(M, N, blocks, launch);
-    return err == cudaSuccess ? SumKBlocks(M, N, blocks, parts, C, ldc, stream) : err;
+    return err == cudaSuccess ? SumParts(M, N, blocks, parts, C, ldc, stream) : err;
   });
 }
 

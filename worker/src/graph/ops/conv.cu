@@ -480,9 +480,7 @@ cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, c
   if (blocks == 1) return chains_into(dw);
   return cuda::WithStreamScratch(chains, stream, [&](float* parts) {
     const cudaError_t err = chains_into(parts);
-    return err == cudaSuccess
-               ? cuda::tiled::SumKBlocks(groups, taps, blocks, parts, dw, taps, stream)
-               : err;
+    return err == cudaSuccess ? cuda::SumParts(groups, taps, blocks, parts, dw, taps, stream) : err;
   });
 }
 

@@ -10,7 +10,14 @@
 //                with a(t) = a, from 0; each later such t (ascending) continues
 //                the chain: GemmOutput from the sum so far.
 //   dB_b[k, j] = the same over the t with b(t) = b of GemmOutput over i of
-//                A[i, k] * dY_t[i, j].
+//                A[i, k] * dY_t[i, j];
+//   except where every batch shares one B (a weight): its batches' rows go in
+//   WeightGradientGroup() whole batches a group, and
+//   dB[k, j] = P_0 + P_1 + ... added in group order, P_g = GemmOutput over
+//                the rows of group g ascending of A[i, k] * dY[i, j], from 0.
+//   The groups depend on the shapes only, so every device runs the same
+//   order; they give a weight gradient's few outputs and long chains
+//   independent products to run side by side.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -87,7 +94,20 @@ class MatMul final : public Op {
         started[a_batch_[t]] = true;
       }
     }
-    if (din[1] != nullptr) {
+    if (din[1] != nullptr && FoldsIntoRows()) {
+      float* db = din[1]->floats.data();
+      const int group = WeightGradientGroup(), rows = group * m_;
+      std::vector<float> part(batches > static_cast<size_t>(group) ? b_size : 0);
+      t_buf.resize(static_cast<size_t>(group) * a_size);
+      for (size_t t0 = 0; t0 < batches; t0 += group) {
+        cpu::Transpose(rows, k_, a + t0 * a_size, t_buf.data());
+        float* p = t0 == 0 ? db : part.data();
+        cpu::Gemm(k_, n_, rows, t_buf.data(), rows, dy + t0 * y_size, n_, p, n_, false);
+        if (t0 > 0) {
+          for (size_t e = 0; e < b_size; ++e) db[e] = db[e] + p[e];
+        }
+      }
+    } else if (din[1] != nullptr) {
       float* db = din[1]->floats.data();
       std::vector<bool> started(din[1]->floats.size() / b_size, false);
       t_buf.resize(a_size);
@@ -173,27 +193,37 @@ class MatMul final : public Op {
     if (din[1] != nullptr) {
       float* db = DeviceData(ctx, *din[1]);
       if (FoldsIntoRows()) {
-        // The one dB's chain runs over the batches' rows in order, each batch's
-        // product continuing from the sum so far: a run of whole batches of at
-        // most one k block of rows is one product over those rows (one fma
-        // chain from the running sum, GemmOutput's order), so the batches go
-        // in groups of that many.
-        // The product has few outputs and long chains: the tiled kernel in
-        // tiles small enough to fill the GPU (the encoder's 768x768 weight
-        // gradients over K = 4,096: 144 tiles of 64x64 where 128x128 ones
-        // gave 36: on an H100 the encoder's step 0.994; the 128x128 ones had
-        // taken MatMul backward 79.0 -> 60.9 ms a step on the H200 against
-        // cuda::Gemm's pick, the chain kernel); cuda::Gemm for products
-        // thinner than half a tile.
+        // Every batch's rows transposed at once; one product for one group,
+        // else the groups' products side by side (one batched launch when a
+        // group's rows fit one k block) into partial sums added in order.
+        // For few groups of long chains the tiled kernel in tiles small
+        // enough to fill the GPU; cuda::Gemm for products thinner than half a
+        // tile.
         const auto product =
             k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
-        const int group = std::max(1, formulas::kGemmKBlock / m_);
-        float* at = TransientScratch(ctx, 0, std::min(group, batches) * a_size);
-        for (int t0 = 0; t0 < batches; t0 += group) {
-          const int rows = std::min(group, batches - t0) * m_;
-          CheckLaunch(cuda::Transpose(rows, k_, a + t0 * a_size, at, st), "MatMul gradient");
-          CheckLaunch(product(k_, n_, rows, at, rows, dy + t0 * y_size, n_, db, n_, t0 > 0, st),
+        const int group = WeightGradientGroup(), groups = batches / group;
+        const int rows = group * m_, all_rows = batches * m_;
+        float* at = TransientScratch(ctx, 0, batches * a_size);
+        CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
+        if (groups == 1) {
+          CheckLaunch(product(k_, n_, rows, at, rows, dy, n_, db, n_, false, st),
                       "MatMul gradient");
+        } else {
+          float* parts = TransientScratch(ctx, 1, groups * b_size);
+          if (rows <= formulas::kGemmKBlock) {
+            CheckLaunch(
+                cuda::GemmBatched(groups, k_, n_, rows, at, all_rows, rows, dy, n_,
+                                  static_cast<size_t>(rows) * n_, parts, n_, b_size, false, st),
+                "MatMul gradient");
+          } else {
+            for (int g = 0; g < groups; ++g) {
+              CheckLaunch(product(k_, n_, rows, at + g * rows, all_rows,
+                                  dy + static_cast<size_t>(g) * rows * n_, n_, parts + g * b_size,
+                                  n_, false, st),
+                          "MatMul gradient");
+            }
+          }
+          CheckLaunch(cuda::SumParts(k_, n_, groups, parts, db, n_, st), "MatMul gradient");
         }
       } else if (BatchesInOneLaunch(m_)) {
         float* at = TransientScratch(ctx, 0, batches * a_size);
@@ -234,6 +264,20 @@ class MatMul final : public Op {
       if (a_batch_[t] != t || b_batch_[t] != 0) return false;
     }
     return true;
+  }
+
+  // The whole batches in each of the weight gradient's row groups: as many
+  // groups as give about kWeightGradientTiles 128x128 output tiles in all
+  // (the encoder's 768x768 projections: 16 groups of 2 batches of 128 rows;
+  // its 768x3072 layers 4 of 8), at most one a batch, each the same size.
+  static constexpr int64_t kWeightGradientTiles = 512;
+  int WeightGradientGroup() const {
+    const int64_t batches = static_cast<int64_t>(a_batch_.size());
+    const int64_t tiles = ((k_ + 127) / 128) * ((n_ + 127) / 128);
+    const int64_t groups = std::min(batches, (kWeightGradientTiles + tiles - 1) / tiles);
+    int64_t group = batches / groups;
+    while (batches % group != 0) --group;
+    return static_cast<int>(group);
   }
 
   int m_, n_, k_;

@@ -71,29 +71,52 @@ TEST(MatMulTest, Vectors) {
   ExpectGradientsMatch(kMatMul, {RandomValue({2, 4, 3}, 4), w}, {0, 1});
 }
 
-TEST(MatMulTest, BroadcastGradientChainsOverBatches) {
-  // dB for a B shared by 3 batches continues one chain: batch 0's products
-  // from 0, then batches 1 and 2 from the sum so far.
-  Value a = RandomValue({3, 2, 4}, 1), b = RandomValue({1, 4, 5}, 2),
-        dy = RandomValue({3, 2, 5}, 3);
+// dB of A [batches, m, k] against one shared B [k, n] in the documented
+// order: `group` batches' rows a group, each group's chain from 0, the groups
+// added in order.
+std::vector<float> WeightGradient(const Value& a, const Value& dy, int64_t batches, int64_t m,
+                                  int64_t k, int64_t n, int64_t group) {
+  std::vector<float> db(k * n);
+  for (int64_t c = 0; c < k; ++c) {
+    for (int64_t j = 0; j < n; ++j) {
+      float total = 0.0f;
+      for (int64_t t0 = 0; t0 < batches; t0 += group) {
+        float chain = 0.0f;
+        for (int64_t i = t0 * m; i < (t0 + group) * m; ++i) {
+          chain = detmath::Fma(a.floats[i * k + c], dy.floats[i * n + j], chain);
+        }
+        total = t0 == 0 ? chain : total + chain;
+      }
+      db[c * n + j] = total;
+    }
+  }
+  return db;
+}
+
+Value SharedWeightGradient(const Value& a, const Value& b, const Value& dy) {
   testing::OpRun run = RunOp(kMatMul, {a, b});
-  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_TRUE(run.status.ok()) << run.status;
   Value db;
   db.Reset(DType::kFloat32, b.shape);
   RunContext ctx;
   run.op->Backward(ctx, {&a, &b}, {&run.outputs[0]}, {&dy}, {nullptr, &db});
-  for (int64_t k = 0; k < 4; ++k) {
-    for (int64_t j = 0; j < 5; ++j) {
-      float sum = 0.0f;
-      for (int64_t t = 0; t < 3; ++t) {
-        for (int64_t i = 0; i < 2; ++i) {
-          sum = detmath::Fma(a.floats[t * 8 + i * 4 + k], dy.floats[t * 10 + i * 5 + j], sum);
-        }
-      }
-      EXPECT_EQ(db.floats[k * 5 + j], sum);
-    }
-  }
+  return db;
+}
+
+TEST(MatMulTest, SharedWeightGradientSumsGroupsOfBatches) {
+  // A B shared by 3 batches, few outputs: one batch a group, each product from
+  // 0, added in batch order.
+  Value a = RandomValue({3, 2, 4}, 1), b = RandomValue({1, 4, 5}, 2),
+        dy = RandomValue({3, 2, 5}, 3);
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 3, 2, 4, 5, 1));
   ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
+  // 256 output tiles of 128x128 want 2 groups: 3 batches each.
+  a = RandomValue({6, 1, 2048}, 4), b = RandomValue({2048, 2048}, 5),
+  dy = RandomValue({6, 1, 2048}, 6);
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 6, 1, 2048, 2048, 3));
+  // 5 batches split no way into 2 groups: one a batch.
+  a = RandomValue({5, 1, 2048}, 7), dy = RandomValue({5, 1, 2048}, 8);
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 5, 1, 2048, 2048, 1));
 }
 
 TEST(MatMulTest, LargeProductsKeepTheOrder) {
