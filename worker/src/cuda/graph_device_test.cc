@@ -383,10 +383,10 @@ TEST_F(GraphDeviceTest, MatMul) {
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 4, 16, 8}, 3), RandomValue({3, 4, 8, 16}, 4)});
   // Batched on the tiled kernel (64 tiles); shared Bs whose weight gradients
-  // sum row groups: one batch a group in one batched launch (5 of 1000 rows,
-  // 3 of 2000), one a group past a k block (2 of 4100 rows, a launch each),
-  // 16 groups of 64 rows on the tiled kernel, 2 groups of 3 batches, and 5
-  // batches that split no way into 2 groups.
+  // sum row groups: one batch a group (5 of 1000 rows, 3 of 2000), one group
+  // past a k block (batches of 4100 rows), 16 groups of 64 rows on the tiled
+  // kernel, 2 groups of 3 batches, and 5 batches that split no way into 2
+  // groups.
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),
                  {RandomValue({8, 8, 128, 16}, 11), RandomValue({8, 8, 16, 128}, 12)});
   ExpectSameBits(MakeNode("MatMul", {"a", "b"}, {"y"}),

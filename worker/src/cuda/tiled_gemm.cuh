@@ -5,8 +5,8 @@
 // a product whose operands are not plain matrices (a convolution's columns,
 // gathered as the tile needs them: an implicit GEMM) runs the same tiling as
 // cuda::Gemm. C[r, c] = the fma chain over k of A[r, k] * B[k, c] in
-// formulas::GemmOutput's order: each k block of kGemmKBlock is one grid
-// z-slice whose chain starts from the sink's initial value (block 0) or 0 (the
+// formulas::GemmOutput's order: each k block (kGemmKBlock, or the launch's
+// k_block) is one grid z-slice whose chain starts from the sink's initial value (block 0) or 0 (the
 // others, into partial sums added in block order afterwards).
 //
 // The operands reach shared memory a slice of kBK k at a time, k-major
@@ -249,7 +249,7 @@ struct DenseSink {
 
 template <int kMinBlocks, class ASource, class BSource, class Sink>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    TiledGemmKernel(int M, int N, int K, ASource a, BSource b, Sink sink) {
+    TiledGemmKernel(int M, int N, int K, int k_block, ASource a, BSource b, Sink sink) {
   using Pipeline = typename ASource::Pipeline;
   static_assert(std::is_same_v<Pipeline, typename BSource::Pipeline>, "one pipeline for both");
   constexpr int kBK = Pipeline::kBK, kStages = Pipeline::kStages;
@@ -261,8 +261,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float* const As = tiled_smem;                         // [kStages][kBK][kLdA]
   float* const Bs = tiled_smem + kStages * kBK * kLdA;  // [kStages][kBK][kLdB]
 
-  const int z = static_cast<int>(blockIdx.z), k_begin = z * formulas::kGemmKBlock;
-  const int k_count = gridDim.z == 1 ? K : min(formulas::kGemmKBlock, K - k_begin);
+  const int z = static_cast<int>(blockIdx.z), k_begin = z * k_block;
+  const int k_count = gridDim.z == 1 ? K : min(k_block, K - k_begin);
   const int m0 = blockIdx.y * kTileM, n0 = blockIdx.x * kTileN;
   a.Start(m0, k_begin, k_count);
   b.Start(n0, k_begin, k_count);
@@ -412,18 +412,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-inline int KBlocks(int K) {
-  return K <= formulas::kGemmKBlock ? 1 : (K + formulas::kGemmKBlock - 1) / formulas::kGemmKBlock;
+// The k blocks of a K-long chain in blocks of k_block (formulas::kGemmKBlock
+// for GemmOutput's order; a weight gradient's own, WeightGradientKBlock).
+inline int KBlocks(int K, int k_block = formulas::kGemmKBlock) {
+  return K <= k_block ? 1 : (K + k_block - 1) / k_block;
 }
 
-// One launch of the kernel over `z` k blocks (the sink handles them).
+// One launch of the kernel over `z` k blocks of k_block (the sink handles them).
 // kMinBlocks: the thread blocks per SM the registers must allow with 128x128
 // tiles; smaller tiles need fewer registers and ask for more: 2 with 64x128,
 // 3 with 64x64 (80 registers a thread, no spills; on an H100 ResNet-50's step
 // 0.981 of 2 blocks, its 64x64 weight gradients ran 12-15 warps an SM).
 template <int kMinBlocks, class ASource, class BSource, class Sink>
 cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSource& b,
-                        const Sink& sink, cudaStream_t stream) {
+                        const Sink& sink, cudaStream_t stream,
+                        int k_block = formulas::kGemmKBlock) {
   constexpr int kTileM = ASource::kTileRows, kTileN = BSource::kTileRows;
   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
   if (grid.y > 65535 || z > 65535) return cudaErrorInvalidValue;
@@ -435,7 +438,7 @@ cudaError_t LaunchTiled(int M, int N, int K, int z, const ASource& a, const BSou
   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
   constexpr int kTile = kTileM * kTileN;
   constexpr int kBlocks = kTile <= 64 * 64 ? 3 : kTile < 128 * 128 ? 2 : kMinBlocks;
-  TiledGemmKernel<kBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, a, b, sink);
+  TiledGemmKernel<kBlocks><<<grid, kThreads, kBytes, stream>>>(M, N, K, k_block, a, b, sink);
   return cudaGetLastError();
 }
 
@@ -471,12 +474,13 @@ cudaError_t WithTiles(int M, int N, int z, Launch&& launch) {
 // stream-ordered scratch (captured into a CUDA graph too) and their sum.
 template <int kMinBlocks, class MakeA, class MakeB>
 cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, float* C, int ldc,
-                          bool accumulate, cudaStream_t stream) {
+                          bool accumulate, cudaStream_t stream,
+                          int k_block = formulas::kGemmKBlock) {
   if (M == 0 || N == 0) return cudaSuccess;
   DenseSink sink{C, ldc, accumulate ? C : nullptr, nullptr, M, N};
-  const int blocks = KBlocks(K);
+  const int blocks = KBlocks(K, k_block);
   auto launch = [&](auto tm, auto tn) {
-    return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream);
+    return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream, k_block);
   };
   if (blocks == 1) return WithTiles(M, N, 1, launch);
   return WithStreamScratch(static_cast<size_t>(M) * N * blocks, stream, [&](float* parts) {

@@ -23,14 +23,35 @@ namespace easyscale::formulas {
 // constant, never a function of the device, so the bits stay the same.
 inline constexpr int kGemmKBlock = 4096;
 
+// The k block of a weight gradient (MatMul's shared B, Conv's W): a sum
+// over every sample's rows, few outputs over long chains. Where kGemmKBlock
+// blocks would give fewer than kWeightGradientTiles 128x128 output tiles in
+// all, blocks of whole samples instead, as many as give about that many (at
+// most one a sample, all the same size, each at most kGemmKBlock rows). From
+// the shapes only, so every device runs the same order; it lets a GPU run a
+// weight gradient's blocks side by side (the encoder's 768x768 ones: 16
+// blocks of 2 samples of 128 rows, its 768x3072 ones 4 of 8).
+inline constexpr int64_t kWeightGradientTiles = 512;
+inline int WeightGradientKBlock(int64_t samples, int64_t sample_rows, int64_t out_rows,
+                                int64_t out_cols) {
+  const int64_t tiles = ((out_rows + 127) / 128) * ((out_cols + 127) / 128);
+  const int64_t wanted = (kWeightGradientTiles + tiles - 1) / tiles;
+  const int64_t blocks = (samples * sample_rows + kGemmKBlock - 1) / kGemmKBlock;
+  if (wanted <= blocks) return kGemmKBlock;
+  int64_t group = wanted < samples ? samples / wanted : 1;
+  while (samples % group != 0) --group;
+  return group * sample_rows <= kGemmKBlock ? static_cast<int>(group * sample_rows) : kGemmKBlock;
+}
+
 // One output C[i,j] in that order: a points at A[i,0] and steps by a_step, b at
-// B[0,j] and steps by b_step. The specification the GEMM kernels are checked
-// against.
+// B[0,j] and steps by b_step; k_block other than kGemmKBlock only for a weight
+// gradient's (WeightGradientKBlock). The specification the GEMM kernels are
+// checked against.
 ES_HD float GemmOutput(int K, const float* a, size_t a_step, const float* b, size_t b_step,
-                       float init) {
+                       float init, int k_block = kGemmKBlock) {
   float sum = init;
-  for (int k0 = 0; k0 < K; k0 += kGemmKBlock) {
-    const int k1 = K - k0 < kGemmKBlock ? K : k0 + kGemmKBlock;
+  for (int k0 = 0; k0 < K; k0 += k_block) {
+    const int k1 = K - k0 < k_block ? K : k0 + k_block;
     float chain = k0 == 0 ? init : 0.0f;
     for (int k = k0; k < k1; ++k) chain = detmath::Fma(a[k * a_step], b[k * b_step], chain);
     sum = k0 == 0 ? chain : sum + chain;

@@ -10,7 +10,9 @@
 //                 and its dX (and a 3x3 one's dW) the same products and sums
 //                 without the columns.
 //   dW[m, kc]   = GemmOutput over k = (b, p) flattened (K = N*OH*OW) of
-//                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the batch.
+//                 cols_b[kc, p] * dY[b, m, p], from 0: one product over the
+//                 batch, in k blocks of formulas::WeightGradientKBlock for
+//                 an output of [M/group, kc] (depthwise: [C, KH*KW]).
 //   dcols[kc, p] = GemmOutput over m (the group's) of W[m, kc] * dY[b, m, p];
 //   dX          = cpu::Col2ImImage of dcols: per element, taps in (ky, kx) order
 //                 (a 1x1, stride-1, unpadded kernel's dcols are dX itself).
@@ -49,6 +51,9 @@ class Conv final : public Op {
     depthwise_ = geo_.C == 1 && mg_ == 1 && !direct_;
     hp_ = (geo_.OH - 1) * geo_.SH + (geo_.KH - 1) * geo_.DH + 1;
     wp_ = (geo_.OW - 1) * geo_.SW + (geo_.KW - 1) * geo_.DW + 1;
+    // A depthwise dW's outputs are every channel's taps; else a group's filters.
+    dw_block_ = formulas::WeightGradientKBlock(batch_, p_, depthwise_ ? group_ : mg_,
+                                               depthwise_ ? geo_.KH * geo_.KW : kc_);
   }
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
@@ -141,13 +146,13 @@ class Conv final : public Op {
             cpu::Transpose(mg_, p_, Slice(dy, b0 + s, g, mg_, p_),
                            dyt_.data() + static_cast<size_t>(s) * p_ * mg_);
           }
-          // GemmOutput over the flattened k in kGemmKBlock blocks, each chained
+          // GemmOutput over the flattened k in dw_block_ blocks, each chained
           // from 0 and added in block order, fed a chunk's segment at a time.
           for (int q = 0; q < width;) {
-            const int64_t block = k / formulas::kGemmKBlock;
-            const int64_t block_end = (block + 1) * formulas::kGemmKBlock;
+            const int64_t block = k / dw_block_;
+            const int64_t block_end = (block + 1) * dw_block_;
             const int n = static_cast<int>(std::min<int64_t>(width - q, block_end - k));
-            const bool starts = k % formulas::kGemmKBlock == 0;
+            const bool starts = k % dw_block_ == 0;
             float* target = block == 0 ? dwt_.data() : part_.data();
             cpu::Gemm(kc_, mg_, n, cols + q, static_cast<int>(ld),
                       dyt_.data() + static_cast<size_t>(q) * mg_, mg_, target, mg_,
@@ -250,7 +255,7 @@ class Conv final : public Op {
     }
     if (depthwise_) {
       if (din[1] != nullptr) {
-        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, x, dy,
+        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, dw_block_, x, dy,
                                                   DeviceData(ctx, *din[1]), st),
                     "Conv depthwise weight gradient");
       }
@@ -265,7 +270,7 @@ class Conv final : public Op {
       const int2* table = TapTable(ctx);
       for (int g = 0; g < group_; ++g) {
         CheckLaunch(cuda_ops::ConvWeightGrad(
-                        batch_, group_, g, mg_, geo_, table, x, dy,
+                        batch_, group_, g, mg_, geo_, dw_block_, table, x, dy,
                         DeviceData(ctx, *din[1]) + static_cast<size_t>(g) * mg_ * kc_, st),
                     "Conv weight gradient");
       }
@@ -411,7 +416,7 @@ class Conv final : public Op {
   }
 
   // A KH x KW depthwise filter's dW for group g without the columns: per
-  // tap, the GEMM's chain fma(cols, dy, acc) over k = (b, p) in kGemmKBlock
+  // tap, the GEMM's chain fma(cols, dy, acc) over k = (b, p) in dw_block_
   // blocks (padding taps read 0); the taps' chains run side by side.
   template <int KH, int KW>
   void DepthwiseWeightGrad(const float* x, const float* dy, int g, float* dw) {
@@ -425,8 +430,8 @@ class Conv final : public Op {
       for (int oy = 0; oy < geo_.OH; ++oy) {
         const float* top = img + static_cast<size_t>(oy) * geo_.SH * wp_;
         for (int ox = 0; ox < geo_.OW; ++ox, ++k) {
-          const bool first_block = k < formulas::kGemmKBlock;
-          if (!first_block && k % formulas::kGemmKBlock == 0) std::fill_n(part, kTaps, 0.0f);
+          const bool first_block = k < dw_block_;
+          if (!first_block && k % dw_block_ == 0) std::fill_n(part, kTaps, 0.0f);
           float* chains = first_block ? acc : part;
           const float dv = d[oy * geo_.OW + ox];
           const float* corner = top + ox * geo_.SW;
@@ -439,7 +444,7 @@ class Conv final : public Op {
             }
           }
           const int64_t next = k + 1;
-          if (!first_block && (next % formulas::kGemmKBlock == 0 || next == total_k)) {
+          if (!first_block && (next % dw_block_ == 0 || next == total_k)) {
             for (int t = 0; t < kTaps; ++t) acc[t] += part[t];
           }
         }
@@ -465,6 +470,7 @@ class Conv final : public Op {
 
   bool has_bias_;
   int batch_, group_, mg_, kc_ = 0, p_ = 0;
+  int dw_block_ = formulas::kGemmKBlock;  // dW's k block (WeightGradientKBlock)
   cpu::ConvGeometry geo_;
   bool direct_ = false, depthwise_ = false;
   Shape out_shape_;

@@ -400,8 +400,8 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
 }
 
 cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
-                           const int2* table, const float* x, const float* dy, float* dw,
-                           cudaStream_t stream) {
+                           int k_block, const int2* table, const float* x, const float* dy,
+                           float* dw, cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW;
   return cuda::tiled::RunTiledDense<2>(
       M, kc, B * g.OH * g.OW,
@@ -409,7 +409,7 @@ cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvG
         return OutputGradRowsSource<tm>{dy, g, groups, group, M};
       },
       [&](auto tn) { return ColumnsByPositionSource<tn>{x, table, g, groups, group, kc}; }, dw, kc,
-      false, stream);
+      false, stream, k_block);
 }
 
 cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, const float* x,
@@ -452,17 +452,17 @@ cudaError_t DepthwiseInputGrad(int B, int groups, const cpu::ConvGeometry& g, co
   });
 }
 
-cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, const float* x,
-                                const float* dy, float* dw, cudaStream_t stream) {
+cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, int k_block,
+                                const float* x, const float* dy, float* dw, cudaStream_t stream) {
   const int taps = g.KH * g.KW, P = g.OH * g.OW, K = B * P;
-  const int blocks = cuda::tiled::KBlocks(K);
+  const int blocks = cuda::tiled::KBlocks(K, k_block);
   const size_t chains = static_cast<size_t>(blocks) * groups * taps;
   // One thread per (k block, channel, tap): the block's chain over its k.
   auto chains_into = [&](float* parts) {
     return cuda::LaunchForEach(chains, stream, [=] __device__(size_t e) {
       const int t = static_cast<int>(e % taps), channel = static_cast<int>(e / taps % groups);
       const int block = static_cast<int>(e / (static_cast<size_t>(taps) * groups));
-      const int k0 = block * formulas::kGemmKBlock, k1 = min(K, k0 + formulas::kGemmKBlock);
+      const int k0 = block * k_block, k1 = min(K, k0 + k_block);
       const int dy_t = t / g.KW * g.DH, dx_t = t % g.KW * g.DW;
       PositionOdometer at;
       at.Start(g, k0);

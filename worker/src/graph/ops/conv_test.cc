@@ -132,11 +132,15 @@ TEST(ConvTest, Gradients) {
   }
 }
 
-// dW against GemmOutput over the flattened (b, p) index, and dX against the
-// col2im of dcols = GemmOutput over the group's m, bit for bit.
+// dW against GemmOutput over the flattened (b, p) index in the weight
+// gradient's k blocks, and dX against the col2im of dcols = GemmOutput over
+// the group's m, bit for bit.
 void ExpectBackwardExact(const Geo& g) {
   const int64_t cg = g.c / g.group, mg = g.m / g.group, kc_n = cg * g.kh * g.kw;
   const int64_t P = g.oh * g.ow, K = g.n * P;
+  const bool depthwise = cg == 1 && mg == 1;
+  const int k_block = formulas::WeightGradientKBlock(g.n, P, depthwise ? g.group : mg,
+                                                     depthwise ? g.kh * g.kw : kc_n);
   Value x = RandomValue({g.n, g.c, g.h, g.w}, 1), w = RandomValue({g.m, cg, g.kh, g.kw}, 2);
   Value dy = RandomValue({g.n, g.m, g.oh, g.ow}, 3);
   testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
@@ -172,18 +176,21 @@ void ExpectBackwardExact(const Geo& g) {
           dys[b * P + p] = dy.floats[(b * g.m + m) * P + p];
         }
       }
-      ASSERT_EQ(dw.floats[m * kc_n + kc],
-                formulas::GemmOutput(static_cast<int>(K), cols.data(), 1, dys.data(), 1, 0.0f))
+      ASSERT_EQ(dw.floats[m * kc_n + kc], formulas::GemmOutput(static_cast<int>(K), cols.data(), 1,
+                                                               dys.data(), 1, 0.0f, k_block))
           << m << " " << kc;
     }
   }
 }
 
 TEST(ConvTest, BackwardMatchesTheDocumentedOrder) {
-  // N*OH*OW = 3*1600 > kGemmKBlock: the block boundary falls inside sample 2.
+  // Few outputs: dW's k blocks are whole samples (one each, 1,600 rows).
   ExpectBackwardExact({3, 2, 40, 40, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 40, 40});
-  // 49 positions a sample run in chunks of samples; the boundary (k = 4096,
-  // inside sample 83) falls inside a chunk, and the last chunk is partial.
+  // A sample past kGemmKBlock (4,900 positions): kGemmKBlock blocks, the
+  // first boundary inside sample 0.
+  ExpectBackwardExact({2, 2, 70, 70, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 70, 70});
+  // 49 positions a sample run in chunks of samples, a k block each; the last
+  // chunk is partial.
   ExpectBackwardExact({90, 4, 7, 7, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 7, 7});
   // Strides, dilations, groups; depthwise.
   ExpectBackwardExact({2, 4, 9, 8, 6, 2, 3, 2, 2, 3, 1, 0, 2, 1, 4, 3});

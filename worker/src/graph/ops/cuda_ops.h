@@ -81,10 +81,11 @@ cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeom
 cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
                           const float* w, const float* dy, float* wt, float* dx,
                           cudaStream_t stream);
-// dw of the group's filters [M, C*KH*KW] (every element written);
+// dw of the group's filters [M, C*KH*KW] (every element written), its chains
+// in k blocks of k_block (conv.cc's dw_block_);
 cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
-                           const int2* table, const float* x, const float* dy, float* dw,
-                           cudaStream_t stream);
+                           int k_block, const int2* table, const float* x, const float* dy,
+                           float* dw, cudaStream_t stream);
 // A depthwise convolution's (one channel and one filter per group, all
 // `groups` at once; w [groups, KH*KW]): y from bias (may be null), dx, dw,
 // every element written;
@@ -92,8 +93,8 @@ cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, cons
                              const float* w, const float* bias, float* y, cudaStream_t stream);
 cudaError_t DepthwiseInputGrad(int B, int groups, const cpu::ConvGeometry& g, const float* w,
                                const float* dy, float* dx, cudaStream_t stream);
-cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, const float* x,
-                                const float* dy, float* dw, cudaStream_t stream);
+cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, int k_block,
+                                const float* x, const float* dy, float* dw, cudaStream_t stream);
 // dx of the group's channels (every element written) as cpu::Col2ImImage
 // folds each image's columns cols [C*KH*KW, B*OH*OW] (row (c, ky, kx), column
 // (b, oy, ox)) back;

@@ -11,13 +11,9 @@
 //                the chain: GemmOutput from the sum so far.
 //   dB_b[k, j] = the same over the t with b(t) = b of GemmOutput over i of
 //                A[i, k] * dY_t[i, j];
-//   except where every batch shares one B (a weight): its batches' rows go in
-//   WeightGradientGroup() whole batches a group, and
-//   dB[k, j] = P_0 + P_1 + ... added in group order, P_g = GemmOutput over
-//                the rows of group g ascending of A[i, k] * dY[i, j], from 0.
-//   The groups depend on the shapes only, so every device runs the same
-//   order; they give a weight gradient's few outputs and long chains
-//   independent products to run side by side.
+//   except where every batch shares one B (a weight): one product over every
+//   batch's rows, dB[k, j] = GemmOutput over the rows i ascending of
+//   A[i, k] * dY[i, j], from 0, in k blocks of formulas::WeightGradientKBlock.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -95,15 +91,18 @@ class MatMul final : public Op {
       }
     }
     if (din[1] != nullptr && FoldsIntoRows()) {
+      // Block by block: each from 0 (cpu::Gemm's one chain), added in order.
       float* db = din[1]->floats.data();
-      const int group = WeightGradientGroup(), rows = group * m_;
-      std::vector<float> part(batches > static_cast<size_t>(group) ? b_size : 0);
-      t_buf.resize(static_cast<size_t>(group) * a_size);
-      for (size_t t0 = 0; t0 < batches; t0 += group) {
-        cpu::Transpose(rows, k_, a + t0 * a_size, t_buf.data());
-        float* p = t0 == 0 ? db : part.data();
-        cpu::Gemm(k_, n_, rows, t_buf.data(), rows, dy + t0 * y_size, n_, p, n_, false);
-        if (t0 > 0) {
+      const int k_block = WeightGradientKBlock(), all_rows = static_cast<int>(batches) * m_;
+      std::vector<float> part(all_rows > k_block ? b_size : 0);
+      t_buf.resize(static_cast<size_t>(std::min(k_block, all_rows)) * k_);
+      for (int r0 = 0; r0 < all_rows; r0 += k_block) {
+        const int rows = std::min(k_block, all_rows - r0);
+        cpu::Transpose(rows, k_, a + static_cast<size_t>(r0) * k_, t_buf.data());
+        float* p = r0 == 0 ? db : part.data();
+        cpu::Gemm(k_, n_, rows, t_buf.data(), rows, dy + static_cast<size_t>(r0) * n_, n_, p, n_,
+                  false);
+        if (r0 > 0) {
           for (size_t e = 0; e < b_size; ++e) db[e] = db[e] + p[e];
         }
       }
@@ -193,37 +192,28 @@ class MatMul final : public Op {
     if (din[1] != nullptr) {
       float* db = DeviceData(ctx, *din[1]);
       if (FoldsIntoRows()) {
-        // Every batch's rows transposed at once; one product for one group,
-        // else the groups' products side by side (one batched launch when a
-        // group's rows fit one k block) into partial sums added in order.
-        // For few groups of long chains the tiled kernel in tiles small
-        // enough to fill the GPU; cuda::Gemm for products thinner than half a
-        // tile.
-        const auto product =
-            k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
-        const int group = WeightGradientGroup(), groups = batches / group;
-        const int rows = group * m_, all_rows = batches * m_;
+        // Every batch's rows transposed at once, then one product in
+        // kGemmKBlock blocks, or a weight gradient's blocks (whole batches,
+        // all alike) side by side in one batched launch into partial sums
+        // added in order. The one product has few tiles and long chains: the
+        // tiled kernel in tiles small enough to fill the GPU; cuda::Gemm for
+        // products thinner than half a tile.
+        const int k_block = WeightGradientKBlock(), all_rows = batches * m_;
         float* at = TransientScratch(ctx, 0, batches * a_size);
         CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
-        if (groups == 1) {
-          CheckLaunch(product(k_, n_, rows, at, rows, dy, n_, db, n_, false, st),
+        if (k_block == formulas::kGemmKBlock) {
+          const auto product =
+              k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
+          CheckLaunch(product(k_, n_, all_rows, at, all_rows, dy, n_, db, n_, false, st),
                       "MatMul gradient");
         } else {
-          float* parts = TransientScratch(ctx, 1, groups * b_size);
-          if (rows <= formulas::kGemmKBlock) {
-            CheckLaunch(
-                cuda::GemmBatched(groups, k_, n_, rows, at, all_rows, rows, dy, n_,
-                                  static_cast<size_t>(rows) * n_, parts, n_, b_size, false, st),
-                "MatMul gradient");
-          } else {
-            for (int g = 0; g < groups; ++g) {
-              CheckLaunch(product(k_, n_, rows, at + g * rows, all_rows,
-                                  dy + static_cast<size_t>(g) * rows * n_, n_, parts + g * b_size,
-                                  n_, false, st),
-                          "MatMul gradient");
-            }
-          }
-          CheckLaunch(cuda::SumParts(k_, n_, groups, parts, db, n_, st), "MatMul gradient");
+          const int blocks = all_rows / k_block;
+          float* parts = TransientScratch(ctx, 1, blocks * b_size);
+          CheckLaunch(
+              cuda::GemmBatched(blocks, k_, n_, k_block, at, all_rows, k_block, dy, n_,
+                                static_cast<size_t>(k_block) * n_, parts, n_, b_size, false, st),
+              "MatMul gradient");
+          CheckLaunch(cuda::SumParts(k_, n_, blocks, parts, db, n_, st), "MatMul gradient");
         }
       } else if (BatchesInOneLaunch(m_)) {
         float* at = TransientScratch(ctx, 0, batches * a_size);
@@ -266,18 +256,9 @@ class MatMul final : public Op {
     return true;
   }
 
-  // The whole batches in each of the weight gradient's row groups: as many
-  // groups as give about kWeightGradientTiles 128x128 output tiles in all
-  // (the encoder's 768x768 projections: 16 groups of 2 batches of 128 rows;
-  // its 768x3072 layers 4 of 8), at most one a batch, each the same size.
-  static constexpr int64_t kWeightGradientTiles = 512;
-  int WeightGradientGroup() const {
-    const int64_t batches = static_cast<int64_t>(a_batch_.size());
-    const int64_t tiles = ((k_ + 127) / 128) * ((n_ + 127) / 128);
-    const int64_t groups = std::min(batches, (kWeightGradientTiles + tiles - 1) / tiles);
-    int64_t group = batches / groups;
-    while (batches % group != 0) --group;
-    return static_cast<int>(group);
+  // The k block of B's gradient where rows fold (batches of m_ rows).
+  int WeightGradientKBlock() const {
+    return formulas::WeightGradientKBlock(static_cast<int64_t>(a_batch_.size()), m_, k_, n_);
   }
 
   int m_, n_, k_;

@@ -72,22 +72,14 @@ TEST(MatMulTest, Vectors) {
 }
 
 // dB of A [batches, m, k] against one shared B [k, n] in the documented
-// order: `group` batches' rows a group, each group's chain from 0, the groups
-// added in order.
-std::vector<float> WeightGradient(const Value& a, const Value& dy, int64_t batches, int64_t m,
-                                  int64_t k, int64_t n, int64_t group) {
+// order: GemmOutput over every row, in k blocks of k_block.
+std::vector<float> WeightGradient(const Value& a, const Value& dy, int64_t rows, int64_t k,
+                                  int64_t n, int k_block) {
   std::vector<float> db(k * n);
   for (int64_t c = 0; c < k; ++c) {
     for (int64_t j = 0; j < n; ++j) {
-      float total = 0.0f;
-      for (int64_t t0 = 0; t0 < batches; t0 += group) {
-        float chain = 0.0f;
-        for (int64_t i = t0 * m; i < (t0 + group) * m; ++i) {
-          chain = detmath::Fma(a.floats[i * k + c], dy.floats[i * n + j], chain);
-        }
-        total = t0 == 0 ? chain : total + chain;
-      }
-      db[c * n + j] = total;
+      db[c * n + j] = formulas::GemmOutput(static_cast<int>(rows), &a.floats[c], k, &dy.floats[j],
+                                           n, 0.0f, k_block);
     }
   }
   return db;
@@ -103,20 +95,37 @@ Value SharedWeightGradient(const Value& a, const Value& b, const Value& dy) {
   return db;
 }
 
-TEST(MatMulTest, SharedWeightGradientSumsGroupsOfBatches) {
-  // A B shared by 3 batches, few outputs: one batch a group, each product from
-  // 0, added in batch order.
+TEST(MatMulTest, WeightGradientKBlocksAreWholeSamplesWhereOutputsAreFew) {
+  // The encoder's projections (batch 32, T = 128): 16 and 4 blocks.
+  EXPECT_EQ(formulas::WeightGradientKBlock(32, 128, 768, 768), 256);
+  EXPECT_EQ(formulas::WeightGradientKBlock(32, 128, 768, 3072), 1024);
+  // ResNet-50's 7x7 stage, 512 filters of 3x3x512 (batch 64): 16 samples.
+  EXPECT_EQ(formulas::WeightGradientKBlock(64, 49, 512, 4608), 784);
+  // A sample past one block, many outputs, a count no group size divides
+  // evenly into the wanted blocks: kGemmKBlock, or single samples.
+  EXPECT_EQ(formulas::WeightGradientKBlock(64, 12544, 32, 9), formulas::kGemmKBlock);
+  EXPECT_EQ(formulas::WeightGradientKBlock(4, 1024, 4096, 4096), formulas::kGemmKBlock);
+  EXPECT_EQ(formulas::WeightGradientKBlock(5, 1, 2048, 2048), 1);
+}
+
+TEST(MatMulTest, SharedWeightGradientRunsItsKBlocks) {
+  // A B shared by 3 batches, few outputs: one batch a block, each product
+  // from 0, added in batch order.
   Value a = RandomValue({3, 2, 4}, 1), b = RandomValue({1, 4, 5}, 2),
         dy = RandomValue({3, 2, 5}, 3);
-  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 3, 2, 4, 5, 1));
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 6, 4, 5, 2));
   ExpectGradientsMatch(kMatMul, {a, b}, {0, 1});
-  // 256 output tiles of 128x128 want 2 groups: 3 batches each.
+  // 256 output tiles of 128x128 want 2 blocks: 3 batches each.
   a = RandomValue({6, 1, 2048}, 4), b = RandomValue({2048, 2048}, 5),
   dy = RandomValue({6, 1, 2048}, 6);
-  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 6, 1, 2048, 2048, 3));
-  // 5 batches split no way into 2 groups: one a batch.
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 6, 2048, 2048, 3));
+  // 5 batches split no way into 2 blocks: one a batch.
   a = RandomValue({5, 1, 2048}, 7), dy = RandomValue({5, 1, 2048}, 8);
-  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 5, 1, 2048, 2048, 1));
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats, WeightGradient(a, dy, 5, 2048, 2048, 1));
+  // Batches of 4,100 rows: kGemmKBlock blocks, the first ending inside batch 0.
+  a = RandomValue({2, 4100, 3}, 9), b = RandomValue({3, 5}, 10), dy = RandomValue({2, 4100, 5}, 11);
+  EXPECT_EQ(SharedWeightGradient(a, b, dy).floats,
+            WeightGradient(a, dy, 8200, 3, 5, formulas::kGemmKBlock));
 }
 
 TEST(MatMulTest, LargeProductsKeepTheOrder) {
