@@ -1,6 +1,7 @@
 // gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
 // SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's and
-// the MLP's own GEMM shapes (batch 16, 64 and 128). Prints GFLOP/s and
+// the MLP's own GEMM shapes (batch 16, 64 and 128), and the encoder's
+// projections at one EST's micro-batch of 4 and 32 sequences. Prints GFLOP/s and
 // our/cuBLAS ratios from CUDA-event medians (at the model's shapes also with
 // both sides replayed from CUDA graphs, as the worker runs them), and checks
 // sampled outputs of every variant bit for bit against the CPU's
@@ -217,15 +218,15 @@ int main(int argc, char** argv) {
   }
 
   // Column order of the CNN tables.
-  const Variant small_variants[] = {{"per-out", &ec::GemmPerOutput},
-                                    {"strip", &ec::GemmColumnStrip},
-                                    {"chain", &ec::GemmChain},
-                                    {"tiled", &ec::GemmTiled},
-                                    {"Gemm", &ec::Gemm}};
+  const Variant small_variants[] = {
+      {"per-out", &ec::GemmPerOutput}, {"strip", &ec::GemmColumnStrip}, {"chain", &ec::GemmChain},
+      {"tiled", &ec::GemmTiled},       {"fill", &ec::GemmFillTiles},    {"Gemm", &ec::Gemm}};
   constexpr int kSmall = sizeof small_variants / sizeof small_variants[0];
-  for (const char* model : {"cnn", "mlp"}) {
-    for (int b : {16, 64, 128}) {
-      const int p1 = b * 576, p2 = b * 64;
+  const std::pair<const char*, std::vector<int>> tables[] = {
+      {"cnn", {16, 64, 128}}, {"mlp", {16, 64, 128}}, {"encoder", {4, 32}}};
+  for (const auto& [model, batches] : tables) {
+    for (int b : batches) {
+      const int p1 = b * 576, p2 = b * 64, rows = b * 128;
       const std::vector<Shape> shapes =
           std::string(model) == "cnn"
               ? std::vector<Shape>{{"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},
@@ -234,10 +235,16 @@ int main(int argc, char** argv) {
                                    {"fc1 fwd", b, 64, 256},    {"fc1 dW", 64, 256, b},
                                    {"fc1 dx", b, 256, 64},     {"fc2 fwd", b, 10, 64},
                                    {"fc2 dW", 10, 64, b},      {"fc2 dx", b, 64, 10}}
+          : std::string(model) == "mlp"
               // The MLP: 14x14 average-pooled digits, 196 -> 128 -> 10.
-              : std::vector<Shape>{{"fc1 fwd", b, 128, 196}, {"fc1 dW", 128, 196, b},
+              ? std::vector<Shape>{{"fc1 fwd", b, 128, 196}, {"fc1 dW", 128, 196, b},
                                    {"fc1 dx", b, 196, 128},  {"fc2 fwd", b, 10, 128},
-                                   {"fc2 dW", 10, 128, b},   {"fc2 dx", b, 128, 10}};
+                                   {"fc2 dW", 10, 128, b},   {"fc2 dx", b, 128, 10}}
+              // The encoder's (d 768, T 128) projections and feed-forward
+              // layers; dx of the first feed-forward layer is ffn2's shape.
+              : std::vector<Shape>{{"qkvo fwd", rows, 768, 768},
+                                   {"ffn1 fwd", rows, 3072, 768},
+                                   {"ffn2 fwd", rows, 768, 3072}};
       std::printf("\n%s batch %-4d %18s", model, b, "M x N x K, us:");
       for (const auto& v : small_variants) std::printf(" %8s", v.name);
       std::printf(" %8s %6s | %8s %8s %6s %s\n", "cuBLAS", "ratio", "Gemm g", "cuBLAS g", "ratio",
