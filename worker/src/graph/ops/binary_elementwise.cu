@@ -4,11 +4,13 @@
 // broadcast along leading dimensions (a bias) through column_chains.cuh, and
 // operands that repeat along leading dimensions only (the same shape, a bias,
 // a scalar) indexed by one remainder instead of a division per dimension.
+#include "cuda_kernels.h"
 #include "graph/ops/broadcast.cuh"
 #include "graph/ops/column_chains.cuh"
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/elementwise_formulas.h"
 #include "launch.cuh"
+#include "stream_scratch.h"
 
 namespace easyscale::graph::cuda_ops {
 namespace {
@@ -93,9 +95,34 @@ cudaError_t BinaryForward(const BroadcastDims& bc, size_t n, const float* a, con
 template <typename F>
 cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_size,
                            const float* a, const float* b, const float* y, const float* dy,
-                           float* grad, cudaStream_t stream) {
+                           float* grad, int64_t block, cudaStream_t stream) {
   const RowReaders rr = RowReadersOf(bc, operand);
   const OperandPeriods pp = PeriodsOf(bc);
+  const bool rows_of_operand = rr.rows > 1 && static_cast<size_t>(rr.cols) == operand_size;
+  if (block > 0) {
+    // The blocks' chains side by side (output e = block * cols + element), then
+    // added in block order. Only a bias's reduction has blocks.
+    if (!rows_of_operand || block % rr.cols != 0 || rr.rows % (block / rr.cols) != 0) {
+      return cudaErrorInvalidValue;
+    }
+    const int64_t block_rows = block / rr.cols, blocks = rr.rows / block_rows;
+    return cuda::WithStreamScratch(blocks * rr.cols, stream, [&](float* parts) {
+      const cudaError_t err = LaunchColumnChains<1, false>(
+          blocks * rr.cols, block_rows, stream,
+          [=] __device__(int64_t t, int64_t e, float* term) {
+            const int64_t o = ((e / rr.cols) * block_rows + t) * rr.cols + e % rr.cols;
+            int64_t ia, ib;
+            Indices(bc, pp, o, &ia, &ib);
+            term[0] = BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
+          },
+          [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
+          [=] __device__(int64_t e, const float* sum) { parts[e] = sum[0]; });
+      return err == cudaSuccess
+                 ? cuda::SumParts(1, static_cast<int>(rr.cols), static_cast<int>(blocks), parts,
+                                  grad, static_cast<int>(rr.cols), stream)
+                 : err;
+    });
+  }
   if (rr.rows == 1 && static_cast<size_t>(rr.cols) == operand_size) {
     // Not broadcast: each element's one reader is the output at its index.
     return cuda::LaunchForEach(operand_size, stream, [=] __device__(size_t e) {
@@ -107,7 +134,7 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
       grad[e] = sum;
     });
   }
-  if (rr.rows > 1 && static_cast<size_t>(rr.cols) == operand_size) {
+  if (rows_of_operand) {
     // One chain per element over its rows (column_chains.cuh feeds them).
     return LaunchColumnChains<1, false>(
         rr.cols, rr.rows, stream,
@@ -134,7 +161,7 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
                                         float*, cudaStream_t);                                    \
   template cudaError_t BinaryBackward<F>(const BroadcastDims&, int, size_t, const float*,         \
                                          const float*, const float*, const float*, float*,        \
-                                         cudaStream_t);
+                                         int64_t, cudaStream_t);
 ES_BINARY_OP(AddFormula)
 ES_BINARY_OP(SubFormula)
 ES_BINARY_OP(MulFormula)

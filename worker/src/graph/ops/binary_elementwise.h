@@ -18,7 +18,8 @@
 //   };
 //
 // Forward has no reductions. Backward reduces each operand's terms to its
-// shape in broadcast.h's order: per operand element, ascending output index.
+// shape in broadcast.h's order: per operand element, ascending output index,
+// in BinaryReductionBlock's blocks (a bias over long rows).
 #pragma once
 
 #include <memory>
@@ -38,7 +39,10 @@ template <typename F>
 class BinaryElementwiseOp final : public Op {
  public:
   BinaryElementwiseOp(Broadcast bc, DType dtype, DType b_dtype)
-      : bc_(std::move(bc)), dtype_(dtype), b_dtype_(b_dtype) {}
+      : bc_(std::move(bc)),
+        dtype_(dtype),
+        b_dtype_(b_dtype),
+        block_{BinaryReductionBlock(bc_, 0), BinaryReductionBlock(bc_, 1)} {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{dtype_, bc_.out}}; }
 
@@ -95,7 +99,7 @@ class BinaryElementwiseOp final : public Op {
           [&](int64_t o, int64_t ia, int64_t ib) {
             return BinaryGradTerm<F>(k, a, b, y, dy, ia, ib, o);
           },
-          grad);
+          grad, block_[k]);
     }
   }
 
@@ -131,7 +135,7 @@ class BinaryElementwiseOp final : public Op {
                       (reads & kReadsA) != 0 ? DeviceData(ctx, *in[0]) : nullptr,
                       (reads & kReadsB) != 0 ? DeviceData(ctx, *in[1]) : nullptr,
                       (reads & kReadsY) != 0 ? DeviceData(ctx, y) : nullptr, DeviceData(ctx, *dy),
-                      DeviceData(ctx, *din[k]), StreamOf(ctx)),
+                      DeviceData(ctx, *din[k]), block_[k], StreamOf(ctx)),
                   "element-wise op gradient");
     }
   }
@@ -146,6 +150,7 @@ class BinaryElementwiseOp final : public Op {
 
   Broadcast bc_;
   DType dtype_, b_dtype_;
+  int64_t block_[2];  // each operand's gradient reduction blocks (BinaryReductionBlock)
   std::vector<float> b_floats_;
   // What Backward reads: both rules' needs until SetWantedGradients narrows it.
   int reads_ = F::kGradAReads | F::kGradBReads;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
 
 namespace easyscale::graph {
@@ -39,6 +40,26 @@ StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape&
   bc.a_steps = steps(a);
   bc.b_steps = steps(b);
   return bc;
+}
+
+int64_t BinaryReductionBlock(const Broadcast& bc, int operand) {
+  const std::vector<int64_t>& steps = operand == 0 ? bc.a_steps : bc.b_steps;
+  const int rank = static_cast<int>(bc.out.size());
+  int d = rank - 1;
+  int64_t cols = 1, rows = 1;
+  for (; d >= 0; --d) {  // the trailing dimensions the operand has, contiguous
+    if (bc.out[d] != 1 && steps[d] != cols) break;
+    cols *= bc.out[d];
+  }
+  if (d < 0) return 0;            // not broadcast
+  for (int l = d; l >= 0; --l) {  // the leading ones it is broadcast along
+    if (bc.out[l] != 1 && steps[l] != 0) return 0;
+    rows *= bc.out[l];
+  }
+  const int64_t samples = bc.out[0];
+  if (rows <= 1 || samples < 1) return 0;
+  const int rows_a_block = formulas::WeightGradientKBlock(samples, rows / samples, 1, cols);
+  return rows_a_block < formulas::kGemmKBlock && rows_a_block < rows ? rows_a_block * cols : 0;
 }
 
 }  // namespace easyscale::graph

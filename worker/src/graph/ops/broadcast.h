@@ -7,7 +7,9 @@
 //
 // Reduction order: an operand element's gradient is the sum of the terms of
 // the output elements it was broadcast to, added one at a time from +0 in
-// ascending output index (row-major), in float.
+// ascending output index (row-major), in float; with a block (a binary op's
+// gradient, BinaryReductionBlock), that sum over each block of the output's
+// indices from +0, the blocks' sums added in order.
 #pragma once
 
 #include <algorithm>
@@ -58,14 +60,43 @@ void ForEachBroadcast(const Broadcast& bc, F&& f) {
   }
 }
 
+// The output elements in each block of a binary op's gradient reduction to
+// operand `operand`, 0 for one chain: where the operand is broadcast along
+// leading dimensions only (a bias: each element read once in every row of an
+// [R, C] view of the output) over long rows, blocks of whole rows of the
+// output's first dimension (its samples), as formulas::WeightGradientKBlock
+// picks them for R rows into C outputs when that is shorter than
+// kGemmKBlock: independent chains a GPU runs side by side (the encoder's
+// biases: 32 blocks of 128 rows). Every element is read in every block.
+int64_t BinaryReductionBlock(const Broadcast& bc, int operand);
+
 // Operand `operand` (0: a, 1: b)'s gradient into `grad` (sized to the
 // operand): grad[i] = sum of term(o, ia, ib) over the output elements o that
-// read element i, in the order above.
+// read element i, in the order above: in blocks of `block` outputs (whose
+// every block reads every element: BinaryReductionBlock's) or, for 0, one
+// chain.
 template <typename Term>
-void ReduceToOperand(const Broadcast& bc, int operand, Term&& term, std::vector<float>& grad) {
+void ReduceToOperand(const Broadcast& bc, int operand, Term&& term, std::vector<float>& grad,
+                     int64_t block = 0) {
   std::fill(grad.begin(), grad.end(), 0.0f);
+  if (block == 0) {
+    ForEachBroadcast(bc, [&](int64_t o, int64_t ia, int64_t ib) {
+      grad[operand == 0 ? ia : ib] += term(o, ia, ib);
+    });
+    return;
+  }
+  std::vector<float> part(grad.size());
   ForEachBroadcast(bc, [&](int64_t o, int64_t ia, int64_t ib) {
-    grad[operand == 0 ? ia : ib] += term(o, ia, ib);
+    const int64_t i = operand == 0 ? ia : ib;
+    if (o < block) {
+      grad[i] += term(o, ia, ib);
+      return;
+    }
+    if (o % block == 0) std::fill(part.begin(), part.end(), 0.0f);
+    part[i] += term(o, ia, ib);
+    if ((o + 1) % block == 0) {
+      for (size_t e = 0; e < grad.size(); ++e) grad[e] = grad[e] + part[e];
+    }
   });
 }
 

@@ -110,14 +110,17 @@ cudaError_t GroupLayout(int B, int total, int group, int M, int P, bool to_nchw,
 // binary_elementwise.cu, for the formulas of the binary ops (float32):
 // y[o] = F::Apply(a[ia], b[ib]) per output; grad (operand 0: a, 1: b, of
 // operand_size elements, every element written) = the sum from +0 of
-// F::GradA / F::GradB over the outputs reading it, in ascending output order.
+// F::GradA / F::GradB over the outputs reading it, in ascending output order,
+// in blocks of `block` outputs (broadcast.h's BinaryReductionBlock; 0: one
+// chain) added in order; takes operand_size * blocks floats of stream-ordered
+// scratch then.
 template <typename F>
 cudaError_t BinaryForward(const BroadcastDims& bc, size_t n, const float* a, const float* b,
                           float* y, cudaStream_t stream);
 template <typename F>
 cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_size,
                            const float* a, const float* b, const float* y, const float* dy,
-                           float* grad, cudaStream_t stream);
+                           float* grad, int64_t block, cudaStream_t stream);
 
 // reduce_mean.cu, `bc` broadcasting X (operand a) with the kept-dims output
 // (operand b): y[e] = (sum from +0 of x over the outputs reading e,
