@@ -1,7 +1,8 @@
 // The binary element-wise ops' CUDA kernels: one formula evaluation per
 // output (forward), and per operand element a gather of its terms in
 // ascending output order from +0 (broadcast.h's reduction order); an operand
-// broadcast along leading dimensions (a bias) through column_chains.cuh, and
+// broadcast along leading dimensions (a bias) through column_chains.cuh, in
+// the op's blocks of rows, and
 // operands that repeat along leading dimensions only (the same shape, a bias,
 // a scalar) indexed by one remainder instead of a division per dimension.
 #include "cuda_kernels.h"
@@ -99,29 +100,22 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
   const RowReaders rr = RowReadersOf(bc, operand);
   const OperandPeriods pp = PeriodsOf(bc);
   const bool rows_of_operand = rr.rows > 1 && static_cast<size_t>(rr.cols) == operand_size;
-  if (block > 0) {
-    // The blocks' chains side by side (output e = block * cols + element), then
-    // added in block order. Only a bias's reduction has blocks.
-    if (!rows_of_operand || block % rr.cols != 0 || rr.rows % (block / rr.cols) != 0) {
-      return cudaErrorInvalidValue;
-    }
-    const int64_t block_rows = block / rr.cols, blocks = rr.rows / block_rows;
-    return cuda::WithStreamScratch(blocks * rr.cols, stream, [&](float* parts) {
-      const cudaError_t err = LaunchColumnChains<1, false>(
-          blocks * rr.cols, block_rows, stream,
-          [=] __device__(int64_t t, int64_t e, float* term) {
-            const int64_t o = ((e / rr.cols) * block_rows + t) * rr.cols + e % rr.cols;
-            int64_t ia, ib;
-            Indices(bc, pp, o, &ia, &ib);
-            term[0] = BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
-          },
-          [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
-          [=] __device__(int64_t e, const float* sum) { parts[e] = sum[0]; });
-      return err == cudaSuccess
-                 ? cuda::SumParts(1, static_cast<int>(rr.cols), static_cast<int>(blocks), parts,
-                                  grad, static_cast<int>(rr.cols), stream)
-                 : err;
-    });
+  // Only a bias's reduction has blocks (whole rows): refuse one where this
+  // view of the operand disagrees, rather than run another order.
+  if (block > 0 && (!rows_of_operand || block % rr.cols != 0)) return cudaErrorInvalidValue;
+  if (rows_of_operand) {
+    // One chain per element over its rows, or over each block of rows with the
+    // blocks added in order (column_chains.cuh feeds them).
+    return LaunchColumnChainsInBlocks<1>(
+        rr.cols, rr.rows, block / rr.cols, stream,
+        [=] __device__(int64_t t, int64_t e, float* term) {
+          const int64_t o = t * rr.cols + e;
+          int64_t ia, ib;
+          Indices(bc, pp, o, &ia, &ib);
+          term[0] = BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
+        },
+        [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
+        [=] __device__(int64_t e, const float* sum) { grad[e] = sum[0]; });
   }
   if (rr.rows == 1 && static_cast<size_t>(rr.cols) == operand_size) {
     // Not broadcast: each element's one reader is the output at its index.
@@ -133,19 +127,6 @@ cudaError_t BinaryBackward(const BroadcastDims& bc, int operand, size_t operand_
       sum += BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
       grad[e] = sum;
     });
-  }
-  if (rows_of_operand) {
-    // One chain per element over its rows (column_chains.cuh feeds them).
-    return LaunchColumnChains<1, false>(
-        rr.cols, rr.rows, stream,
-        [=] __device__(int64_t t, int64_t e, float* term) {
-          const int64_t o = t * rr.cols + e;
-          int64_t ia, ib;
-          Indices(bc, pp, o, &ia, &ib);
-          term[0] = BinaryGradTerm<F>(operand, a, b, y, dy, ia, ib, o);
-        },
-        [] __device__(int64_t, float* sum, const float* term) { sum[0] += term[0]; },
-        [=] __device__(int64_t e, const float* sum) { grad[e] = sum[0]; });
   }
   return cuda::LaunchForEach(operand_size, stream, [=] __device__(size_t e) {
     float sum = 0.0f;

@@ -56,10 +56,7 @@ int64_t BinaryReductionBlock(const Broadcast& bc, int operand) {
     if (bc.out[l] != 1 && steps[l] != 0) return 0;
     rows *= bc.out[l];
   }
-  const int64_t samples = bc.out[0];
-  if (rows <= 1 || samples < 1) return 0;
-  const int rows_a_block = formulas::WeightGradientKBlock(samples, rows / samples, 1, cols);
-  return rows_a_block < formulas::kGemmKBlock && rows_a_block < rows ? rows_a_block * cols : 0;
+  return formulas::ColumnSumBlockRows(bc.out[0], rows, cols) * cols;
 }
 
 }  // namespace easyscale::graph

@@ -63,11 +63,10 @@ void ForEachBroadcast(const Broadcast& bc, F&& f) {
 // The output elements in each block of a binary op's gradient reduction to
 // operand `operand`, 0 for one chain: where the operand is broadcast along
 // leading dimensions only (a bias: each element read once in every row of an
-// [R, C] view of the output) over long rows, blocks of whole rows of the
-// output's first dimension (its samples), as formulas::WeightGradientKBlock
-// picks them for R rows into C outputs when that is shorter than
-// kGemmKBlock: independent chains a GPU runs side by side (the encoder's
-// biases: 32 blocks of 128 rows). Every element is read in every block.
+// [R, C] view of the output), formulas::ColumnSumBlockRows's blocks of whole
+// rows of the output's first dimension (its samples): independent chains a
+// GPU runs side by side (the encoder's biases: 32 blocks of 128 rows). Every
+// element is read in every block.
 int64_t BinaryReductionBlock(const Broadcast& bc, int operand);
 
 // Operand `operand` (0: a, 1: b)'s gradient into `grad` (sized to the

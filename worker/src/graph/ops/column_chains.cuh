@@ -15,6 +15,9 @@
 
 #include <cstdint>
 
+#include "launch.cuh"
+#include "stream_scratch.h"
+
 namespace easyscale::graph::cuda_ops {
 
 inline constexpr int kChainThreads = 256;  // all of them load
@@ -77,6 +80,43 @@ cudaError_t LaunchColumnChains(int64_t outputs, int64_t length, cudaStream_t str
   }
   return LaunchColumnChainsOf<kTerms, kLanesAlongT, 32, 128>(outputs, length, stream, load, fold,
                                                              store);
+}
+
+// LaunchColumnChains<kTerms, false>'s chains cut into blocks of block_length
+// t (formulas::ColumnSumBlockRows; 0: one block): each block's chains from +0
+// side by side, into stream-ordered scratch, then per output and term the
+// blocks' sums added in block order and stored.
+template <int kTerms, typename Load, typename Fold, typename Store>
+cudaError_t LaunchColumnChainsInBlocks(int64_t outputs, int64_t length, int64_t block_length,
+                                       cudaStream_t stream, Load load, Fold fold, Store store) {
+  if (block_length == 0 || block_length >= length) {
+    return LaunchColumnChains<kTerms, false>(outputs, length, stream, load, fold, store);
+  }
+  if (length % block_length != 0) return cudaErrorInvalidValue;
+  const int64_t blocks = length / block_length, per_term = blocks * outputs;
+  return cuda::WithStreamScratch(kTerms * per_term, stream, [&](float* parts) {
+    const cudaError_t err = LaunchColumnChains<kTerms, false>(
+        per_term, block_length, stream,
+        [=] __device__(int64_t t, int64_t e, float* terms) {
+          load(e / outputs * block_length + t, e % outputs, terms);
+        },
+        [=] __device__(int64_t e, float* acc, const float* terms) {
+          fold(e % outputs, acc, terms);
+        },
+        [=] __device__(int64_t e, const float* acc) {
+          for (int i = 0; i < kTerms; ++i) parts[i * per_term + e] = acc[i];
+        });
+    if (err != cudaSuccess) return err;
+    return cuda::LaunchForEach(static_cast<size_t>(outputs), stream, [=] __device__(size_t c) {
+      float sums[kTerms];
+      for (int i = 0; i < kTerms; ++i) {
+        sums[i] = parts[i * per_term + c];
+        for (int64_t b = 1; b < blocks; ++b)
+          sums[i] = sums[i] + parts[i * per_term + b * outputs + c];
+      }
+      store(static_cast<int64_t>(c), sums);
+    });
+  });
 }
 
 }  // namespace easyscale::graph::cuda_ops

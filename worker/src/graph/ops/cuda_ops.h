@@ -152,14 +152,16 @@ cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, cons
 
 // layer_normalization.cu, rows of n elements (null scale: 1, null bias: 0):
 // the per-row mean and invstd, then y; backward dscale and dbias (each
-// nullable, summed over rows ascending from +0) and dx (nullable).
+// nullable, summed over rows ascending from +0, in blocks of block_rows rows
+// added in order: formulas::ColumnSumBlockRows, 0 for one chain) and dx
+// (nullable).
 cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* x,
                              const float* scale, const float* bias, float* y, float* mean,
                              float* invstd, cudaStream_t stream);
 cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float* scale,
                               const float* dy, const float* mean, const float* invstd,
-                              float* row_sums, float* dx, float* dscale, float* dbias,
-                              cudaStream_t stream);
+                              int64_t block_rows, float* row_sums, float* dx, float* dscale,
+                              float* dbias, cudaStream_t stream);
 
 // gather.cu (float data): out[o, p, i] = data[o, index(p), i]; dx[o, r, i]
 // (every element written) = the sum from 0 of dy[o, p, i] over the positions

@@ -13,7 +13,9 @@
 //   sum_g and sum_gx = fma(g_j, xhat_j, .) from +0, ascending j;
 //   dx_j = BatchNormInputGrad(x_j, g_j, mean, invstd, invstd / n, n, sum_g, sum_gx).
 //   dScale_j = sum over rows of dy_j * xhat_j, dB_j = sum over rows of dy_j,
-//   each from +0 in ascending row order.
+//   each from +0 in ascending row order; where X's first dimension splits
+//   the rows into formulas::ColumnSumBlockRows's blocks of whole samples,
+//   that sum over each block, the blocks' sums added in order.
 // Only Y carries a gradient: gradients arriving at Mean and InvStdDev are not
 // propagated (exported models read only Y).
 #include <algorithm>
@@ -41,6 +43,7 @@ class LayerNormalizationOp final : public Op {
       stats_shape_[d] = 1;
     }
     rows_ = NumElements(stats_shape_);
+    block_rows_ = axis > 0 ? formulas::ColumnSumBlockRows(shape_[0], rows_, n_) : 0;
   }
 
   std::vector<ValueInfo> OutputInfos() const override {
@@ -89,14 +92,32 @@ class LayerNormalizationOp final : public Op {
     float* dscale = din.size() > 1 && din[1] != nullptr ? din[1]->floats.data() : nullptr;
     float* dbias = din.size() > 2 && din[2] != nullptr ? din[2]->floats.data() : nullptr;
     const float count = static_cast<float>(n_);
-    std::vector<float> g(n_);
+    std::vector<float> g(n_), part_scale, part_bias;
+    if (block_rows_ > 0) {
+      part_scale.resize(n_);
+      part_bias.resize(n_);
+    }
     for (int64_t r = 0; r < rows_; ++r) {
       const float* xr = x + r * n_;
       const float* dyr = dy + r * n_;
       const float mean = mean_[r], invstd = invstd_[r];
+      // Block 0 sums into the gradients, later blocks into parts added at their end.
+      const bool first_block = block_rows_ == 0 || r < block_rows_;
+      if (!first_block && r % block_rows_ == 0) {
+        std::fill(part_scale.begin(), part_scale.end(), 0.0f);
+        std::fill(part_bias.begin(), part_bias.end(), 0.0f);
+      }
+      float* ds = dscale == nullptr ? nullptr : first_block ? dscale : part_scale.data();
+      float* db = dbias == nullptr ? nullptr : first_block ? dbias : part_bias.data();
       for (int64_t j = 0; j < n_; ++j) {
-        if (dscale != nullptr) dscale[j] += dyr[j] * ((xr[j] - mean) * invstd);
-        if (dbias != nullptr) dbias[j] += dyr[j];
+        if (ds != nullptr) ds[j] += dyr[j] * ((xr[j] - mean) * invstd);
+        if (db != nullptr) db[j] += dyr[j];
+      }
+      if (!first_block && (r + 1) % block_rows_ == 0) {
+        for (int64_t j = 0; j < n_; ++j) {
+          if (ds != nullptr) dscale[j] = dscale[j] + ds[j];
+          if (db != nullptr) dbias[j] = dbias[j] + db[j];
+        }
       }
       if (dx == nullptr) continue;
       float sum_g = 0.0f, sum_gx = 0.0f;
@@ -144,7 +165,7 @@ class LayerNormalizationOp final : public Op {
     CheckLaunch(cuda_ops::LayerNormBackward(rows, static_cast<size_t>(n_), DeviceData(ctx, *in[0]),
                                             DeviceOptional(ctx, in, 1), DeviceData(ctx, *dy),
                                             DeviceScratch(ctx, mean_dev_, rows),
-                                            DeviceScratch(ctx, invstd_dev_, rows),
+                                            DeviceScratch(ctx, invstd_dev_, rows), block_rows_,
                                             DeviceScratch(ctx, row_sums_dev_, 2 * rows), grad(0),
                                             grad(1), grad(2), StreamOf(ctx)),
                 "LayerNormalization gradient");
@@ -162,7 +183,8 @@ class LayerNormalizationOp final : public Op {
   Shape shape_, stats_shape_;
   float epsilon_;
   int64_t n_ = 1, rows_ = 1;
-  std::vector<float> mean_, invstd_;                   // Forward's, per row, for Backward
+  int64_t block_rows_ = 0;            // dScale's and dB's blocks of rows (0: one chain)
+  std::vector<float> mean_, invstd_;  // Forward's, per row, for Backward
   DeviceMirror mean_dev_, invstd_dev_, row_sums_dev_;  // the same on a device; dx's row sums
 };
 

@@ -1,8 +1,8 @@
 // LayerNormalization's CUDA kernels: layer_normalization.cc's order, one
 // chain per row for its statistics (row_formulas.h's LayerNormRowStats) and
 // its gradient sums (ascending index), one thread per element for the
-// outputs, one chain per column for dScale and dB (rows ascending); the chains
-// fed through column_chains.cuh.
+// outputs, one chain per column for dScale and dB (rows ascending, in the op's
+// blocks of rows); the chains fed through column_chains.cuh.
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/column_chains.cuh"
 #include "graph/ops/cuda_ops.h"
@@ -41,11 +41,11 @@ cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* 
 
 cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float* scale,
                               const float* dy, const float* mean, const float* invstd,
-                              float* row_sums, float* dx, float* dscale, float* dbias,
-                              cudaStream_t stream) {
+                              int64_t block_rows, float* row_sums, float* dx, float* dscale,
+                              float* dbias, cudaStream_t stream) {
   if (dscale != nullptr || dbias != nullptr) {
-    const cudaError_t err = LaunchColumnChains<2, false>(
-        static_cast<int64_t>(n), static_cast<int64_t>(rows), stream,
+    const cudaError_t err = LaunchColumnChainsInBlocks<2>(
+        static_cast<int64_t>(n), static_cast<int64_t>(rows), block_rows, stream,
         [=] __device__(int64_t r, int64_t j, float* terms) {
           const size_t e = r * n + j;
           terms[0] = dscale != nullptr ? dy[e] * ((x[e] - mean[r]) * invstd[r]) : 0.0f;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/testing/op_check.h"
 
 namespace easyscale::graph {
@@ -42,6 +43,40 @@ TEST(LayerNormalization, GradientsMatch) {
       MakeNode("LayerNormalization", {"x", "s"}, {"y", "mean", "invstd"}, {{"axis", int64_t{-2}}});
   testing::ExpectGradientsMatch(m, {RandomValue({3, 2, 3}, 7), RandomValue({2, 3}, 8)}, {0, 1}, {},
                                 1e-2, 2e-2, 1);
+}
+
+TEST(LayerNormalization, ParameterGradientsSumBlocksOfSamples) {
+  // X [2, 3, 4] normalized over its last axis: 6 rows of 2 samples, so dScale
+  // and dB sum 3 rows a block from +0, the two blocks added after; dy whose
+  // sums the blocks change.
+  ASSERT_EQ(formulas::ColumnSumBlockRows(2, 6, 4), 3);
+  const Value x = RandomValue({2, 3, 4}, 1), scale = RandomValue({4}, 2),
+              bias = RandomValue({4}, 3);
+  Value dy = RandomValue({2, 3, 4}, 4);
+  for (int r = 0; r < 6; ++r) {
+    for (int j = 0; j < 4; ++j) {
+      dy.floats[r * 4 + j] = (r == 0 ? 1e8f : r == 3 ? -1e8f : 1.0f) + static_cast<float>(j);
+    }
+  }
+  const Node n = MakeNode("LayerNormalization", {"x", "s", "b"}, {"y"});
+  testing::OpRun run = RunOp(n, {x, scale, bias});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  Value dx, dscale, dbias;
+  dx.Reset(DType::kFloat32, x.shape);
+  dscale.Reset(DType::kFloat32, scale.shape);
+  dbias.Reset(DType::kFloat32, bias.shape);
+  RunContext ctx;
+  run.op->Backward(ctx, {&x, &scale, &bias}, {&run.outputs[0]}, {&dy}, {&dx, &dscale, &dbias});
+  std::vector<float> want(4), chain(4, 0.0f);
+  for (int j = 0; j < 4; ++j) {
+    float first = 0.0f, second = 0.0f;
+    for (int r = 0; r < 3; ++r) first += dy.floats[r * 4 + j];
+    for (int r = 3; r < 6; ++r) second += dy.floats[r * 4 + j];
+    want[j] = first + second;
+    for (int r = 0; r < 6; ++r) chain[j] += dy.floats[r * 4 + j];
+  }
+  EXPECT_EQ(dbias.floats, want);
+  EXPECT_NE(want, chain);  // the blocks change these sums' bits
 }
 
 TEST(LayerNormalization, FactoryErrors) {
