@@ -40,7 +40,10 @@ inline int WeightGradientKBlock(int64_t samples, int64_t sample_rows, int64_t ou
   if (wanted <= blocks) return kGemmKBlock;
   int64_t group = wanted < samples ? samples / wanted : 1;
   while (samples % group != 0) --group;
-  return group * sample_rows <= kGemmKBlock ? static_cast<int>(group * sample_rows) : kGemmKBlock;
+  // One group of every sample is the usual order (one chain when it fits a block).
+  return group < samples && group * sample_rows <= kGemmKBlock
+             ? static_cast<int>(group * sample_rows)
+             : kGemmKBlock;
 }
 
 // The rows in each block of a per-column sum over rows (a bias's gradient, a

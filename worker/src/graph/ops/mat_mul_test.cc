@@ -106,6 +106,8 @@ TEST(MatMulTest, WeightGradientKBlocksAreWholeSamplesWhereOutputsAreFew) {
   EXPECT_EQ(formulas::WeightGradientKBlock(64, 12544, 32, 9), formulas::kGemmKBlock);
   EXPECT_EQ(formulas::WeightGradientKBlock(4, 1024, 4096, 4096), formulas::kGemmKBlock);
   EXPECT_EQ(formulas::WeightGradientKBlock(5, 1, 2048, 2048), 1);
+  // One sample: its rows are one block (kGemmKBlock's order).
+  EXPECT_EQ(formulas::WeightGradientKBlock(1, 300, 64, 64), formulas::kGemmKBlock);
 }
 
 TEST(MatMulTest, SharedWeightGradientRunsItsKBlocks) {
