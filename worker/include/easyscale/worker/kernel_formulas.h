@@ -49,13 +49,12 @@ inline int WeightGradientKBlock(int64_t samples, int64_t sample_rows, int64_t ou
 // The rows in each block of a per-column sum over rows (a bias's gradient, a
 // normalization's scale and shift gradients: `outputs` sums over `rows` rows,
 // `samples` of them whole samples): WeightGradientKBlock's blocks of whole
-// samples where they are shorter than kGemmKBlock and than the rows; 0 (one
-// chain) otherwise. Each block a chain from +0, the blocks' sums added in
-// order.
+// samples where it gives them (shorter than kGemmKBlock); 0 (one chain)
+// otherwise. Each block a chain from +0, the blocks' sums added in order.
 inline int64_t ColumnSumBlockRows(int64_t samples, int64_t rows, int64_t outputs) {
   if (samples < 1 || rows <= 1 || rows % samples != 0) return 0;
   const int64_t block = WeightGradientKBlock(samples, rows / samples, 1, outputs);
-  return block < kGemmKBlock && block < rows ? block : 0;
+  return block < kGemmKBlock ? block : 0;
 }
 
 // One output C[i,j] in that order: a points at A[i,0] and steps by a_step, b at

@@ -2,43 +2,21 @@
 // output (forward), and per operand element a gather of its terms in
 // ascending output order from +0 (broadcast.h's reduction order); an operand
 // broadcast along leading dimensions (a bias) through column_chains.cuh, in
-// the op's blocks of rows, and
-// operands that repeat along leading dimensions only (the same shape, a bias,
-// a scalar) indexed by one remainder instead of a division per dimension.
-#include "cuda_kernels.h"
+// the op's blocks of rows, and operands that repeat along leading dimensions
+// only (row_readers.h: the same shape, a bias, a scalar) indexed by one
+// remainder instead of a division per dimension.
 #include "graph/ops/broadcast.cuh"
 #include "graph/ops/column_chains.cuh"
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/elementwise_formulas.h"
+#include "graph/ops/row_readers.h"
 #include "launch.cuh"
-#include "stream_scratch.h"
 
 namespace easyscale::graph::cuda_ops {
 namespace {
 
-// An operand read by the rows of an [R, C] view of the output (broadcast
-// along the leading dimensions, equal to the trailing ones: a bias): element
-// e's readers are o = t*C + e, t ascending. R and C, or R = 0 for any other
-// pattern.
-struct RowReaders {
-  int64_t rows = 0, cols = 1;
-};
-
 RowReaders RowReadersOf(const BroadcastDims& bc, int operand) {
-  RowReaders rr;
-  int64_t rows = 1, stride = 1;
-  int d = bc.rank;
-  for (; d-- > 0;) {  // the trailing dimensions the operand has, contiguous
-    if (bc.out[d] != 1 && bc.steps[operand][d] != stride) break;
-    stride *= bc.out[d];
-  }
-  for (; d >= 0; --d) {  // the leading ones it is broadcast along
-    if (bc.out[d] != 1 && bc.steps[operand][d] != 0) return rr;
-    rows *= bc.out[d];
-  }
-  rr.rows = rows;
-  rr.cols = stride;
-  return rr;
+  return graph::RowReadersOf(bc.rank, bc.out, bc.steps[operand]);
 }
 
 // Both operands' element indices for output o, without broadcast.cuh's

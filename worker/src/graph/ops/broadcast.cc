@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
+#include "graph/ops/row_readers.h"
 
 namespace easyscale::graph {
 
@@ -43,20 +44,10 @@ StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape&
 }
 
 int64_t BinaryReductionBlock(const Broadcast& bc, int operand) {
-  const std::vector<int64_t>& steps = operand == 0 ? bc.a_steps : bc.b_steps;
-  const int rank = static_cast<int>(bc.out.size());
-  int d = rank - 1;
-  int64_t cols = 1, rows = 1;
-  for (; d >= 0; --d) {  // the trailing dimensions the operand has, contiguous
-    if (bc.out[d] != 1 && steps[d] != cols) break;
-    cols *= bc.out[d];
-  }
-  if (d < 0) return 0;            // not broadcast
-  for (int l = d; l >= 0; --l) {  // the leading ones it is broadcast along
-    if (bc.out[l] != 1 && steps[l] != 0) return 0;
-    rows *= bc.out[l];
-  }
-  return formulas::ColumnSumBlockRows(bc.out[0], rows, cols) * cols;
+  const RowReaders rr = RowReadersOf(static_cast<int>(bc.out.size()), bc.out.data(),
+                                     (operand == 0 ? bc.a_steps : bc.b_steps).data());
+  if (rr.rows <= 1) return 0;  // not broadcast, or not along leading dimensions only
+  return formulas::ColumnSumBlockRows(bc.out[0], rr.rows, rr.cols) * rr.cols;
 }
 
 }  // namespace easyscale::graph
