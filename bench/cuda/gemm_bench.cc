@@ -3,7 +3,9 @@
 // the MLP's own GEMM shapes (batch 16, 64 and 128), and the encoder's
 // projections at one EST's micro-batch of 4 and 32 sequences. Prints GFLOP/s and
 // our/cuBLAS ratios from CUDA-event medians (at the model's shapes also with
-// both sides replayed from CUDA graphs, as the worker runs them), and checks
+// both sides replayed from CUDA graphs, as the worker runs them), the encoder's
+// micro-batch of 4 also on eight streams side by side (as eight ESTs' lanes run
+// it: each kernel's time a call when eight run at once), and checks
 // sampled outputs of every variant bit for bit against the CPU's
 // formulas::GemmOutput (the same k order).
 #include <cublas_v2.h>
@@ -47,17 +49,47 @@ std::vector<float> Random(size_t n, uint64_t seed) {
 // only the GPU's time counts.
 enum class Timing { kLaunched, kGraphed };
 
-// Median milliseconds of one call, from `trials` event-timed batches of `reps`.
+// `lanes` streams each running `reps` calls, ordered after `stream` and before
+// it again by events, as the resident backend forks and joins its lanes.
+void SideBySide(const std::function<void(cudaStream_t)>& call, int reps, cudaStream_t stream,
+                std::vector<cudaStream_t>& lanes, std::vector<cudaEvent_t>& done) {
+  ThrowIfError(cudaEventRecord(done[0], stream), "record");
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    ThrowIfError(cudaStreamWaitEvent(lanes[l], done[0], 0), "wait");
+    for (int i = 0; i < reps; ++i) call(lanes[l]);
+  }
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    ThrowIfError(cudaEventRecord(done[l + 1], lanes[l]), "record");
+    ThrowIfError(cudaStreamWaitEvent(stream, done[l + 1], 0), "wait");
+  }
+}
+
+// Median milliseconds of one call, from `trials` event-timed batches of `reps`
+// (with `lanes` > 1, `reps` on each of that many streams at once, and the time
+// of the whole divided by every call).
 double MedianMs(const std::function<void(cudaStream_t)>& call, int reps, Timing timing,
-                int trials = 7) {
+                int lanes = 1, int trials = 7) {
   cudaStream_t stream = nullptr;
   ThrowIfError(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  for (int i = 0; i < 3; ++i) call(stream);  // warm-up: module load, handles, clocks
+  std::vector<cudaStream_t> lane_streams(lanes > 1 ? lanes : 0);
+  std::vector<cudaEvent_t> done(lane_streams.size() + 1);
+  for (cudaStream_t& l : lane_streams)
+    ThrowIfError(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking), "stream");
+  for (cudaEvent_t& e : done)
+    ThrowIfError(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+  const auto calls = [&](cudaStream_t st, int n) {
+    if (lane_streams.empty()) {
+      for (int i = 0; i < n; ++i) call(st);
+    } else {
+      SideBySide(call, n, st, lane_streams, done);
+    }
+  };
+  calls(stream, 3);  // warm-up: module load, handles, clocks
   ThrowIfError(cudaStreamSynchronize(stream), "warm-up");
   cudaGraphExec_t exec = nullptr;
   if (timing == Timing::kGraphed) {
     ThrowIfError(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < reps; ++i) call(stream);
+    calls(stream, reps);
     cudaGraph_t graph = nullptr;
     ThrowIfError(cudaStreamEndCapture(stream, &graph), "end capture");
     ThrowIfError(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
@@ -73,16 +105,18 @@ double MedianMs(const std::function<void(cudaStream_t)>& call, int reps, Timing 
     if (exec != nullptr) {
       ThrowIfError(cudaGraphLaunch(exec, stream), "graph launch");
     } else {
-      for (int i = 0; i < reps; ++i) call(stream);
+      calls(stream, reps);
     }
     ThrowIfError(cudaEventRecord(stop, stream), "record");
     ThrowIfError(cudaEventSynchronize(stop), "sync");
     float elapsed = 0;
     ThrowIfError(cudaEventElapsedTime(&elapsed, start, stop), "elapsed");
-    ms.push_back(elapsed / reps);
+    ms.push_back(elapsed / reps / std::max(lanes, 1));
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  for (cudaEvent_t e : done) cudaEventDestroy(e);
+  for (cudaStream_t l : lane_streams) cudaStreamDestroy(l);
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   cudaStreamDestroy(stream);
   std::sort(ms.begin(), ms.end());
@@ -117,13 +151,16 @@ struct Operands {
         C(static_cast<size_t>(s.M) * s.N) {}
 };
 
-double OursMs(const Shape& s, Operands& o, Launch fn, int reps, Timing timing = Timing::kLaunched) {
+// Every lane writes the same C: the same bits, and the timing of eight ESTs'
+// products side by side.
+double OursMs(const Shape& s, Operands& o, Launch fn, int reps, Timing timing = Timing::kLaunched,
+              int lanes = 1) {
   return MedianMs(
       [&](cudaStream_t st) {
         ThrowIfError(fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, st),
                      "our gemm");
       },
-      reps, timing);
+      reps, timing, lanes);
 }
 
 double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps,
@@ -158,6 +195,14 @@ struct Variant {
   const char* name;
   Launch fn;
 };
+
+// The encoder's (d 768, T 128) projections and feed-forward layers at `batch`
+// sequences; dx of the first feed-forward layer is ffn2's shape.
+std::vector<Shape> EncoderShapes(int batch) {
+  const int rows = batch * 128;
+  return {
+      {"qkvo fwd", rows, 768, 768}, {"ffn1 fwd", rows, 3072, 768}, {"ffn2 fwd", rows, 768, 3072}};
+}
 
 }  // namespace
 
@@ -226,7 +271,7 @@ int main(int argc, char** argv) {
       {"cnn", {16, 64, 128}}, {"mlp", {16, 64, 128}}, {"encoder", {4, 32}}};
   for (const auto& [model, batches] : tables) {
     for (int b : batches) {
-      const int p1 = b * 576, p2 = b * 64, rows = b * 128;
+      const int p1 = b * 576, p2 = b * 64;
       const std::vector<Shape> shapes =
           std::string(model) == "cnn"
               ? std::vector<Shape>{{"conv1 fwd", 8, p1, 25},   {"conv1 dW", 8, 25, p1},
@@ -240,11 +285,7 @@ int main(int argc, char** argv) {
               ? std::vector<Shape>{{"fc1 fwd", b, 128, 196}, {"fc1 dW", 128, 196, b},
                                    {"fc1 dx", b, 196, 128},  {"fc2 fwd", b, 10, 128},
                                    {"fc2 dW", 10, 128, b},   {"fc2 dx", b, 128, 10}}
-              // The encoder's (d 768, T 128) projections and feed-forward
-              // layers; dx of the first feed-forward layer is ffn2's shape.
-              : std::vector<Shape>{{"qkvo fwd", rows, 768, 768},
-                                   {"ffn1 fwd", rows, 3072, 768},
-                                   {"ffn2 fwd", rows, 768, 3072}};
+              : EncoderShapes(b);
       std::printf("\n%s batch %-4d %18s", model, b, "M x N x K, us:");
       for (const auto& v : small_variants) std::printf(" %8s", v.name);
       std::printf(" %8s %6s | %8s %8s %6s %s\n", "cuBLAS", "ratio", "Gemm g", "cuBLAS g", "ratio",
@@ -280,6 +321,38 @@ int main(int argc, char** argv) {
                   cublas_graphed_total / graphed_total);
     }
   }
+
+  // Eight ESTs of 4 sequences against one of 32: each lane's products on a
+  // stream of its own, all replayed from one CUDA graph (as the worker's lanes
+  // replay theirs), in microseconds a call; "one of 32 / 8" is the dispatch's
+  // product at 32 sequences, an eighth of it.
+  const Variant lane_variants[] = {{"chain", &ec::GemmChain},
+                                   {"tiled", &ec::GemmTiled},
+                                   {"fill", &ec::GemmFillTiles},
+                                   {"Gemm", &ec::Gemm}};
+  constexpr int kLanes = 8;
+  std::printf("\nencoder batch 4 on %d lanes %8s", kLanes, "us a call:");
+  for (const auto& v : lane_variants) std::printf(" %8s", v.name);
+  std::printf(" %12s %6s\n", "one of 32 / 8", "ratio");
+  const std::vector<Shape> whole = EncoderShapes(32);
+  double lanes_total = 0, whole_total = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const Shape s = EncoderShapes(4)[i];
+    Operands o(s), w(whole[i]);
+    std::printf("%-11s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
+    double dispatch = 0;
+    for (const auto& v : lane_variants) {
+      dispatch = OursMs(s, o, v.fn, 20, Timing::kGraphed, kLanes);  // the last column is Gemm
+      std::printf(" %8.1f", dispatch * 1e3);
+    }
+    const double eighth = OursMs(whole[i], w, &ec::Gemm, 20, Timing::kGraphed) / kLanes;
+    lanes_total += dispatch;
+    whole_total += eighth;
+    std::printf(" %12.1f %6.3f\n", eighth * 1e3, eighth / dispatch);
+  }
+  std::printf("%-33s %*s %12.1f %6.3f (Gemm on %d lanes: %.1f)\n", "all 3",
+              9 * static_cast<int>(std::size(lane_variants)), "", whole_total * 1e3,
+              whole_total / lanes_total, kLanes, lanes_total * 1e3);
   cublasDestroy(h);
   return 0;
 }
