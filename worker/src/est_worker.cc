@@ -358,7 +358,8 @@ void EstWorker::ComputeHostedEsts() {
     k.Upload(pass_counters_);
   }
   std::vector<uintptr_t> addresses;
-  k.ForkLanes();
+  const int lanes = static_cast<int>(std::min(lanes_.size(), contexts_.size()));
+  k.ForkLanes(lanes);
   for (auto& [id, ctx] : contexts_) {
     const int lane_index = hosted % static_cast<int>(lanes_.size());
     Lane& lane = lanes_[lane_index];
@@ -410,8 +411,10 @@ void EstWorker::ComputeHostedEsts() {
     }
     if (on_device) {
       // What fixes the pass's work: the model (lane) and every tensor it touches.
+      // The lanes side by side pick the kernels' tiles (cuda::SideBySideStreams).
       addresses = {reinterpret_cast<uintptr_t>(&model),
                    static_cast<uintptr_t>(lane_index),
+                   static_cast<uintptr_t>(lanes),
                    static_cast<uintptr_t>(hosted),
                    reinterpret_cast<uintptr_t>(k.At(lane.batch)),
                    reinterpret_cast<uintptr_t>(k.At(lane.labels)),

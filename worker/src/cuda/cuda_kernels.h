@@ -22,6 +22,17 @@
 
 namespace easyscale::cuda {
 
+// How many streams run this host thread's launches side by side (the resident
+// backend's lanes between ForkLanes and JoinLanes; 1 otherwise). Gemm and
+// GemmBatched count every stream's 128x128 tiles as filling the GPU, so each
+// lane's products keep the tiled kernel where one product alone would take the
+// chain or one-thread-per-output kernel (an EST of 4 sequences' projections
+// and attention). Convolutions' tile shapes (tiled::WithTiles) do not count
+// them: ResNet-50's eight ESTs ran slower so (run 16). Speed only: every kernel
+// the dispatch may pick runs the same order.
+void SetSideBySideStreams(int streams);
+int SideBySideStreams();
+
 // C[i,j] = the sum over k in formulas::GemmOutput's order (fma chains over k
 // blocks, added in block order), from 0 (or from C[i,j] when accumulate).
 // Picks one of the kernels below by shape; all run the same order per output,

@@ -435,7 +435,13 @@ cudaError_t RunGemm(int M, int N, int K, const float* A, int lda, const float* B
   });
 }
 
+// One host thread queues a step's lanes, each on its own stream.
+thread_local int side_by_side_streams = 1;
+
 }  // namespace
+
+void SetSideBySideStreams(int streams) { side_by_side_streams = std::max(streams, 1); }
+int SideBySideStreams() { return side_by_side_streams; }
 
 cudaError_t SumParts(int M, int N, int blocks, const float* parts, float* C, int ldc,
                      cudaStream_t stream) {
@@ -473,6 +479,15 @@ constexpr int kChainStages = 6;
 // fully connected layers, conv2 forward at batch 16); one thread per output won
 // for more outputs with a short K (conv1 and conv2 forward at batch 64 and up).
 constexpr int64_t kMinTiledBlocks = 64;
+namespace {
+// Whether `batch` M x N products' 128x128 tiles, as many again on each stream
+// running side by side, reach kMinTiledBlocks.
+bool ManyTiles(int M, int N, int batch) {
+  const int64_t tiles =
+      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
+  return tiles * SideBySideStreams() >= kMinTiledBlocks;
+}
+}  // namespace
 constexpr int kChainMinK = 512;
 constexpr int kChainShortMinK = 32;
 constexpr int64_t kChainShortMaxOutputs = 32768;
@@ -595,9 +610,7 @@ cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda,
   g.batch_o = stride_c;
   // The tiled kernel where Gemm would take it for the whole batch's tiles, else
   // one thread per output: both in GemmOutput's order.
-  const int64_t tiles =
-      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
-  if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks) {
+  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, batch)) {
     const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
                            Aligned16(A) && Aligned16(B);
     const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, batch);
@@ -618,9 +631,7 @@ cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, i
   // else the chain kernel for long chains (a k block's) and for few outputs,
   // 4-row strips for many outputs with short chains, one thread per output for
   // the rest.
-  const int64_t tiles =
-      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN);
-  if (M >= kTileM / 2 && N >= kTileN / 2 && tiles >= kMinTiledBlocks)
+  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1))
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   const int block_k = std::min(K, kGemmKBlock);
   const int64_t outputs = static_cast<int64_t>(M) * N;

@@ -154,40 +154,61 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
       Run(&out, name.str(), [&] { return CheckOneGemm(k.fn, s, seed++); });
     }
   }
-  // Batched: attention's products (tiled), thin ones (one thread per output),
-  // a whole k block, accumulate, and entries spaced apart (stride past the matrix).
+  // The dispatch as eight lanes side by side run it (SideBySideStreams): the
+  // 128x128 tiles for products that alone would take other kernels (an EST of
+  // 4 sequences' projections, few tiles at the edges).
+  for (GemmShape s : {GemmShape{512, 768, 768}, GemmShape{130, 257, 67},
+                      GemmShape{200, 300, 17, 0, 0, 0, true}, GemmShape{64, 96, 4100, 1, 0, 0}}) {
+    std::ostringstream name;
+    name << "Gemm " << s.M << "x" << s.N << "x" << s.K << " on 8 streams side by side";
+    Run(&out, name.str(), [&] {
+      SetSideBySideStreams(8);
+      const std::string diffs = CheckOneGemm(&Gemm, s, seed++);
+      SetSideBySideStreams(1);
+      return diffs;
+    });
+  }
+  // Batched: attention's products, thin ones (one thread per output), a whole
+  // k block, accumulate, and entries spaced apart (stride past the matrix); on
+  // one stream and on eight side by side, where the dispatch takes the tiled
+  // kernel for more of them (attention's at 4 sequences an EST).
   struct Batched {
     int batch;
     GemmShape s;
     int gap = 0;
   };
-  for (const Batched& b :
-       {Batched{24, {128, 128, 64}}, Batched{24, {128, 64, 128}}, Batched{24, {64, 128, 128}},
-        Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
-        Batched{5, {130, 257, 67, 0, 0, 0, true}, 3}, Batched{6, {33, 20, 17, 0, 0, 0, true}}}) {
-    std::ostringstream name;
-    name << "GemmBatched " << b.batch << "x" << b.s.M << "x" << b.s.N << "x" << b.s.K
-         << (b.gap ? " spaced" : "") << (b.s.accumulate ? " accumulate" : "");
-    Run(&out, name.str(), [&] {
-      const GemmShape& s = b.s;
-      const size_t sa = static_cast<size_t>(s.M) * s.K + b.gap;
-      const size_t sb = static_cast<size_t>(s.K) * s.N + b.gap;
-      const size_t sc = static_cast<size_t>(s.M) * s.N + b.gap;
-      const auto A = Random(b.batch * sa, seed++);
-      const auto B = Random(b.batch * sb, seed++);
-      auto C = Random(b.batch * sc, seed++);
-      DeviceBuffer<float> dA(A), dB(B), dC(C);
-      for (int e = 0; e < b.batch; ++e) {
-        cpu::Gemm(s.M, s.N, s.K, A.data() + e * sa, s.K, B.data() + e * sb, s.N, C.data() + e * sc,
-                  s.N, s.accumulate);
-      }
-      ThrowIfError(GemmBatched(b.batch, s.M, s.N, s.K, dA.get(), s.K, sa, dB.get(), s.N, sb,
-                               dC.get(), s.N, sc, s.accumulate),
-                   "launch");
-      std::string diffs;
-      Compare(&diffs, "C", C, dC);
-      return diffs;
-    });
+  for (int streams : {1, 8}) {
+    for (const Batched& b :
+         {Batched{24, {128, 128, 64}}, Batched{24, {128, 64, 128}}, Batched{24, {64, 128, 128}},
+          Batched{64, {128, 128, 64}}, Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
+          Batched{5, {130, 257, 67, 0, 0, 0, true}, 3}, Batched{6, {33, 20, 17, 0, 0, 0, true}}}) {
+      std::ostringstream name;
+      name << "GemmBatched " << b.batch << "x" << b.s.M << "x" << b.s.N << "x" << b.s.K
+           << (b.gap ? " spaced" : "") << (b.s.accumulate ? " accumulate" : "")
+           << (streams > 1 ? " on 8 streams side by side" : "");
+      Run(&out, name.str(), [&] {
+        const GemmShape& s = b.s;
+        const size_t sa = static_cast<size_t>(s.M) * s.K + b.gap;
+        const size_t sb = static_cast<size_t>(s.K) * s.N + b.gap;
+        const size_t sc = static_cast<size_t>(s.M) * s.N + b.gap;
+        const auto A = Random(b.batch * sa, seed++);
+        const auto B = Random(b.batch * sb, seed++);
+        auto C = Random(b.batch * sc, seed++);
+        DeviceBuffer<float> dA(A), dB(B), dC(C);
+        for (int e = 0; e < b.batch; ++e) {
+          cpu::Gemm(s.M, s.N, s.K, A.data() + e * sa, s.K, B.data() + e * sb, s.N,
+                    C.data() + e * sc, s.N, s.accumulate);
+        }
+        SetSideBySideStreams(streams);
+        const cudaError_t err = GemmBatched(b.batch, s.M, s.N, s.K, dA.get(), s.K, sa, dB.get(),
+                                            s.N, sb, dC.get(), s.N, sc, s.accumulate);
+        SetSideBySideStreams(1);
+        ThrowIfError(err, "launch");
+        std::string diffs;
+        Compare(&diffs, "C", C, dC);
+        return diffs;
+      });
+    }
   }
   return out;
 }

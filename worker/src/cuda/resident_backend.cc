@@ -132,12 +132,13 @@ class ResidentBackend : public KernelBackend {
   }
 
   int Lanes() const override { return kLanes; }
-  void ForkLanes() override {
+  void ForkLanes(int lanes) override {
     // A fork still open here was cut short by a failed step: start over on lane 0.
     stream_ = lanes_[0].stream;
     Check(cudaEventRecord(lanes_[0].done, lanes_[0].stream), "cudaEventRecord");
     for (Lane& lane : lanes_) lane.in_fork = false;
     forked_ = true;
+    SetSideBySideStreams(std::clamp(lanes, 1, kLanes));
   }
   void UseLane(int lane) override {
     if (!forked_ || lane < 0 || lane >= kLanes)
@@ -160,6 +161,7 @@ class ResidentBackend : public KernelBackend {
     }
     stream_ = lanes_[0].stream;
     forked_ = false;
+    SetSideBySideStreams(1);
   }
   // The first call with some addresses runs `pass` (allocating what it needs),
   // the second records and launches it, later ones replay the record.

@@ -90,8 +90,10 @@ class KernelBackend {
   // everything else runs), each lane after the work queued before ForkLanes;
   // after JoinLanes, calls run after everything queued on every lane. A step
   // spreads its hosted ESTs over Lanes() lanes; 1 runs them one after another.
+  // `lanes`: how many the fork's UseLane calls will name, so a device's kernels
+  // can count on that many running side by side.
   virtual int Lanes() const { return 1; }
-  virtual void ForkLanes() {}
+  virtual void ForkLanes(int lanes) { (void)lanes; }
   virtual void UseLane(int lane) { (void)lane; }
   virtual void JoinLanes() {}
 
