@@ -128,7 +128,20 @@ void EstWorker::AddLane(std::unique_ptr<Model> replica) {
   Lane& lane = lanes_.emplace_back();
   lane.replica = std::move(replica);
   lane.loss.Resize({1});
-  if (lane.replica) lane.accum.Resize(accum_.shape);
+}
+
+void EstWorker::AccumulatePass(Model& model, const Tensor& loss, FixedTensor& acc, int hosted) {
+  KernelBackend& k = kernels();
+  std::vector<const float*> segments;
+  std::vector<size_t> sizes;
+  for (Param* p : model.params()) {
+    segments.push_back(k.At(p->grad));
+    sizes.push_back(p->grad.size());
+  }
+  segments.push_back(k.At(loss));
+  sizes.push_back(1);
+  k.AccumulateFixedPoint(segments, sizes, config_.total_ests, k.At(acc),
+                         k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
 }
 
 std::string EstWorker::IdentityJson() const {
@@ -334,7 +347,18 @@ void EstWorker::ComputeHostedEsts() {
     }
     buffers_on_backend_ = true;
   }
-  for (Lane& lane : lanes_) k.Zero(AccumOf(lane).bytes(), k.At(AccumOf(lane)));
+  // Hosted pass h runs on lane h % lanes_; a lane with a later pass folds this
+  // one's sums in the pass, into sums of its own (accum_ on lane 0).
+  const int hosted_count = static_cast<int>(contexts_.size());
+  const int lane_count = static_cast<int>(lanes_.size());
+  for (int i = 0; i < lane_count; ++i) {
+    Lane& lane = lanes_[i];
+    lane.last_hosted = i < hosted_count ? i + (hosted_count - 1 - i) / lane_count * lane_count : -1;
+    if (lane.replica == nullptr || lane.last_hosted < lane_count) continue;
+    lane.accum.Resize(accum_.shape);
+    k.Zero(lane.accum.bytes(), k.At(lane.accum));
+  }
+  k.Zero(accum_.bytes(), k.At(accum_));
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
   size_t buffer_floats = 0;
   for (const Tensor& b : contexts_.begin()->second.buffers) buffer_floats += b.size();
@@ -343,11 +367,6 @@ void EstWorker::ComputeHostedEsts() {
   if (staged) {
     buffer_staging_.Resize({static_cast<int>(buffer_floats * contexts_.size())});
   }
-  std::vector<const float*> segments;
-  std::vector<size_t> sizes;
-  for (const Param* p : params) sizes.push_back(p->grad.size());
-  sizes.push_back(1);  // the loss
-  const int64_t terms = config_.total_ests;
   int hosted = 0;
   if (data_.images) PrefetchComingSamples();
   const bool on_device = k.OnDevice();
@@ -361,8 +380,9 @@ void EstWorker::ComputeHostedEsts() {
   const int lanes = static_cast<int>(std::min(lanes_.size(), contexts_.size()));
   k.ForkLanes(lanes);
   for (auto& [id, ctx] : contexts_) {
-    const int lane_index = hosted % static_cast<int>(lanes_.size());
+    const int lane_index = hosted % lane_count;
     Lane& lane = lanes_[lane_index];
+    const bool folds_in_pass = hosted != lane.last_hosted;
     Model& model = ModelOf(lane);
     k.UseLane(lane_index);
     if (config_.hooks.before_pass) config_.hooks.before_pass(step_, id, k);
@@ -391,11 +411,7 @@ void EstWorker::ComputeHostedEsts() {
       k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
                             k.At(lane.dlogits), k.At(lane.loss));
       model.Backward(lane.dlogits, lc);
-      segments.clear();
-      for (Param* p : model.params()) segments.push_back(k.At(p->grad));
-      segments.push_back(k.At(lane.loss));
-      k.AccumulateFixedPoint(segments, sizes, terms, k.At(AccumOf(lane)),
-                             k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+      if (folds_in_pass) AccumulatePass(model, lane.loss, AccumOf(lane), hosted);
       if (staged) {
         float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
         for (Tensor& b : ctx.buffers) {
@@ -420,7 +436,7 @@ void EstWorker::ComputeHostedEsts() {
                    reinterpret_cast<uintptr_t>(k.At(lane.labels)),
                    reinterpret_cast<uintptr_t>(k.At(lane.dlogits)),
                    reinterpret_cast<uintptr_t>(k.At(lane.loss)),
-                   reinterpret_cast<uintptr_t>(k.At(AccumOf(lane))),
+                   reinterpret_cast<uintptr_t>(folds_in_pass ? k.At(AccumOf(lane)) : nullptr),
                    reinterpret_cast<uintptr_t>(k.At(nonfinite_)),
                    reinterpret_cast<uintptr_t>(k.At(pass_counters_)),
                    reinterpret_cast<uintptr_t>(staged ? k.At(buffer_staging_) : nullptr)};
@@ -441,8 +457,12 @@ void EstWorker::ComputeHostedEsts() {
   }
   MakeBatchAhead();
   k.JoinLanes();
-  for (size_t i = 1; i < lanes_.size(); ++i)
-    k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));
+  for (Lane& lane : lanes_) {
+    if (lane.last_hosted < 0) continue;
+    AccumulatePass(ModelOf(lane), lane.loss, accum_, lane.last_hosted);
+    if (lane.replica != nullptr && lane.last_hosted >= lane_count)
+      k.AddFixedPointSums(accum_.size(), k.At(lane.accum), k.At(accum_));
+  }
   if (update_on_backend_) {
     k.DownloadPart(accum_, model_->NumParamValues(), 1);  // the loss
   } else {

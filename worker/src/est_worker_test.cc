@@ -82,12 +82,15 @@ TEST_F(EstWorkerTest, DigestIndependentOfPlacement) {
   EXPECT_NE(Train({{0, 1, 2, 3}}), one);
 }
 
-// Lanes give each EST of a lane a model copy and its own sums (the CPU runs
-// them in order; a GPU side by side): no bit may change.
+// Lanes give each lane a model copy; a lane's last pass leaves its gradients
+// to be folded after the lanes join, its earlier ones fold into its own sums
+// (the CPU runs them in order; a GPU side by side): no bit may change.
 TEST_F(EstWorkerTest, DigestIndependentOfLanes) {
   const std::string one = Train({{0, 1, 2, 3}}, 1);
   EXPECT_EQ(one.size(), 64u);
   EXPECT_EQ(Train({{0, 1, 2, 3}}, 3), one);  // lane 0 runs two ESTs
+  EXPECT_EQ(Train({{0, 1, 2, 3}}, 2), one);  // so does lane 1, a model copy
+  EXPECT_EQ(Train({{0, 1, 2, 3}}, 4), one);  // one EST a lane
   EXPECT_EQ(Train({{0, 1}, {2, 3}}, 2), one);
 }
 

@@ -191,19 +191,26 @@ class EstWorker {
   OpTimes op_times_;
   std::map<int, uint64_t> pass_counter_advance_;
   // Where a step runs its hosted ESTs, side by side on a backend with several
-  // lanes: each lane has its own step tensors, fixed-point sums and model for
-  // activations and gradients. Lane 0 uses model_ and accum_; the others use
-  // copies of the model, whose parameter values they copy from model_'s on the
-  // backend every step, and sums added into accum_ after (exact, any order).
+  // lanes: each lane has its own step tensors and model for activations and
+  // gradients. Lane 0 uses model_; the others use copies of the model, whose
+  // parameter values they copy from model_'s on the backend every step. A
+  // lane's last pass of the step leaves its gradients in its model, folded
+  // into accum_ after the lanes join; its earlier passes (more ESTs than lanes)
+  // fold theirs into the lane's own sums in the pass, added into accum_ after
+  // too (fixed-point sums: exact, any order).
   struct Lane {
     std::unique_ptr<Model> replica;  // null on lane 0
     Tensor batch, dlogits, loss;
     IndexTensor labels;
-    FixedTensor accum;  // empty on lane 0
+    FixedTensor accum;     // empty on lane 0, and until a step runs two passes here
+    int last_hosted = -1;  // this step's last pass here: its index among the hosted
   };
   void AddLane(std::unique_ptr<Model> replica);
   Model& ModelOf(Lane& lane) { return lane.replica ? *lane.replica : *model_; }
   FixedTensor& AccumOf(Lane& lane) { return lane.replica ? lane.accum : accum_; }
+  // Folds `model`'s gradients and `loss` into `acc`, their nonfinite flags at
+  // the hosted pass's slot.
+  void AccumulatePass(Model& model, const Tensor& loss, FixedTensor& acc, int hosted);
   // The lane's micro-batch of EST id for samples_ (advancing its augmentation
   // counter): the one made ahead when it is that batch, else made now.
   void TakeBatch(int id, EstContext& ctx, Lane& lane);
