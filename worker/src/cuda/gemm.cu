@@ -479,15 +479,6 @@ constexpr int kChainStages = 6;
 // fully connected layers, conv2 forward at batch 16); one thread per output won
 // for more outputs with a short K (conv1 and conv2 forward at batch 64 and up).
 constexpr int64_t kMinTiledBlocks = 64;
-namespace {
-// Whether `batch` M x N products' 128x128 tiles, as many again on each stream
-// running side by side, reach kMinTiledBlocks.
-bool ManyTiles(int M, int N, int batch) {
-  const int64_t tiles =
-      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
-  return tiles * SideBySideStreams() >= kMinTiledBlocks;
-}
-}  // namespace
 constexpr int kChainMinK = 512;
 constexpr int kChainShortMinK = 32;
 constexpr int64_t kChainShortMaxOutputs = 32768;
@@ -497,6 +488,16 @@ constexpr int64_t kChainShortMaxOutputs = 32768;
 // 9.0: four scalar A loads per k).
 constexpr int kStripRows = 4;
 constexpr int64_t kStripMinOutputs = 1 << 17;
+
+namespace {
+// Whether `batch` M x N products' 128x128 tiles, as many again on each stream
+// running side by side, reach kMinTiledBlocks.
+bool ManyTiles(int M, int N, int batch) {
+  const int64_t tiles =
+      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
+  return tiles * SideBySideStreams() >= kMinTiledBlocks;
+}
+}  // namespace
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
