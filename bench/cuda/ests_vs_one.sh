@@ -4,6 +4,9 @@
 # encoder (global batch 32), samples/s from step_bench's JSON lines.
 #   bench/cuda/ests_vs_one.sh DIR   where DIR holds step_bench (a CUDA build)
 #   and its shared libraries in DIR/lib; python3 with torch and onnx exports.
+#   LANES="1 2 4" also runs the eight ESTs on that many lanes (step_bench
+#   --lanes; the backend's 8 otherwise): how far their passes overlap.
+#   SMALL=1 runs tiny models on the CPU backend (no GPU): checks the script.
 set -euo pipefail
 dir=$(cd "${1:?usage: ests_vs_one.sh DIR}" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,20 +15,32 @@ export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export_model() { "$py" "$root/deploy/examples/models/export.py" "$@" --seed 1 >/dev/null 2>&1; }
-export_model --model resnet50 --in-channels 3 --image-size 224 --out "$tmp/resnet50.onnx"
-export_model --model encoder --width 768 --heads 12 --layers 12 --seq-len 128 --vocab 30522 \
-  --out "$tmp/encoder.onnx"
-run() { "$dir/step_bench" --backend cuda "$@" | tee -a "$tmp/rows"; }
-run --model-file "$tmp/resnet50.onnx" --ests 1 --batch 64 --steps 5 --warmup 2
-run --model-file "$tmp/resnet50.onnx" --ests 8 --batch 8 --steps 5 --warmup 2
-tokens=(--model-file "$tmp/encoder.onnx" --dataset tokens --vocab 30522 --steps 4 --warmup 2)
-run "${tokens[@]}" --ests 1 --batch 32
-run "${tokens[@]}" --ests 8 --batch 4
+backend=cuda image=224 encoder=(--width 768 --heads 12 --layers 12 --seq-len 128) vocab=30522
+if [ "${SMALL:-0}" = 1 ]; then
+  backend=cpu image=32 encoder=(--width 32 --heads 2 --layers 1 --seq-len 16) vocab=64
+fi
+export_model --model resnet50 --in-channels 3 --image-size "$image" --out "$tmp/resnet50.onnx"
+export_model --model encoder "${encoder[@]}" --vocab "$vocab" --out "$tmp/encoder.onnx"
+run() { "$dir/step_bench" --backend "$backend" "$@" | tee -a "$tmp/rows"; }
+# compare MODEL_FLAGS... GLOBAL_BATCH: one EST of the whole batch, then eight.
+compare() {
+  local batch=${*: -1} flags=("${@:1:$#-1}")
+  run "${flags[@]}" --ests 1 --batch "$batch"
+  run "${flags[@]}" --ests 8 --batch $((batch / 8))
+  for lanes in ${LANES:-}; do run "${flags[@]}" --ests 8 --batch $((batch / 8)) --lanes "$lanes"; done
+}
+compare --model-file "$tmp/resnet50.onnx" --steps 5 --warmup 2 64
+compare --model-file "$tmp/encoder.onnx" --dataset tokens --vocab "$vocab" --steps 4 --warmup 2 32
 "$py" - "$tmp/rows" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-for one, eight in zip(rows[0::2], rows[1::2]):
-    name = "resnet50" if "resnet50" in one["model"] else "encoder"
-    print(f"{name} global batch {one['global_batch']}: 8 ESTs {eight['samples_per_s']:.1f} samples/s, "
-          f"1 EST {one['samples_per_s']:.1f}, ratio {eight['samples_per_s'] / one['samples_per_s']:.2f} (goal 0.95)")
+one = None
+for row in rows:
+    name = "resnet50" if "resnet50" in row["model"] else "encoder"
+    if row["ests"] == 1:
+        one = row
+        continue
+    lanes = f" on {row['lanes']} lanes" if row["lanes"] else ""
+    print(f"{name} global batch {one['global_batch']}: 8 ESTs{lanes} {row['samples_per_s']:.1f} samples/s, "
+          f"1 EST {one['samples_per_s']:.1f}, ratio {row['samples_per_s'] / one['samples_per_s']:.2f} (goal 0.95)")
 PY
