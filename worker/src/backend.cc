@@ -24,9 +24,13 @@ class CpuBackend : public KernelBackend {
   }
   void AccumulateFixedPoint(std::span<const float* const> segments, std::span<const size_t> sizes,
                             int64_t max_terms, int64_t* acc, int32_t* nonfinite) override {
-    for (size_t s = 0; s < segments.size(); ++s) {
-      if (!easyscale::AccumulateFixedPoint(segments[s], sizes[s], max_terms, acc)) nonfinite[s] = 1;
-      acc += sizes[s];
+    for (size_t first = 0; first < segments.size(); first += sizes.size()) {
+      int64_t* sums = acc;
+      for (size_t s = 0; s < sizes.size(); ++s) {
+        if (!easyscale::AccumulateFixedPoint(segments[first + s], sizes[s], max_terms, sums))
+          nonfinite[first + s] = 1;
+        sums += sizes[s];
+      }
     }
   }
   void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) override {

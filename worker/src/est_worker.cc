@@ -130,18 +130,19 @@ void EstWorker::AddLane(std::unique_ptr<Model> replica) {
   lane.loss.Resize({1});
 }
 
-void EstWorker::AccumulatePass(Model& model, const Tensor& loss, FixedTensor& acc, int hosted) {
+void EstWorker::AccumulatePasses(int first, int count, FixedTensor& acc) {
   KernelBackend& k = kernels();
   std::vector<const float*> segments;
   std::vector<size_t> sizes;
-  for (Param* p : model.params()) {
-    segments.push_back(k.At(p->grad));
-    sizes.push_back(p->grad.size());
+  for (const Param* p : model_->params()) sizes.push_back(p->grad.size());
+  sizes.push_back(1);  // the loss
+  for (int hosted = first; hosted < first + count; ++hosted) {
+    Lane& lane = lanes_[hosted % lanes_.size()];
+    for (Param* p : ModelOf(lane).params()) segments.push_back(k.At(p->grad));
+    segments.push_back(k.At(lane.loss));
   }
-  segments.push_back(k.At(loss));
-  sizes.push_back(1);
   k.AccumulateFixedPoint(segments, sizes, config_.total_ests, k.At(acc),
-                         k.At(nonfinite_) + static_cast<size_t>(hosted) * sizes.size());
+                         k.At(nonfinite_) + static_cast<size_t>(first) * sizes.size());
 }
 
 std::string EstWorker::IdentityJson() const {
@@ -411,7 +412,7 @@ void EstWorker::ComputeHostedEsts() {
       k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
                             k.At(lane.dlogits), k.At(lane.loss));
       model.Backward(lane.dlogits, lc);
-      if (folds_in_pass) AccumulatePass(model, lane.loss, AccumOf(lane), hosted);
+      if (folds_in_pass) AccumulatePasses(hosted, 1, AccumOf(lane));
       if (staged) {
         float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
         for (Tensor& b : ctx.buffers) {
@@ -457,9 +458,10 @@ void EstWorker::ComputeHostedEsts() {
   }
   MakeBatchAhead();
   k.JoinLanes();
+  // The lanes' last passes are the last of the hosted: one fold takes them all.
+  const int last_passes = std::min(lane_count, hosted_count);
+  if (last_passes > 0) AccumulatePasses(hosted_count - last_passes, last_passes, accum_);
   for (Lane& lane : lanes_) {
-    if (lane.last_hosted < 0) continue;
-    AccumulatePass(ModelOf(lane), lane.loss, accum_, lane.last_hosted);
     if (lane.replica != nullptr && lane.last_hosted >= lane_count)
       k.AddFixedPointSums(accum_.size(), k.At(lane.accum), k.At(accum_));
   }

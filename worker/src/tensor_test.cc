@@ -67,6 +67,29 @@ TEST(CpuBackend, AccumulatesSegmentsEndToEndAndFlagsNonFinite) {
   EXPECT_EQ(flags, (std::vector<int32_t>{0, 1}));
 }
 
+// Several sources' segments of the same sizes fold into the same sums, each
+// source's flags after the previous one's.
+TEST(CpuBackend, AccumulatesSeveralSourcesIntoTheSameSums) {
+  KernelBackend& k = CpuKernelBackend();
+  const std::vector<float> a0 = {0.5f, -1.25f}, a1 = {3.0f}, b0 = {2.0f, 0.75f};
+  const float b1[] = {std::numeric_limits<float>::infinity()};
+  const float* segs[] = {a0.data(), a1.data(), b0.data(), b1};
+  const size_t sizes[] = {2, 1};
+  std::vector<int64_t> acc(3, 0);
+  std::vector<int32_t> flags(4, 0);
+  k.AccumulateFixedPoint(segs, sizes, 8, acc.data(), flags.data());
+  std::vector<int64_t> one_by_one(3, 0);
+  std::vector<int32_t> unused(2, 0);
+  k.AccumulateFixedPoint(std::span(segs, 2), sizes, 8, one_by_one.data(), unused.data());
+  k.AccumulateFixedPoint(std::span(segs + 2, 2), sizes, 8, one_by_one.data(), unused.data());
+  EXPECT_EQ(acc, one_by_one);
+  int64_t half, two;
+  ASSERT_TRUE(ToFixedPoint(0.5f, 8, &half));
+  ASSERT_TRUE(ToFixedPoint(2.0f, 8, &two));
+  EXPECT_EQ(acc[0], half + two);
+  EXPECT_EQ(flags, (std::vector<int32_t>{0, 0, 0, 1}));
+}
+
 TEST(CpuBackend, LossGoesToItsOutputAndCopyZeroWork) {
   KernelBackend& k = CpuKernelBackend();
   const float logits[] = {1.0f, 2.0f, 0.5f, 0.5f};

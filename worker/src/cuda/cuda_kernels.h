@@ -114,11 +114,16 @@ cudaError_t Argmax(int rows, int classes, const float* logits, int32_t* out,
                    cudaStream_t stream = nullptr);
 
 // fixed_point.h's AccumulateFixedPoint over up to kMaxFixedPointSegments
-// gradient segments laid end to end in `acc`: acc[offset_s + i] += fixed(g_s[i]),
-// nonfinite[s] = 1 when segment s holds NaN or inf.
+// gradient segments laid end to end in `acc`, from up to
+// kMaxFixedPointSources sources: segments[j * count + s] is source j's segment
+// s; acc[offset_s + i] += the sum over j of fixed(g_js[i]) (exact integers),
+// nonfinite[j * nonfinite_stride + s] = 1 when source j's segment s holds NaN
+// or inf.
 inline constexpr int kMaxFixedPointSegments = 32;
-cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
-                                 int64_t max_terms, int64_t* acc, int32_t* nonfinite,
+inline constexpr int kMaxFixedPointSources = 8;
+cudaError_t AccumulateFixedPoint(int count, int sources, const float* const* segments,
+                                 const size_t* sizes, int64_t max_terms, int64_t* acc,
+                                 int32_t* nonfinite, size_t nonfinite_stride,
                                  cudaStream_t stream = nullptr);
 // dst[i] += src[i] over n fixed-point sums.
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "cuda_kernels.h"
@@ -372,6 +373,37 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
 std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
   std::vector<KernelCheck> out;
   KernelBackend& cpu = CpuKernelBackend();
+  // Eight lanes' passes folded at once, and three sources: two segments each
+  // (a gradient and a loss), one source's gradient holding a NaN.
+  for (const int sources : {1, 3, 8}) {
+    Run(&out, "AccumulateFixedPoint " + std::to_string(sources) + " sources", [&] {
+      const size_t sizes[] = {100003, 1};
+      std::vector<std::vector<float>> data;
+      for (int j = 0; j < sources; ++j) {
+        data.push_back(Random(sizes[0], seed++));
+        data.push_back(Random(sizes[1], seed++));
+      }
+      if (sources > 1) data[2][777] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<const float*> host_segments;
+      for (const auto& d : data) host_segments.push_back(d.data());
+      std::vector<int64_t> acc(sizes[0] + sizes[1], 5);
+      std::vector<int32_t> flags(data.size(), 0);
+      DeviceBuffer<int64_t> dacc(acc);
+      DeviceBuffer<int32_t> dflags(flags);
+      cpu.AccumulateFixedPoint(host_segments, sizes, 8, acc.data(), flags.data());
+      std::vector<DeviceBuffer<float>> device_data;
+      device_data.reserve(data.size());
+      std::vector<const float*> device_segments;
+      for (const auto& d : data) device_segments.push_back(device_data.emplace_back(d).get());
+      ThrowIfError(AccumulateFixedPoint(2, sources, device_segments.data(), sizes, 8, dacc.get(),
+                                        dflags.get(), 2),
+                   "launch");
+      std::string d;
+      Compare(&d, "sums", acc, dacc);
+      Compare(&d, "flags", flags, dflags);
+      return d;
+    });
+  }
   for (const size_t n : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
     for (const int terms : {1, 3, 8}) {
       Run(&out, "DecodeFixedPointMean " + std::to_string(n) + "/" + std::to_string(terms), [&] {

@@ -192,13 +192,26 @@ class ResidentBackend : public KernelBackend {
   }
   void AccumulateFixedPoint(std::span<const float* const> segments, std::span<const size_t> sizes,
                             int64_t max_terms, int64_t* acc, int32_t* nonfinite) override {
-    for (size_t first = 0; first < segments.size(); first += kMaxFixedPointSegments) {
-      const size_t count = std::min<size_t>(kMaxFixedPointSegments, segments.size() - first);
-      Check(cuda::AccumulateFixedPoint(static_cast<int>(count), segments.data() + first,
-                                       sizes.data() + first, max_terms, acc, nonfinite + first,
-                                       stream_),
-            "AccumulateFixedPoint");
-      for (size_t s = first; s < first + count; ++s) acc += sizes[s];
+    // Launches of up to kMaxFixedPointSources sources and kMaxFixedPointSegments
+    // segments: `chunk` holds a launch's pointers, source by source.
+    const size_t per_source = sizes.size(), sources = segments.size() / per_source;
+    std::vector<const float*> chunk;
+    for (size_t j0 = 0; j0 < sources; j0 += kMaxFixedPointSources) {
+      const size_t group = std::min<size_t>(kMaxFixedPointSources, sources - j0);
+      int64_t* sums = acc;
+      for (size_t first = 0; first < per_source; first += kMaxFixedPointSegments) {
+        const size_t count = std::min<size_t>(kMaxFixedPointSegments, per_source - first);
+        chunk.clear();
+        for (size_t j = j0; j < j0 + group; ++j) {
+          const auto source = segments.subspan(j * per_source + first, count);
+          chunk.insert(chunk.end(), source.begin(), source.end());
+        }
+        Check(cuda::AccumulateFixedPoint(static_cast<int>(count), static_cast<int>(group),
+                                         chunk.data(), sizes.data() + first, max_terms, sums,
+                                         nonfinite + j0 * per_source + first, per_source, stream_),
+              "AccumulateFixedPoint");
+        for (size_t s = first; s < first + count; ++s) sums += sizes[s];
+      }
     }
   }
   void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) override {

@@ -10,37 +10,48 @@ namespace easyscale::cuda {
 namespace {
 
 struct Segments {
-  const float* data[kMaxFixedPointSegments];
+  const float* data[kMaxFixedPointSources][kMaxFixedPointSegments];
   size_t size[kMaxFixedPointSegments];
   size_t offset[kMaxFixedPointSegments];
 };
+static_assert(sizeof(Segments) < 4000, "a kernel parameter");
 
-// blockIdx.y is the segment; the x blocks stride over its elements.
-__global__ void AccumulateFixedPointKernel(Segments s, double limit, int64_t* acc,
-                                           int32_t* nonfinite) {
+// blockIdx.y is the segment; the x blocks stride over its elements, each
+// adding every source's term (integers: the order changes nothing).
+__global__ void AccumulateFixedPointKernel(Segments s, int sources, double limit, int64_t* acc,
+                                           int32_t* nonfinite, size_t nonfinite_stride) {
   const int seg = blockIdx.y;
-  const float* g = s.data[seg];
   int64_t* out = acc + s.offset[seg];
-  bool bad = false;
+  unsigned bad = 0;  // bit j: source j
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < s.size[seg];
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    bad |= !(fabsf(g[i]) <= 3.40282347e38f);
-    out[i] += FixedPointTerm(g[i], limit);
+    int64_t terms = 0;
+    for (int j = 0; j < sources; ++j) {
+      const float v = s.data[j][seg][i];
+      bad |= static_cast<unsigned>(!(fabsf(v) <= 3.40282347e38f)) << j;
+      terms += FixedPointTerm(v, limit);
+    }
+    out[i] += terms;
   }
-  if (bad) nonfinite[seg] = 1;  // every writer writes the same value
+  for (int j = 0; j < sources; ++j) {
+    if (bad >> j & 1u) nonfinite[j * nonfinite_stride + seg] = 1;  // every writer writes 1
+  }
 }
 
 }  // namespace
 
-cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const size_t* sizes,
-                                 int64_t max_terms, int64_t* acc, int32_t* nonfinite,
-                                 cudaStream_t stream) {
-  if (count < 0 || count > kMaxFixedPointSegments) return cudaErrorInvalidValue;
-  if (count == 0) return cudaSuccess;
+cudaError_t AccumulateFixedPoint(int count, int sources, const float* const* segments,
+                                 const size_t* sizes, int64_t max_terms, int64_t* acc,
+                                 int32_t* nonfinite, size_t nonfinite_stride, cudaStream_t stream) {
+  if (count < 0 || count > kMaxFixedPointSegments || sources < 0 ||
+      sources > kMaxFixedPointSources) {
+    return cudaErrorInvalidValue;
+  }
+  if (count == 0 || sources == 0) return cudaSuccess;
   Segments s{};
   size_t offset = 0, largest = 0;
   for (int i = 0; i < count; ++i) {
-    s.data[i] = segments[i];
+    for (int j = 0; j < sources; ++j) s.data[j][i] = segments[j * count + i];
     s.size[i] = sizes[i];
     s.offset[i] = offset;
     offset += sizes[i];
@@ -49,7 +60,8 @@ cudaError_t AccumulateFixedPoint(int count, const float* const* segments, const 
   const size_t wanted = (largest + kBlockThreads - 1) / kBlockThreads;
   const unsigned blocks = static_cast<unsigned>(wanted < 4096 ? (wanted > 0 ? wanted : 1) : 4096);
   AccumulateFixedPointKernel<<<dim3(blocks, static_cast<unsigned>(count)), kBlockThreads, 0,
-                               stream>>>(s, FixedPointLimit(max_terms), acc, nonfinite);
+                               stream>>>(s, sources, FixedPointLimit(max_terms), acc, nonfinite,
+                                         nonfinite_stride);
   return cudaGetLastError();
 }
 

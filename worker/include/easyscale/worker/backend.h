@@ -119,6 +119,10 @@ class KernelBackend {
                                    const int32_t* labels, float* dlogits, float* loss) = 0;
   // Folds gradient segments, laid end to end, into the fixed-point sums `acc`
   // (fixed_point.h); sets nonfinite[s] = 1 for a segment holding NaN or inf.
+  // `segments` may hold several sources' segments of the same sizes, one
+  // source after another (segments.size() a multiple of sizes.size()), all
+  // folded into the same sums (exact integers: any order gives them);
+  // nonfinite then holds each source's flags after the last's.
   virtual void AccumulateFixedPoint(std::span<const float* const> segments,
                                     std::span<const size_t> sizes, int64_t max_terms, int64_t* acc,
                                     int32_t* nonfinite) = 0;

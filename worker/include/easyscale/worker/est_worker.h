@@ -208,9 +208,9 @@ class EstWorker {
   void AddLane(std::unique_ptr<Model> replica);
   Model& ModelOf(Lane& lane) { return lane.replica ? *lane.replica : *model_; }
   FixedTensor& AccumOf(Lane& lane) { return lane.replica ? lane.accum : accum_; }
-  // Folds `model`'s gradients and `loss` into `acc`, their nonfinite flags at
-  // the hosted pass's slot.
-  void AccumulatePass(Model& model, const Tensor& loss, FixedTensor& acc, int hosted);
+  // Folds hosted passes first .. first + count - 1 (each left in its lane's
+  // model and loss) into `acc` in one call, their nonfinite flags at their slots.
+  void AccumulatePasses(int first, int count, FixedTensor& acc);
   // The lane's micro-batch of EST id for samples_ (advancing its augmentation
   // counter): the one made ahead when it is that batch, else made now.
   void TakeBatch(int id, EstContext& ctx, Lane& lane);
