@@ -348,16 +348,18 @@ void EstWorker::ComputeHostedEsts() {
     }
     buffers_on_backend_ = true;
   }
-  // Hosted pass h runs on lane h % lanes_; a lane with a later pass folds this
-  // one's sums in the pass, into sums of its own (accum_ on lane 0).
+  // Hosted pass h runs on lane h % lane_count, so the lanes' last passes are
+  // the last `lanes` of the hosted, folded after the join; an earlier pass
+  // (h + lane_count < hosted_count) folds in the pass, into its lane's own sums
+  // (accum_ on lane 0): lane i has them where it runs two passes.
   const int hosted_count = static_cast<int>(contexts_.size());
   const int lane_count = static_cast<int>(lanes_.size());
-  for (int i = 0; i < lane_count; ++i) {
-    Lane& lane = lanes_[i];
-    lane.last_hosted = i < hosted_count ? i + (hosted_count - 1 - i) / lane_count * lane_count : -1;
-    if (lane.replica == nullptr || lane.last_hosted < lane_count) continue;
-    lane.accum.Resize(accum_.shape);
-    k.Zero(lane.accum.bytes(), k.At(lane.accum));
+  const int lanes = std::min(lane_count, hosted_count);
+  const auto folds_in_pass = [&](int h) { return h + lane_count < hosted_count; };
+  for (int i = 1; i < lane_count; ++i) {
+    if (!folds_in_pass(i)) continue;
+    lanes_[i].accum.Resize(accum_.shape);
+    k.Zero(lanes_[i].accum.bytes(), k.At(lanes_[i].accum));
   }
   k.Zero(accum_.bytes(), k.At(accum_));
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
@@ -378,12 +380,10 @@ void EstWorker::ComputeHostedEsts() {
     k.Upload(pass_counters_);
   }
   std::vector<uintptr_t> addresses;
-  const int lanes = static_cast<int>(std::min(lanes_.size(), contexts_.size()));
   k.ForkLanes(lanes);
   for (auto& [id, ctx] : contexts_) {
     const int lane_index = hosted % lane_count;
     Lane& lane = lanes_[lane_index];
-    const bool folds_in_pass = hosted != lane.last_hosted;
     Model& model = ModelOf(lane);
     k.UseLane(lane_index);
     if (config_.hooks.before_pass) config_.hooks.before_pass(step_, id, k);
@@ -412,7 +412,7 @@ void EstWorker::ComputeHostedEsts() {
       k.SoftmaxCrossEntropy(logits.dim(0), logits.dim(1), k.At(logits), k.At(lane.labels),
                             k.At(lane.dlogits), k.At(lane.loss));
       model.Backward(lane.dlogits, lc);
-      if (folds_in_pass) AccumulatePasses(hosted, 1, AccumOf(lane));
+      if (folds_in_pass(hosted)) AccumulatePasses(hosted, 1, AccumOf(lane));
       if (staged) {
         float* slot = k.At(buffer_staging_) + static_cast<size_t>(hosted) * buffer_floats;
         for (Tensor& b : ctx.buffers) {
@@ -429,18 +429,19 @@ void EstWorker::ComputeHostedEsts() {
     if (on_device) {
       // What fixes the pass's work: the model (lane) and every tensor it touches.
       // The lanes side by side pick the kernels' tiles (cuda::SideBySideStreams).
-      addresses = {reinterpret_cast<uintptr_t>(&model),
-                   static_cast<uintptr_t>(lane_index),
-                   static_cast<uintptr_t>(lanes),
-                   static_cast<uintptr_t>(hosted),
-                   reinterpret_cast<uintptr_t>(k.At(lane.batch)),
-                   reinterpret_cast<uintptr_t>(k.At(lane.labels)),
-                   reinterpret_cast<uintptr_t>(k.At(lane.dlogits)),
-                   reinterpret_cast<uintptr_t>(k.At(lane.loss)),
-                   reinterpret_cast<uintptr_t>(folds_in_pass ? k.At(AccumOf(lane)) : nullptr),
-                   reinterpret_cast<uintptr_t>(k.At(nonfinite_)),
-                   reinterpret_cast<uintptr_t>(k.At(pass_counters_)),
-                   reinterpret_cast<uintptr_t>(staged ? k.At(buffer_staging_) : nullptr)};
+      addresses = {
+          reinterpret_cast<uintptr_t>(&model),
+          static_cast<uintptr_t>(lane_index),
+          static_cast<uintptr_t>(lanes),
+          static_cast<uintptr_t>(hosted),
+          reinterpret_cast<uintptr_t>(k.At(lane.batch)),
+          reinterpret_cast<uintptr_t>(k.At(lane.labels)),
+          reinterpret_cast<uintptr_t>(k.At(lane.dlogits)),
+          reinterpret_cast<uintptr_t>(k.At(lane.loss)),
+          reinterpret_cast<uintptr_t>(folds_in_pass(hosted) ? k.At(AccumOf(lane)) : nullptr),
+          reinterpret_cast<uintptr_t>(k.At(nonfinite_)),
+          reinterpret_cast<uintptr_t>(k.At(pass_counters_)),
+          reinterpret_cast<uintptr_t>(staged ? k.At(buffer_staging_) : nullptr)};
       for (size_t i = 0; i < params.size(); ++i) {
         addresses.push_back(reinterpret_cast<uintptr_t>(k.At(params[i]->value)));
         addresses.push_back(reinterpret_cast<uintptr_t>(k.At(model.params()[i]->value)));
@@ -458,12 +459,9 @@ void EstWorker::ComputeHostedEsts() {
   }
   MakeBatchAhead();
   k.JoinLanes();
-  // The lanes' last passes are the last of the hosted: one fold takes them all.
-  const int last_passes = std::min(lane_count, hosted_count);
-  if (last_passes > 0) AccumulatePasses(hosted_count - last_passes, last_passes, accum_);
-  for (Lane& lane : lanes_) {
-    if (lane.replica != nullptr && lane.last_hosted >= lane_count)
-      k.AddFixedPointSums(accum_.size(), k.At(lane.accum), k.At(accum_));
+  if (lanes > 0) AccumulatePasses(hosted_count - lanes, lanes, accum_);  // one fold for all
+  for (int i = 1; i < lane_count; ++i) {
+    if (folds_in_pass(i)) k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));
   }
   if (update_on_backend_) {
     k.DownloadPart(accum_, model_->NumParamValues(), 1);  // the loss

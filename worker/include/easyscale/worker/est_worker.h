@@ -202,8 +202,7 @@ class EstWorker {
     std::unique_ptr<Model> replica;  // null on lane 0
     Tensor batch, dlogits, loss;
     IndexTensor labels;
-    FixedTensor accum;     // empty on lane 0, and until a step runs two passes here
-    int last_hosted = -1;  // this step's last pass here: its index among the hosted
+    FixedTensor accum;  // empty on lane 0, and until a step runs two passes here
   };
   void AddLane(std::unique_ptr<Model> replica);
   Model& ModelOf(Lane& lane) { return lane.replica ? *lane.replica : *model_; }
