@@ -5,7 +5,10 @@
 // our/cuBLAS ratios from CUDA-event medians (at the model's shapes also with
 // both sides replayed from CUDA graphs, as the worker runs them), the encoder's
 // micro-batch of 4 also on eight streams side by side (as eight ESTs' lanes run
-// it: each kernel's time a call when eight run at once), and checks
+// it: each kernel's time a call when eight run at once), one EST of 32
+// sequences' independent products (a layer's dX beside its dW, as MatMul's
+// gradient runs them on two streams; q beside k) against one after the
+// other, and checks
 // sampled outputs of every variant bit for bit against the CPU's
 // formulas::GemmOutput (the same k order).
 #include <cublas_v2.h>
@@ -49,47 +52,48 @@ std::vector<float> Random(size_t n, uint64_t seed) {
 // only the GPU's time counts.
 enum class Timing { kLaunched, kGraphed };
 
-// `lanes` streams each running `reps` calls, ordered after `stream` and before
-// it again by events, as the resident backend forks and joins its lanes.
-void SideBySide(const std::function<void(cudaStream_t)>& call, int reps, cudaStream_t stream,
-                std::vector<cudaStream_t>& lanes, std::vector<cudaEvent_t>& done) {
+using Call = std::function<void(cudaStream_t)>;
+
+// calls[i] `reps` times on stream i of `streams`, all ordered after `stream` and
+// before it again by events, as the resident backend forks and joins its lanes.
+void SideBySide(const std::vector<Call>& calls, int reps, cudaStream_t stream,
+                std::vector<cudaStream_t>& streams, std::vector<cudaEvent_t>& done) {
   ThrowIfError(cudaEventRecord(done[0], stream), "record");
-  for (size_t l = 0; l < lanes.size(); ++l) {
-    ThrowIfError(cudaStreamWaitEvent(lanes[l], done[0], 0), "wait");
-    for (int i = 0; i < reps; ++i) call(lanes[l]);
+  for (size_t l = 0; l < streams.size(); ++l) {
+    ThrowIfError(cudaStreamWaitEvent(streams[l], done[0], 0), "wait");
+    for (int i = 0; i < reps; ++i) calls[l](streams[l]);
   }
-  for (size_t l = 0; l < lanes.size(); ++l) {
-    ThrowIfError(cudaEventRecord(done[l + 1], lanes[l]), "record");
+  for (size_t l = 0; l < streams.size(); ++l) {
+    ThrowIfError(cudaEventRecord(done[l + 1], streams[l]), "record");
     ThrowIfError(cudaStreamWaitEvent(stream, done[l + 1], 0), "wait");
   }
 }
 
-// Median milliseconds of one call, from `trials` event-timed batches of `reps`
-// (with `lanes` > 1, `reps` on each of that many streams at once, and the time
-// of the whole divided by every call).
-double MedianMs(const std::function<void(cudaStream_t)>& call, int reps, Timing timing,
-                int lanes = 1, int trials = 7) {
+// Median milliseconds of one round of `calls` (one call: on the timed stream;
+// several: each on a stream of its own, all at once), from `trials`
+// event-timed batches of `reps` rounds.
+double MedianMs(const std::vector<Call>& calls, int reps, Timing timing, int trials = 7) {
   cudaStream_t stream = nullptr;
   ThrowIfError(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  std::vector<cudaStream_t> lane_streams(lanes > 1 ? lanes : 0);
-  std::vector<cudaEvent_t> done(lane_streams.size() + 1);
-  for (cudaStream_t& l : lane_streams)
+  std::vector<cudaStream_t> side_streams(calls.size() > 1 ? calls.size() : 0);
+  std::vector<cudaEvent_t> done(side_streams.size() + 1);
+  for (cudaStream_t& l : side_streams)
     ThrowIfError(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking), "stream");
   for (cudaEvent_t& e : done)
     ThrowIfError(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
-  const auto calls = [&](cudaStream_t st, int n) {
-    if (lane_streams.empty()) {
-      for (int i = 0; i < n; ++i) call(st);
+  const auto rounds = [&](cudaStream_t st, int n) {
+    if (side_streams.empty()) {
+      for (int i = 0; i < n; ++i) calls[0](st);
     } else {
-      SideBySide(call, n, st, lane_streams, done);
+      SideBySide(calls, n, st, side_streams, done);
     }
   };
-  calls(stream, 3);  // warm-up: module load, handles, clocks
+  rounds(stream, 3);  // warm-up: module load, handles, clocks
   ThrowIfError(cudaStreamSynchronize(stream), "warm-up");
   cudaGraphExec_t exec = nullptr;
   if (timing == Timing::kGraphed) {
     ThrowIfError(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    calls(stream, reps);
+    rounds(stream, reps);
     cudaGraph_t graph = nullptr;
     ThrowIfError(cudaStreamEndCapture(stream, &graph), "end capture");
     ThrowIfError(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
@@ -105,18 +109,18 @@ double MedianMs(const std::function<void(cudaStream_t)>& call, int reps, Timing 
     if (exec != nullptr) {
       ThrowIfError(cudaGraphLaunch(exec, stream), "graph launch");
     } else {
-      calls(stream, reps);
+      rounds(stream, reps);
     }
     ThrowIfError(cudaEventRecord(stop, stream), "record");
     ThrowIfError(cudaEventSynchronize(stop), "sync");
     float elapsed = 0;
     ThrowIfError(cudaEventElapsedTime(&elapsed, start, stop), "elapsed");
-    ms.push_back(elapsed / reps / std::max(lanes, 1));
+    ms.push_back(elapsed / reps);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   for (cudaEvent_t e : done) cudaEventDestroy(e);
-  for (cudaStream_t l : lane_streams) cudaStreamDestroy(l);
+  for (cudaStream_t l : side_streams) cudaStreamDestroy(l);
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   cudaStreamDestroy(stream);
   std::sort(ms.begin(), ms.end());
@@ -151,26 +155,27 @@ struct Operands {
         C(static_cast<size_t>(s.M) * s.N) {}
 };
 
-// Every lane writes the same C: the same bits, and the timing of eight ESTs'
-// products side by side.
+Call OursCall(const Shape& s, Operands& o, Launch fn) {
+  return [&s, &o, fn](cudaStream_t st) {
+    ThrowIfError(fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, st),
+                 "our gemm");
+  };
+}
+
+// With `lanes` > 1, each call's time when that many run at once on streams of
+// their own; every lane writes the same C (the same bits).
 double OursMs(const Shape& s, Operands& o, Launch fn, int reps, Timing timing = Timing::kLaunched,
               int lanes = 1) {
-  return MedianMs(
-      [&](cudaStream_t st) {
-        ThrowIfError(fn(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false, st),
-                     "our gemm");
-      },
-      reps, timing, lanes);
+  return MedianMs(std::vector<Call>(lanes, OursCall(s, o, fn)), reps, timing) / lanes;
 }
 
 double CublasMs(cublasHandle_t h, const Shape& s, Operands& o, int reps,
                 Timing timing = Timing::kLaunched) {
-  return MedianMs(
-      [&](cudaStream_t st) {
-        CheckCublas(cublasSetStream(h, st), "cublasSetStream");
-        CublasRowMajor(h, s.M, s.N, s.K, o.A.get(), o.B.get(), o.C.get());
-      },
-      reps, timing);
+  return MedianMs({[&](cudaStream_t st) {
+                    CheckCublas(cublasSetStream(h, st), "cublasSetStream");
+                    CublasRowMajor(h, s.M, s.N, s.K, o.A.get(), o.B.get(), o.C.get());
+                  }},
+                  reps, timing);
 }
 
 double Gflops(const Shape& s, double ms) { return 2.0 * s.M * s.N * s.K / (ms * 1e6); }
@@ -353,6 +358,53 @@ int main(int argc, char** argv) {
   std::printf("%-33s %*s %12.1f %6.3f (Gemm on %d lanes: %.1f)\n", "all 3",
               9 * static_cast<int>(std::size(lane_variants)), "", whole_total * 1e3,
               whole_total / lanes_total, kLanes, lanes_total * 1e3);
+
+  // One EST of 32 sequences' backward products: a layer's dX (Gemm) and dW
+  // (GemmFillTiles, as MatMul's gradient takes it) are independent, and neither
+  // fills the GPU alone where N is 768; one after the other on one stream
+  // against each on a stream of its own, and the attention's q, k and v
+  // projections (independent, the same shape) likewise, replayed from graphs.
+  std::printf("\nencoder batch 32, independent products  us a round: %10s %10s %8s\n", "one stream",
+              "side by side", "ratio");
+  struct Pair {
+    const char* name;
+    Shape first, second;
+    Launch first_fn, second_fn;
+  };
+  const Pair pairs[] = {
+      {"qkvo dX | dW",
+       {"dX", 4096, 768, 768},
+       {"dW", 768, 768, 4096},
+       &ec::Gemm,
+       &ec::GemmFillTiles},
+      {"ffn1 dX | dW",
+       {"dX", 4096, 768, 3072},
+       {"dW", 768, 3072, 4096},
+       &ec::Gemm,
+       &ec::GemmFillTiles},
+      {"ffn2 dX | dW",
+       {"dX", 4096, 3072, 768},
+       {"dW", 3072, 768, 4096},
+       &ec::Gemm,
+       &ec::GemmFillTiles},
+      {"q | k fwd", {"q", 4096, 768, 768}, {"k", 4096, 768, 768}, &ec::Gemm, &ec::Gemm}};
+  double serial_total = 0, side_total = 0;
+  for (const Pair& p : pairs) {
+    Operands a(p.first), b(p.second);
+    const Call first = OursCall(p.first, a, p.first_fn),
+               second = OursCall(p.second, b, p.second_fn);
+    const double serial = MedianMs({[&](cudaStream_t st) {
+                                     first(st);
+                                     second(st);
+                                   }},
+                                   20, Timing::kGraphed);
+    const double side = MedianMs({first, second}, 20, Timing::kGraphed);
+    serial_total += serial;
+    side_total += side;
+    std::printf("%-40s %10.1f %10.1f %8.3f\n", p.name, serial * 1e3, side * 1e3, serial / side);
+  }
+  std::printf("%-40s %10.1f %10.1f %8.3f\n", "all", serial_total * 1e3, side_total * 1e3,
+              serial_total / side_total);
   cublasDestroy(h);
   return 0;
 }
