@@ -101,15 +101,17 @@ class ResidentBackend : public KernelBackend {
   explicit ResidentBackend(int device) : device_(device) {
     SelectDevice(device);
     for (Lane& lane : lanes_) {
-      Check(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "event");
+      for (cudaEvent_t* e : {&lane.done, &lane.side_fork, &lane.side_done})
+        Check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "event");
     }
     Check(cudaStreamCreateWithFlags(&lanes_[0].stream, cudaStreamNonBlocking), "stream");
     stream_ = lanes_[0].stream;
   }
   ~ResidentBackend() override {
     for (Lane& lane : lanes_) {
-      if (lane.stream != nullptr) cudaStreamDestroy(lane.stream);
-      cudaEventDestroy(lane.done);
+      for (cudaStream_t st : {lane.stream, lane.side})
+        if (st != nullptr) cudaStreamDestroy(st);
+      for (cudaEvent_t e : {lane.done, lane.side_fork, lane.side_done}) cudaEventDestroy(e);
     }
   }
   ResidentBackend(const ResidentBackend&) = delete;
@@ -162,6 +164,20 @@ class ResidentBackend : public KernelBackend {
     stream_ = lanes_[0].stream;
     forked_ = false;
     SetSideBySideStreams(1);
+  }
+  void* ForkSide() override {
+    Lane& l = CurrentLane();
+    if (l.side == nullptr)
+      Check(cudaStreamCreateWithFlags(&l.side, cudaStreamNonBlocking), "stream");
+    Check(cudaEventRecord(l.side_fork, stream_), "cudaEventRecord");
+    Check(cudaStreamWaitEvent(l.side, l.side_fork, 0), "cudaStreamWaitEvent");
+    return l.side;
+  }
+  void JoinSide() override {
+    Lane& l = CurrentLane();
+    if (l.side == nullptr) throw std::logic_error("JoinSide without ForkSide");
+    Check(cudaEventRecord(l.side_done, l.side), "cudaEventRecord");
+    Check(cudaStreamWaitEvent(stream_, l.side_done, 0), "cudaStreamWaitEvent");
   }
   // The first call with some addresses runs `pass` (allocating what it needs),
   // the second records and launches it, later ones replay the record.
@@ -258,7 +274,16 @@ class ResidentBackend : public KernelBackend {
     cudaStream_t stream = nullptr;
     cudaEvent_t done = nullptr;
     bool in_fork = false;  // waits on this fork's event; lane 0 waits on it at the join
+    // ForkSide's stream (made on first use) and its fork and join events.
+    cudaStream_t side = nullptr;
+    cudaEvent_t side_fork = nullptr, side_done = nullptr;
   };
+  Lane& CurrentLane() {
+    for (Lane& l : lanes_) {
+      if (l.stream == stream_) return l;
+    }
+    throw std::logic_error("the current stream is no lane's");
+  }
   Lane lanes_[kLanes];
   cudaStream_t stream_ = nullptr;  // the current lane's
   bool forked_ = false;

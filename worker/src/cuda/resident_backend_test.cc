@@ -81,6 +81,44 @@ TEST_F(ResidentBackendTest, RunRepeatableReplaysTheRecordedPassOnTheSameAddresse
   EXPECT_EQ(out.Download(), (std::vector<float>{15, 26}));
 }
 
+// Work on a lane's side stream runs after what the lane queued before
+// ForkSide and before what it queues after JoinSide: run directly, from a
+// recorded pass, and on a lane of a fork (arrays large enough that a missing
+// order shows as wrong sums).
+TEST_F(ResidentBackendTest, TheSideStreamRunsBetweenItsForkAndJoin) {
+  KernelBackend& k = *backend_;
+  const size_t n = size_t{1} << 22;
+  cuda::DeviceBuffer<float> a(std::vector<float>(n, 1.0f)), b(std::vector<float>(n, 2.0f));
+  cuda::DeviceBuffer<float> first(n), beside(n), along(n), last(n);
+  const auto pass = [&] {
+    const auto st = [&] { return static_cast<cudaStream_t>(k.Stream()); };
+    cuda::ThrowIfError(cuda::Add(n, a.get(), b.get(), first.get(), st()), "Add");  // 3
+    const auto side = static_cast<cudaStream_t>(k.ForkSide());
+    cuda::ThrowIfError(cuda::Add(n, first.get(), b.get(), beside.get(), side), "Add");  // 5
+    cuda::ThrowIfError(cuda::Add(n, first.get(), a.get(), along.get(), st()), "Add");   // 4
+    k.JoinSide();
+    cuda::ThrowIfError(cuda::Add(n, beside.get(), along.get(), last.get(), st()), "Add");  // 9
+  };
+  const auto check = [&](const char* how) {
+    k.Wait();
+    EXPECT_EQ(last.Download(), std::vector<float>(n, 9.0f)) << how;
+    last.Upload(std::vector<float>(n, 0.0f));
+    first.Upload(std::vector<float>(n, 0.0f));
+  };
+  pass();
+  check("queued");
+  const uintptr_t addresses[] = {reinterpret_cast<uintptr_t>(last.get())};
+  for (int i = 0; i < 3; ++i) {
+    k.RunRepeatable(11, addresses, pass);
+    check("run, recorded or replayed");
+  }
+  k.ForkLanes(2);
+  k.UseLane(1);
+  pass();
+  k.JoinLanes();
+  check("on lane 1");
+}
+
 // PeakDeviceBytes counts a tensor's mirror from its upload on and keeps the
 // most after it is freed (a size above any earlier peak of the process's).
 TEST_F(ResidentBackendTest, PeakDeviceBytesCountsTheMirrorsAtTheirMost) {

@@ -96,6 +96,12 @@ class KernelBackend {
   virtual void ForkLanes(int lanes) { (void)lanes; }
   virtual void UseLane(int lane) { (void)lane; }
   virtual void JoinLanes() {}
+  // The current lane's side queue: ForkSide returns it (a cudaStream_t) ordered
+  // after the lane's work so far; after JoinSide the lane's work runs after
+  // it. An op queues there what is independent of what it queues on Stream()
+  // meanwhile (a weight's gradient beside the input's). Without one, Stream().
+  virtual void* ForkSide() { return Stream(); }
+  virtual void JoinSide() {}
 
   // Repeatable work: `pass` queues, on the current lane, the same work on the
   // same addresses whenever it comes with the same `key` and `addresses` (the

@@ -253,30 +253,38 @@ class Conv final : public Op {
       CheckLaunch(cuda::ChannelSum(batch_, mg_ * group_, p_, dy, DeviceData(ctx, *din[2]), st),
                   "Conv bias gradient");
     }
-    if (depthwise_) {
-      if (din[1] != nullptr) {
-        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, dw_block_, x, dy,
-                                                  DeviceData(ctx, *din[1]), st),
+    // The weight's gradient and the input's are independent, and deep
+    // layers' few output positions leave the GPU part idle for either alone:
+    // the weight's runs on the lane's side stream.
+    const bool both = din[0] != nullptr && din[1] != nullptr;
+    if (din[1] != nullptr) {
+      // The tap table (slot 0) is filled on the pass's stream, before the fork.
+      const int2* table = depthwise_ ? nullptr : TapTable(ctx);
+      const cudaStream_t side = both ? ForkSide(ctx) : st;
+      float* dw = DeviceData(ctx, *din[1]);
+      if (depthwise_) {
+        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, dw_block_, x, dy, dw, side),
                     "Conv depthwise weight gradient");
+      } else {
+        for (int g = 0; g < group_; ++g) {
+          CheckLaunch(cuda_ops::ConvWeightGrad(batch_, group_, g, mg_, geo_, dw_block_, table, x,
+                                               dy, dw + static_cast<size_t>(g) * mg_ * kc_, side),
+                      "Conv weight gradient");
+        }
       }
-      if (din[0] != nullptr) {
-        CheckLaunch(
-            cuda_ops::DepthwiseInputGrad(batch_, group_, geo_, w, dy, DeviceData(ctx, *din[0]), st),
-            "Conv depthwise input gradient");
-      }
+    }
+    if (din[0] != nullptr) InputGradientOnDevice(ctx, w, dy, DeviceData(ctx, *din[0]));
+    if (both) JoinSide(ctx);
+  }
+
+  // dX on the pass's stream.
+  void InputGradientOnDevice(RunContext& ctx, const float* w, const float* dy, float* dx) {
+    const cudaStream_t st = StreamOf(ctx);
+    if (depthwise_) {
+      CheckLaunch(cuda_ops::DepthwiseInputGrad(batch_, group_, geo_, w, dy, dx, st),
+                  "Conv depthwise input gradient");
       return;
     }
-    if (din[1] != nullptr) {
-      const int2* table = TapTable(ctx);
-      for (int g = 0; g < group_; ++g) {
-        CheckLaunch(cuda_ops::ConvWeightGrad(
-                        batch_, group_, g, mg_, geo_, dw_block_, table, x, dy,
-                        DeviceData(ctx, *din[1]) + static_cast<size_t>(g) * mg_ * kc_, st),
-                    "Conv weight gradient");
-      }
-    }
-    if (din[0] == nullptr) return;
-    float* dx = DeviceData(ctx, *din[0]);
     if (mg_ <= formulas::kGemmKBlock) {
       float* wt = TransientScratch(ctx, 2, static_cast<size_t>(kc_) * mg_);
       for (int g = 0; g < group_; ++g) {

@@ -20,6 +20,14 @@ inline cudaStream_t StreamOf(RunContext& ctx) {
   return static_cast<cudaStream_t>(ctx.device->Stream());
 }
 
+// The lane's side stream, ordered after what the pass queued so far, for
+// work independent of what the op queues on StreamOf(ctx) until JoinSide.
+inline cudaStream_t ForkSide(RunContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.device->ForkSide());
+}
+// What follows on StreamOf(ctx) runs after the side stream's work.
+inline void JoinSide(RunContext& ctx) { ctx.device->JoinSide(); }
+
 // Throws CudaError naming the op's step when a launch failed (the device
 // backend turns it into the step's error).
 inline void CheckLaunch(cudaError_t err, const char* what) { cuda::ThrowIfError(err, what); }

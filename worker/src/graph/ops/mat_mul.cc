@@ -153,85 +153,101 @@ class MatMul final : public Op {
     }
   }
 
+  // A's and B's gradients are independent products, neither filling the GPU
+  // alone at an encoder's shapes: B's runs on the lane's side stream.
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
                         const std::vector<Value*>& din) {
-    const cudaStream_t st = StreamOf(ctx);
-    const float* a = DeviceData(ctx, av);
-    const float* b = DeviceData(ctx, bv);
     const float* dy = DeviceData(ctx, dyv);
+    const bool both = din[0] != nullptr && din[1] != nullptr;
+    if (din[1] != nullptr) {
+      WeightGradientOnDevice(ctx, DeviceData(ctx, av), dy, *din[1],
+                             both ? ForkSide(ctx) : StreamOf(ctx));
+    }
+    if (din[0] != nullptr) InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]);
+    if (both) JoinSide(ctx);
+  }
+
+  // dA on the pass's stream, B^T in transient scratch slot 0.
+  void InputGradientOnDevice(RunContext& ctx, const float* b, const float* dy, Value& dav) {
+    const cudaStream_t st = StreamOf(ctx);
     const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
     const size_t y_size = static_cast<size_t>(m_) * n_;
     const int batches = static_cast<int>(a_batch_.size());
-    if (din[0] != nullptr) {
-      float* da = DeviceData(ctx, *din[0]);
-      if (FoldsIntoRows()) {
-        // Every batch's rows of dA against the one B^T: a single product.
-        float* bt = TransientScratch(ctx, 0, b_size);
-        CheckLaunch(cuda::Transpose(k_, n_, b, bt, st), "MatMul gradient");
-        CheckLaunch(cuda::Gemm(batches * m_, k_, n_, dy, n_, bt, k_, da, k_, false, st),
+    float* da = DeviceData(ctx, dav);
+    if (FoldsIntoRows()) {
+      // Every batch's rows of dA against the one B^T: a single product.
+      float* bt = TransientScratch(ctx, 0, b_size);
+      CheckLaunch(cuda::Transpose(k_, n_, b, bt, st), "MatMul gradient");
+      CheckLaunch(cuda::Gemm(batches * m_, k_, n_, dy, n_, bt, k_, da, k_, false, st),
+                  "MatMul gradient");
+    } else if (BatchesInOneLaunch(n_)) {
+      float* bt = TransientScratch(ctx, 0, batches * b_size);
+      CheckLaunch(cuda::TransposeBatch(batches, k_, n_, b, bt, st), "MatMul gradient");
+      CheckLaunch(cuda::GemmBatched(batches, m_, k_, n_, dy, n_, y_size, bt, k_, b_size, da, k_,
+                                    a_size, false, st),
+                  "MatMul gradient");
+    } else {
+      float* t_buf = TransientScratch(ctx, 0, b_size);
+      std::vector<bool> started(dav.size() / a_size, false);
+      for (int t = 0; t < batches; ++t) {
+        CheckLaunch(cuda::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf, st),
                     "MatMul gradient");
-      } else if (BatchesInOneLaunch(n_)) {
-        float* bt = TransientScratch(ctx, 0, batches * b_size);
-        CheckLaunch(cuda::TransposeBatch(batches, k_, n_, b, bt, st), "MatMul gradient");
-        CheckLaunch(cuda::GemmBatched(batches, m_, k_, n_, dy, n_, y_size, bt, k_, b_size, da, k_,
-                                      a_size, false, st),
+        CheckLaunch(cuda::Gemm(m_, k_, n_, dy + t * y_size, n_, t_buf, k_,
+                               da + a_batch_[t] * a_size, k_, started[a_batch_[t]], st),
                     "MatMul gradient");
-      } else {
-        float* t_buf = TransientScratch(ctx, 0, b_size);
-        std::vector<bool> started(din[0]->size() / a_size, false);
-        for (int t = 0; t < batches; ++t) {
-          CheckLaunch(cuda::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf, st),
-                      "MatMul gradient");
-          CheckLaunch(cuda::Gemm(m_, k_, n_, dy + t * y_size, n_, t_buf, k_,
-                                 da + a_batch_[t] * a_size, k_, started[a_batch_[t]], st),
-                      "MatMul gradient");
-          started[a_batch_[t]] = true;
-        }
+        started[a_batch_[t]] = true;
       }
     }
-    if (din[1] != nullptr) {
-      float* db = DeviceData(ctx, *din[1]);
-      if (FoldsIntoRows()) {
-        // Every batch's rows transposed at once, then one product in
-        // kGemmKBlock blocks, or a weight gradient's blocks (whole batches,
-        // all alike) side by side in one batched launch into partial sums
-        // added in order. The one product has few tiles and long chains: the
-        // tiled kernel in tiles small enough to fill the GPU; cuda::Gemm for
-        // products thinner than half a tile.
-        const int k_block = WeightGradientKBlock(), all_rows = batches * m_;
-        float* at = TransientScratch(ctx, 0, batches * a_size);
-        CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
-        if (k_block == formulas::kGemmKBlock) {
-          const auto product =
-              k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
-          CheckLaunch(product(k_, n_, all_rows, at, all_rows, dy, n_, db, n_, false, st),
-                      "MatMul gradient");
-        } else {
-          const int blocks = all_rows / k_block;
-          float* parts = TransientScratch(ctx, 1, blocks * b_size);
-          CheckLaunch(
-              cuda::GemmBatched(blocks, k_, n_, k_block, at, all_rows, k_block, dy, n_,
-                                static_cast<size_t>(k_block) * n_, parts, n_, b_size, false, st),
-              "MatMul gradient");
-          CheckLaunch(cuda::SumParts(k_, n_, blocks, parts, db, n_, st), "MatMul gradient");
-        }
-      } else if (BatchesInOneLaunch(m_)) {
-        float* at = TransientScratch(ctx, 0, batches * a_size);
-        CheckLaunch(cuda::TransposeBatch(batches, m_, k_, a, at, st), "MatMul gradient");
-        CheckLaunch(cuda::GemmBatched(batches, k_, n_, m_, at, m_, a_size, dy, n_, y_size, db, n_,
-                                      b_size, false, st),
+  }
+
+  // dB on stream `st`, A^T in transient scratch slot 1 (slot 0 is dA's) and
+  // partial sums in slot 2.
+  void WeightGradientOnDevice(RunContext& ctx, const float* a, const float* dy, Value& dbv,
+                              cudaStream_t st) {
+    const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
+    const size_t y_size = static_cast<size_t>(m_) * n_;
+    const int batches = static_cast<int>(a_batch_.size());
+    float* db = DeviceData(ctx, dbv);
+    if (FoldsIntoRows()) {
+      // Every batch's rows transposed at once, then one product in
+      // kGemmKBlock blocks, or a weight gradient's blocks (whole batches,
+      // all alike) side by side in one batched launch into partial sums
+      // added in order. The one product has few tiles and long chains: the
+      // tiled kernel in tiles small enough to fill the GPU; cuda::Gemm for
+      // products thinner than half a tile.
+      const int k_block = WeightGradientKBlock(), all_rows = batches * m_;
+      float* at = TransientScratch(ctx, 1, batches * a_size);
+      CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
+      if (k_block == formulas::kGemmKBlock) {
+        const auto product =
+            k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
+        CheckLaunch(product(k_, n_, all_rows, at, all_rows, dy, n_, db, n_, false, st),
                     "MatMul gradient");
       } else {
-        float* t_buf = TransientScratch(ctx, 0, a_size);
-        std::vector<bool> started(din[1]->size() / b_size, false);
-        for (int t = 0; t < batches; ++t) {
-          CheckLaunch(cuda::Transpose(m_, k_, a + a_batch_[t] * a_size, t_buf, st),
-                      "MatMul gradient");
-          CheckLaunch(cuda::Gemm(k_, n_, m_, t_buf, m_, dy + t * y_size, n_,
-                                 db + b_batch_[t] * b_size, n_, started[b_batch_[t]], st),
-                      "MatMul gradient");
-          started[b_batch_[t]] = true;
-        }
+        const int blocks = all_rows / k_block;
+        float* parts = TransientScratch(ctx, 2, blocks * b_size);
+        CheckLaunch(
+            cuda::GemmBatched(blocks, k_, n_, k_block, at, all_rows, k_block, dy, n_,
+                              static_cast<size_t>(k_block) * n_, parts, n_, b_size, false, st),
+            "MatMul gradient");
+        CheckLaunch(cuda::SumParts(k_, n_, blocks, parts, db, n_, st), "MatMul gradient");
+      }
+    } else if (BatchesInOneLaunch(m_)) {
+      float* at = TransientScratch(ctx, 1, batches * a_size);
+      CheckLaunch(cuda::TransposeBatch(batches, m_, k_, a, at, st), "MatMul gradient");
+      CheckLaunch(cuda::GemmBatched(batches, k_, n_, m_, at, m_, a_size, dy, n_, y_size, db, n_,
+                                    b_size, false, st),
+                  "MatMul gradient");
+    } else {
+      float* t_buf = TransientScratch(ctx, 1, a_size);
+      std::vector<bool> started(dbv.size() / b_size, false);
+      for (int t = 0; t < batches; ++t) {
+        CheckLaunch(cuda::Transpose(m_, k_, a + a_batch_[t] * a_size, t_buf, st),
+                    "MatMul gradient");
+        CheckLaunch(cuda::Gemm(k_, n_, m_, t_buf, m_, dy + t * y_size, n_,
+                               db + b_batch_[t] * b_size, n_, started[b_batch_[t]], st),
+                    "MatMul gradient");
+        started[b_batch_[t]] = true;
       }
     }
   }
