@@ -374,6 +374,16 @@ void EstWorker::ComputeHostedEsts() {
   if (data_.images) PrefetchComingSamples();
   const bool on_device = k.OnDevice();
   if (on_device) {
+    // Replicas read the worker's parameters: on a device their tensors borrow
+    // its memory (no copies, no memory of their own); on the host every pass
+    // copies them.
+    for (Lane& lane : lanes_) {
+      if (!lane.replica) continue;
+      for (size_t i = 0; i < params.size(); ++i) {
+        lane.replica->params()[i]->value.mirror.Adopt(k.At(params[i]->value),
+                                                      params[i]->value.bytes(), nullptr);
+      }
+    }
     pass_counters_.Resize({static_cast<int>(contexts_.size())});
     size_t slot = 0;
     for (auto& [id, ctx] : contexts_) pass_counters_.data[slot++] = ctx.dropout_counter;
@@ -402,7 +412,7 @@ void EstWorker::ComputeHostedEsts() {
     // The EST's pass from its batch to its fixed-point sums, the same work on
     // the same memory every step: a device replays it once recorded.
     const auto pass = [&] {
-      if (lane.replica) {
+      if (lane.replica && !on_device) {
         for (size_t i = 0; i < params.size(); ++i) {
           k.Copy(params[i]->value.bytes(), k.At(params[i]->value), k.At(model.params()[i]->value));
         }
@@ -444,7 +454,6 @@ void EstWorker::ComputeHostedEsts() {
           reinterpret_cast<uintptr_t>(staged ? k.At(buffer_staging_) : nullptr)};
       for (size_t i = 0; i < params.size(); ++i) {
         addresses.push_back(reinterpret_cast<uintptr_t>(k.At(params[i]->value)));
-        addresses.push_back(reinterpret_cast<uintptr_t>(k.At(model.params()[i]->value)));
         addresses.push_back(reinterpret_cast<uintptr_t>(k.At(model.params()[i]->grad)));
       }
       for (Tensor& b : ctx.buffers) addresses.push_back(reinterpret_cast<uintptr_t>(k.At(b)));
