@@ -83,8 +83,9 @@ TEST_F(ResidentBackendTest, RunRepeatableReplaysTheRecordedPassOnTheSameAddresse
 
 // Work on a lane's side stream runs after what the lane queued before
 // ForkSide and before what it queues after JoinSide: run directly, from a
-// recorded pass, and on a lane of a fork (arrays large enough that a missing
-// order shows as wrong sums).
+// recorded pass, on a lane of a fork of one, and on a lane of two side by side
+// (where ForkSide gives the lane's own stream); arrays large enough that a
+// missing order shows as wrong sums.
 TEST_F(ResidentBackendTest, TheSideStreamRunsBetweenItsForkAndJoin) {
   KernelBackend& k = *backend_;
   const size_t n = size_t{1} << 22;
@@ -112,11 +113,20 @@ TEST_F(ResidentBackendTest, TheSideStreamRunsBetweenItsForkAndJoin) {
     k.RunRepeatable(11, addresses, pass);
     check("run, recorded or replayed");
   }
-  k.ForkLanes(2);
-  k.UseLane(1);
+  k.ForkLanes(1);
+  k.UseLane(0);
+  EXPECT_NE(k.ForkSide(), k.Stream());
+  k.JoinSide();
   pass();
   k.JoinLanes();
-  check("on lane 1");
+  check("on the one lane of a fork");
+  k.ForkLanes(2);
+  k.UseLane(1);
+  EXPECT_EQ(k.ForkSide(), k.Stream());
+  k.JoinSide();
+  pass();
+  k.JoinLanes();
+  check("on lane 1 of two");
 }
 
 // PeakDeviceBytes counts a tensor's mirror from its upload on and keeps the

@@ -99,7 +99,8 @@ class KernelBackend {
   // The current lane's side queue: ForkSide returns it (a cudaStream_t) ordered
   // after the lane's work so far; after JoinSide the lane's work runs after
   // it. An op queues there what is independent of what it queues on Stream()
-  // meanwhile (a weight's gradient beside the input's). Without one, Stream().
+  // meanwhile (a weight's gradient beside the input's). Without one (or where
+  // lanes already run side by side), Stream().
   virtual void* ForkSide() { return Stream(); }
   virtual void JoinSide() {}
 
