@@ -140,8 +140,7 @@ class ResidentBackend : public KernelBackend {
     Check(cudaEventRecord(lanes_[0].done, lanes_[0].stream), "cudaEventRecord");
     for (Lane& lane : lanes_) lane.in_fork = false;
     forked_ = true;
-    side_by_side_lanes_ = std::clamp(lanes, 1, kLanes);
-    SetSideBySideStreams(side_by_side_lanes_);
+    SetSideBySideStreams(std::clamp(lanes, 1, kLanes));
   }
   void UseLane(int lane) override {
     if (!forked_ || lane < 0 || lane >= kLanes)
@@ -164,7 +163,6 @@ class ResidentBackend : public KernelBackend {
     }
     stream_ = lanes_[0].stream;
     forked_ = false;
-    side_by_side_lanes_ = 1;
     SetSideBySideStreams(1);
   }
   // Only while one lane runs: with eight lanes side by side a side stream each
@@ -173,7 +171,7 @@ class ResidentBackend : public KernelBackend {
   // lanes already filling the GPU.
   void* ForkSide() override {
     Lane& l = CurrentLane();
-    l.side_open = side_by_side_lanes_ == 1;
+    l.side_open = SideBySideStreams() == 1;
     if (!l.side_open) return stream_;
     if (l.side == nullptr)
       Check(cudaStreamCreateWithFlags(&l.side, cudaStreamNonBlocking), "stream");
@@ -298,7 +296,6 @@ class ResidentBackend : public KernelBackend {
   Lane lanes_[kLanes];
   cudaStream_t stream_ = nullptr;  // the current lane's
   bool forked_ = false;
-  int side_by_side_lanes_ = 1;  // ForkLanes' count until JoinLanes
   int device_;
   std::map<uint64_t, RecordedPass> passes_;  // by RunRepeatable's key
 };
