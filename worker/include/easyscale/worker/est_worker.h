@@ -193,7 +193,8 @@ class EstWorker {
   // Where a step runs its hosted ESTs, side by side on a backend with several
   // lanes: each lane has its own step tensors and model for activations and
   // gradients. Lane 0 uses model_; the others use copies of the model, whose
-  // parameter values they copy from model_'s on the backend every step. A
+  // parameters read model_'s memory on a device and are copied from model_'s
+  // every pass on the host. A
   // lane's last pass of the step leaves its gradients in its model, folded
   // into accum_ after the lanes join; its earlier passes (more ESTs than lanes)
   // fold theirs into the lane's own sums in the pass, added into accum_ after

@@ -255,26 +255,27 @@ class Conv final : public Op {
     }
     // The weight's gradient and the input's are independent, and deep
     // layers' few output positions leave the GPU part idle for either alone:
-    // the weight's runs on the lane's side stream.
-    const bool both = din[0] != nullptr && din[1] != nullptr;
-    if (din[1] != nullptr) {
-      // The tap table (slot 0) is filled on the pass's stream, before the fork.
-      const int2* table = depthwise_ ? nullptr : TapTable(ctx);
-      const cudaStream_t side = both ? ForkSide(ctx) : st;
-      float* dw = DeviceData(ctx, *din[1]);
-      if (depthwise_) {
-        CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, dw_block_, x, dy, dw, side),
-                    "Conv depthwise weight gradient");
-      } else {
-        for (int g = 0; g < group_; ++g) {
-          CheckLaunch(cuda_ops::ConvWeightGrad(batch_, group_, g, mg_, geo_, dw_block_, table, x,
-                                               dy, dw + static_cast<size_t>(g) * mg_ * kc_, side),
-                      "Conv weight gradient");
-        }
-      }
-    }
-    if (din[0] != nullptr) InputGradientOnDevice(ctx, w, dy, DeviceData(ctx, *din[0]));
-    if (both) JoinSide(ctx);
+    // the weight's runs on the lane's side stream, its tap table (slot 0)
+    // filled on the pass's stream before the fork.
+    const int2* table = din[1] != nullptr && !depthwise_ ? TapTable(ctx) : nullptr;
+    WeightBesideInput(
+        ctx, din[1] != nullptr, din[0] != nullptr,
+        [&](cudaStream_t weight_stream) {
+          float* dw = DeviceData(ctx, *din[1]);
+          if (depthwise_) {
+            CheckLaunch(cuda_ops::DepthwiseWeightGrad(batch_, group_, geo_, dw_block_, x, dy, dw,
+                                                      weight_stream),
+                        "Conv depthwise weight gradient");
+            return;
+          }
+          for (int g = 0; g < group_; ++g) {
+            CheckLaunch(
+                cuda_ops::ConvWeightGrad(batch_, group_, g, mg_, geo_, dw_block_, table, x, dy,
+                                         dw + static_cast<size_t>(g) * mg_ * kc_, weight_stream),
+                "Conv weight gradient");
+          }
+        },
+        [&] { InputGradientOnDevice(ctx, w, dy, DeviceData(ctx, *din[0])); });
   }
 
   // dX on the pass's stream.

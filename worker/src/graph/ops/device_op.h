@@ -20,13 +20,19 @@ inline cudaStream_t StreamOf(RunContext& ctx) {
   return static_cast<cudaStream_t>(ctx.device->Stream());
 }
 
-// The lane's side stream, ordered after what the pass queued so far, for
-// work independent of what the op queues on StreamOf(ctx) until JoinSide.
-inline cudaStream_t ForkSide(RunContext& ctx) {
-  return static_cast<cudaStream_t>(ctx.device->ForkSide());
+// An op's two independent gradients side by side: weight(stream) queues the
+// weight's (when `weight_wanted`) on the lane's side stream where the input's
+// is wanted too, else on the pass's; input() queues the input's on
+// StreamOf(ctx); what the pass queues next runs after both.
+template <typename Weight, typename Input>
+void WeightBesideInput(RunContext& ctx, bool weight_wanted, bool input_wanted, Weight&& weight,
+                       Input&& input) {
+  const bool both = weight_wanted && input_wanted;
+  if (weight_wanted)
+    weight(both ? static_cast<cudaStream_t>(ctx.device->ForkSide()) : StreamOf(ctx));
+  if (input_wanted) input();
+  if (both) ctx.device->JoinSide();
 }
-// What follows on StreamOf(ctx) runs after the side stream's work.
-inline void JoinSide(RunContext& ctx) { ctx.device->JoinSide(); }
 
 // Throws CudaError naming the op's step when a launch failed (the device
 // backend turns it into the step's error).

@@ -158,13 +158,10 @@ class MatMul final : public Op {
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
                         const std::vector<Value*>& din) {
     const float* dy = DeviceData(ctx, dyv);
-    const bool both = din[0] != nullptr && din[1] != nullptr;
-    if (din[1] != nullptr) {
-      WeightGradientOnDevice(ctx, DeviceData(ctx, av), dy, *din[1],
-                             both ? ForkSide(ctx) : StreamOf(ctx));
-    }
-    if (din[0] != nullptr) InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]);
-    if (both) JoinSide(ctx);
+    WeightBesideInput(
+        ctx, din[1] != nullptr, din[0] != nullptr,
+        [&](cudaStream_t st) { WeightGradientOnDevice(ctx, DeviceData(ctx, av), dy, *din[1], st); },
+        [&] { InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]); });
   }
 
   // dA on the pass's stream, B^T in transient scratch slot 0.
