@@ -1,7 +1,8 @@
 // gemm_bench: the deterministic GEMM (worker/src/cuda/gemm.cu) against cuBLAS
 // SGEMM with TF32 off, in one run: every variant at 4096^3 and at the CNN's and
 // the MLP's own GEMM shapes (batch 16, 64 and 128), and the encoder's
-// projections at one EST's micro-batch of 4 and 32 sequences. Prints GFLOP/s and
+// projections at one EST's micro-batch of 4 and 32 sequences, and tile shapes at
+// the encoder's products. Prints GFLOP/s and
 // our/cuBLAS ratios from CUDA-event medians (at the model's shapes also with
 // both sides replayed from CUDA graphs, as the worker runs them), the encoder's
 // micro-batch of 4 also on eight streams side by side (as eight ESTs' lanes run
@@ -265,6 +266,31 @@ int main(int argc, char** argv) {
     const double theirs = CublasMs(h, square, big_ops, 10);  // again, beside each variant
     std::printf("%-26s %10.3f %10.0f %10.0f %7.3f %d\n", v.name, ours, Gflops(square, ours),
                 Gflops(square, theirs), theirs / ours, bad);
+  }
+
+  // Tile shapes at the encoder's products (one EST of 32 sequences): 128x128
+  // tiles of a 768-column product are 192, 1.45 of a wave of one block on each
+  // of an H100's 132 SMs, 0.73 of two waves; 192-row tiles are 132.
+  const Variant tile_variants[] = {{"128 2/SM", &ec::GemmTiled},
+                                   {"64x128", &ec::LaunchGemmTiles<64, 128>},
+                                   {"128 1/SM", &ec::LaunchGemmTiles<128, 128>},
+                                   {"192x128", &ec::LaunchGemmTiles<192, 128>}};
+  std::printf("\ntile shapes %28s", "M x N x K, us:");
+  for (const auto& v : tile_variants) std::printf(" %9s", v.name);
+  std::printf(" %9s %s\n", "cuBLAS", "bits");
+  const std::vector<Shape> tile_shapes = {
+      {"qkvo fwd/dX", 4096, 768, 768},        {"ffn2 fwd, ffn1 dX", 4096, 768, 3072},
+      {"ffn1 fwd, ffn2 dX", 4096, 3072, 768}, {"qkvo dW block", 768, 768, 256},
+      {"ffn dW block", 768, 3072, 1024},      {"square", big, big, big}};
+  for (const Shape& s : tile_shapes) {
+    Operands o(s);
+    std::printf("%-20s %5d x %5d x %5d", s.name.c_str(), s.M, s.N, s.K);
+    int bad = 0;
+    for (const auto& v : tile_variants) {
+      bad += SampledMismatches(s, o, v.fn, 64);
+      std::printf(" %9.1f", OursMs(s, o, v.fn, 20, Timing::kGraphed) * 1e3);
+    }
+    std::printf(" %9.1f %d\n", CublasMs(h, s, o, 20, Timing::kGraphed) * 1e3, bad);
   }
 
   // Column order of the CNN tables.

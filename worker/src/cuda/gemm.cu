@@ -489,6 +489,13 @@ constexpr int64_t kChainShortMaxOutputs = 32768;
 constexpr int kStripRows = 4;
 constexpr int64_t kStripMinOutputs = 1 << 17;
 
+// 192x128 tiles (one block an SM) against GemmTiled's 128x128 (two): an SM's
+// rate of output in them, relative (gemm_bench's tile-shape table on an H100,
+// issue 19 run 19: a wave of 192x128 tiles at K = 768 took 0.89 of a wave of
+// two 128x128 blocks an SM for 0.75 of the outputs; 4096^3, 4.0 against 2.9
+// ms, is 0.73 with its 5.3 waves run in 6).
+constexpr double kTallTileRate = 0.82;
+
 namespace {
 // Whether `batch` M x N products' 128x128 tiles, as many again on each stream
 // running side by side, reach kMinTiledBlocks.
@@ -496,6 +503,32 @@ bool ManyTiles(int M, int N, int batch) {
   const int64_t tiles =
       static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
   return tiles * SideBySideStreams() >= kMinTiledBlocks;
+}
+
+int SmCount() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+// Whether an M x N product of z k blocks alone on the GPU ends sooner in 192x128 tiles: the
+// busiest SM's share of tiles, in 128x128 tiles' time at two blocks an SM (a
+// lone 128x128 block, one; a 192x128 one, 1.5 / kTallTileRate). A 768-column
+// product of 4096 rows is 192 of 128x128 tiles, two on some of an H100's 132
+// SMs, and 132 of 192x128 (on an H100 120.5 against 143.2 us at K = 768).
+// Where streams run side by side (lanes, or a gradient beside another), their
+// products fill the SMs instead, and a 192x128 block's registers leave no room
+// for theirs (the encoder's MatMul backward 37.1 -> 40.5 ms a step).
+bool TallTilesSooner(int M, int N, int z) {
+  const int64_t sms = SmCount();
+  if (SideBySideStreams() > 1 || sms == 0) return false;
+  const auto busiest = [&](int64_t tiles) { return (tiles + sms - 1) / sms; };
+  const double wide = static_cast<double>(busiest(tiled::TileBlocks(M, N, z, kTileM, kTileN)));
+  const double tall =
+      1.5 / kTallTileRate * static_cast<double>(busiest(tiled::TileBlocks(M, N, z, 192, kTileN)));
+  return tall < wide;
 }
 }  // namespace
 
@@ -553,17 +586,16 @@ cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float*
       M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
-cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+namespace {
+// A dense product in the general tiled kernel, in the shape `tiles` gives.
+template <class Tiles>
+cudaError_t DenseTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                       float* C, int ldc, bool accumulate, cudaStream_t stream, Tiles tiles) {
   if (!ValidShape(M, N, K, lda, ldb, ldc)) return cudaErrorInvalidValue;
   if (tiled::KBlocks(K) > 65535) return cudaErrorInvalidValue;
-  // 128x128 tiles: GemmTiled's kernel, at two blocks an SM (the general one
-  // needs 162 registers a thread with these sources: one block).
-  if (tiled::WideTiles(M, N, tiled::KBlocks(K)))
-    return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  return tiled::RunTiledDense<1>(  // 1 for the 128x128 tiles taken above
+  return tiled::RunTiledDense<1>(  // one block an SM for tiles of 128x128 and more
       M, N, K,
       [&](auto tm) {
         return tiled::RowsSource<tm, tiled::RegisterSlices>{A, lda, M, 0, vector_ok};
@@ -571,8 +603,31 @@ cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const fl
       [&](auto tn) {
         return tiled::ColumnsOfRowsSource<tn, tiled::RegisterSlices>{B, ldb, N, vector_ok};
       },
-      C, ldc, accumulate, stream);
+      C, ldc, accumulate, stream, formulas::kGemmKBlock, tiles);
 }
+}  // namespace
+
+cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                          float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  // 128x128 tiles: GemmTiled's kernel, at two blocks an SM (the general one
+  // needs 162 registers a thread with these sources: one block).
+  if (ValidShape(M, N, K, lda, ldb, ldc) && tiled::WideTiles(M, N, tiled::KBlocks(K)))
+    return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  return DenseTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream, tiled::ChosenTiles{});
+}
+
+template <int kTileM, int kTileN>
+cudaError_t LaunchGemmTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return DenseTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
+                    tiled::FixedTiles<kTileM, kTileN>{});
+}
+template cudaError_t LaunchGemmTiles<64, 128>(int, int, int, const float*, int, const float*, int,
+                                              float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiles<128, 128>(int, int, int, const float*, int, const float*, int,
+                                               float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiles<192, 128>(int, int, int, const float*, int, const float*, int,
+                                               float*, int, bool, cudaStream_t);
 
 template <int kRowsPer>
 cudaError_t LaunchGemmPerOutput(int M, int N, int K, const float* A, int lda, const float* B,
@@ -628,15 +683,19 @@ cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda,
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
-  // The 128x128 tiled kernel when its tiles are mostly real and fill the chip;
+  // The 128x128 tiled kernel when its tiles are mostly real and fill the chip
+  // (192x128 where fewer of those would leave fewer SMs idle in the last wave);
   // smaller tiles where 64x64 ones would (an EST of 4 sequences' projections
   // alone: 37 against the chain's 102 us at 512x768x768 on an H100, run 16);
   // else the chain kernel for long chains (a k block's) and for few outputs
   // (3.7-4.7 against 8.7-14 us in 64x64 tiles at 64-128 x 64-256), 4-row
   // strips for many outputs with short chains, one thread per output for the
   // rest.
-  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1))
+  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1)) {
+    if (TallTilesSooner(M, N, tiled::KBlocks(K)))
+      return LaunchGemmTiles<192, kTileN>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+  }
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiled::TileBlocks(M, N, 1, 64, 64) >= kMinTiledBlocks)
     return GemmFillTiles(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   const int block_k = std::min(K, kGemmKBlock);

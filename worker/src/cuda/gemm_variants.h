@@ -14,4 +14,10 @@ template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream);
 
+// The general tiled kernel (tiled_gemm.cuh) in one fixed tile shape, kTileM x
+// kTileN: 64x128, 128x128 and 192x128 (one block an SM from 128x128 on).
+template <int kTileM, int kTileN>
+cudaError_t LaunchGemmTiles(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                            float* C, int ldc, bool accumulate, cudaStream_t stream);
+
 }  // namespace easyscale::cuda

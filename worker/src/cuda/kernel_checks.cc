@@ -131,6 +131,9 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   // 128x128 tiles to fill the GPU.
   shapes.push_back({600, 700, 45, 0, 0, 0, true});
   shapes.push_back({2100, 2060, 40, 0, 0, 0, true});
+  // 768 columns: 192 of 128x128 tiles, which Gemm runs in 132 of 192x128 on
+  // 132 SMs (an H100's or H200's), a partial last tile row.
+  shapes.push_back({4096, 768, 200, 0, 0, 0, true});
 
   const struct {
     const char* name;
@@ -141,6 +144,7 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
                  {"GemmPerOutput", &GemmPerOutput},
                  {"GemmColumnStrip", &GemmColumnStrip},
                  {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
+                 {"GemmTiles<192,128>", &LaunchGemmTiles<192, 128>},
                  {"GemmChain", &GemmChain}};
   std::vector<KernelCheck> out;
   for (const auto& k : kernels) {

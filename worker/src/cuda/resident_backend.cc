@@ -177,6 +177,7 @@ class ResidentBackend : public KernelBackend {
       Check(cudaStreamCreateWithFlags(&l.side, cudaStreamNonBlocking), "stream");
     Check(cudaEventRecord(l.side_fork, stream_), "cudaEventRecord");
     Check(cudaStreamWaitEvent(l.side, l.side_fork, 0), "cudaStreamWaitEvent");
+    SetSideBySideStreams(2);
     return l.side;
   }
   void JoinSide() override {
@@ -185,6 +186,7 @@ class ResidentBackend : public KernelBackend {
     l.side_open = false;
     Check(cudaEventRecord(l.side_done, l.side), "cudaEventRecord");
     Check(cudaStreamWaitEvent(stream_, l.side_done, 0), "cudaStreamWaitEvent");
+    SetSideBySideStreams(1);
   }
   // The first call with some addresses runs `pass` (allocating what it needs),
   // the second records and launches it, later ones replay the record.

@@ -116,14 +116,19 @@ TEST_F(ResidentBackendTest, TheSideStreamRunsBetweenItsForkAndJoin) {
   k.ForkLanes(1);
   k.UseLane(0);
   EXPECT_NE(k.ForkSide(), k.Stream());
+  // The GEMM dispatch counts the side stream's products beside the lane's.
+  EXPECT_EQ(cuda::SideBySideStreams(), 2);
   k.JoinSide();
+  EXPECT_EQ(cuda::SideBySideStreams(), 1);
   pass();
   k.JoinLanes();
   check("on the one lane of a fork");
   k.ForkLanes(2);
   k.UseLane(1);
   EXPECT_EQ(k.ForkSide(), k.Stream());
+  EXPECT_EQ(cuda::SideBySideStreams(), 2);  // the lanes'
   k.JoinSide();
+  EXPECT_EQ(cuda::SideBySideStreams(), 2);
   pass();
   k.JoinLanes();
   check("on lane 1 of two");

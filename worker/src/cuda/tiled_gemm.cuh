@@ -467,25 +467,40 @@ cudaError_t WithTiles(int M, int N, int z, Launch&& launch) {
   if (TileBlocks(M, N, z, 64, 128) >= kFillBlocks) return launch(Narrow{}, Wide{});
   return launch(Narrow{}, Narrow{});
 }
+// RunTiledDense's tile shape: WithTiles' choice, or one fixed shape (for gemm_bench's
+// comparisons of shapes).
+struct ChosenTiles {
+  template <typename Launch>
+  cudaError_t operator()(int M, int N, int z, Launch&& launch) const {
+    return WithTiles(M, N, z, launch);
+  }
+};
+template <int kTileM, int kTileN>
+struct FixedTiles {
+  template <typename Launch>
+  cudaError_t operator()(int, int, int, Launch&& launch) const {
+    return launch(std::integral_constant<int, kTileM>{}, std::integral_constant<int, kTileN>{});
+  }
+};
 
 // C [M][N] (ldc apart) = the product, from C itself (accumulate) or 0, with
 // the sources make_a(tile_m) and make_b(tile_n) for WithTiles' shape: one
 // launch when K fits a k block, else the blocks' partial sums in
 // stream-ordered scratch (captured into a CUDA graph too) and their sum.
-template <int kMinBlocks, class MakeA, class MakeB>
+template <int kMinBlocks, class MakeA, class MakeB, class Tiles = ChosenTiles>
 cudaError_t RunTiledDense(int M, int N, int K, MakeA&& make_a, MakeB&& make_b, float* C, int ldc,
-                          bool accumulate, cudaStream_t stream,
-                          int k_block = formulas::kGemmKBlock) {
+                          bool accumulate, cudaStream_t stream, int k_block = formulas::kGemmKBlock,
+                          Tiles tiles = {}) {
   if (M == 0 || N == 0) return cudaSuccess;
   DenseSink sink{C, ldc, accumulate ? C : nullptr, nullptr, M, N};
   const int blocks = KBlocks(K, k_block);
   auto launch = [&](auto tm, auto tn) {
     return LaunchTiled<kMinBlocks>(M, N, K, blocks, make_a(tm), make_b(tn), sink, stream, k_block);
   };
-  if (blocks == 1) return WithTiles(M, N, 1, launch);
+  if (blocks == 1) return tiles(M, N, 1, launch);
   return WithStreamScratch(static_cast<size_t>(M) * N * blocks, stream, [&](float* parts) {
     sink.parts = parts;  // `launch` makes its sink from this one
-    const cudaError_t err = WithTiles(M, N, blocks, launch);
+    const cudaError_t err = tiles(M, N, blocks, launch);
     return err == cudaSuccess ? SumParts(M, N, blocks, parts, C, ldc, stream) : err;
   });
 }
