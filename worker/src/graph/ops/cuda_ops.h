@@ -143,8 +143,8 @@ cudaError_t ClipForward(size_t n, float lo, float hi, const float* x, float* y,
 cudaError_t ClipBackward(size_t n, float lo, float hi, const float* x, const float* dy, float* dx,
                          cudaStream_t stream);
 
-// softmax.cu, one thread per row of n elements `inner` apart (rows are
-// (outer, inner) pairs): softmax.cc's order.
+// softmax.cu, rows of n elements `inner` apart (rows are (outer, inner)
+// pairs), each by one thread: softmax.cc's order.
 cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
                            cudaStream_t stream);
 cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
