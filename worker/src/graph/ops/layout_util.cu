@@ -47,14 +47,16 @@ cudaError_t Copy(const BroadcastDims& view, int64_t offset, size_t n, bool scatt
 }
 
 // Whether every element index of the view (n of them) and every strided
-// offset it reaches (partial sums included) fit 32 bits.
+// offset it reaches fit 32 bits: each partial sum of an offset lies between
+// the lowest and highest it can reach (>= 0 for a valid view), and each
+// term is at most their distance.
 bool Fits32(const BroadcastDims& view, int64_t offset, size_t n) {
   int64_t lo = offset, hi = offset;
   for (int d = 0; d < view.rank; ++d) {
     const int64_t span = (view.out[d] - 1) * view.steps[0][d];
     (span < 0 ? lo : hi) += span;
   }
-  return n <= std::numeric_limits<uint32_t>::max() && lo >= std::numeric_limits<int32_t>::min() &&
+  return n <= std::numeric_limits<uint32_t>::max() && lo >= 0 &&
          hi <= std::numeric_limits<int32_t>::max();
 }
 
