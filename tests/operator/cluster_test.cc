@@ -39,7 +39,7 @@ TEST(OperatorCluster, ScalesOutOnReleasesAndIsPreemptedWhenInferenceReturns) {
   ASSERT_TRUE(c.AddTwoNodesWithInference("inf-1").ok());
   c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   OperatorProcess* op = c.StartOperator("solo", {});
-  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir();
+  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir() << op->LogTail();
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", kSpec)).ok());
 
   // n1 is busy with inference: the job starts on n2's h100s and trains.
@@ -96,7 +96,7 @@ TEST(OperatorCluster, TheWorkerOnTheGpuInferenceIsGivenIsPreempted) {
   ASSERT_TRUE(c.AddNodes({{"n1", "a100", 2}}).ok());
   c.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(50ms));
   OperatorProcess* op = c.StartOperator("solo", {});
-  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir();
+  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << c.dir() << op->LogTail();
   json spec = kSpec;
   spec["maxWorkers"] = 2;
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());

@@ -53,7 +53,7 @@ class IsolatedEndToEnd : public ::testing::Test {
     args.insert(args.end(), {"--worker-backend", "cpu", "--worker-command", worker_,
                              "--max-restart-backoff", "2"});
     leader_ = c.StartOperator("op-a", args, service);
-    ASSERT_TRUE(Eventually([&] { return leader_->Ready(); }));
+    ASSERT_TRUE(Eventually([&] { return leader_->Ready(); })) << leader_->LogTail();
     standby_ = c.StartOperator("op-b", args, service);
   }
 
@@ -97,7 +97,7 @@ TEST_F(IsolatedEndToEnd, ElasticJobSurvivesEveryEventWithTheFixedRunDigest) {
   // release of n1 halves that: a scale-out worth making.
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 2}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
   ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
-  StartOperators(c);
+  ASSERT_NO_FATAL_FAILURE(StartOperators(c));
   ASSERT_TRUE(
       c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", Spec(steps, 4, {}))).ok());
   ASSERT_TRUE(Eventually([&] { return Step(c) >= 20; }, 60s)) << c.dir();
@@ -186,7 +186,7 @@ TEST_F(IsolatedEndToEnd, ACertifiedClusterRunWithAScaleEventMatchesALocalRun) {
   // Inference holds n1: the job starts on n2 and n3, then scales out to n1.
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 2}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
   ASSERT_TRUE(c.client().Create(kPods, "default", InferencePod("inf-1", "n1", 2)).ok());
-  StartOperators(c);
+  ASSERT_NO_FATAL_FAILURE(StartOperators(c));
   json spec = Spec(steps, 4, {});
   spec["certificate"] = {{"everySteps", every}};
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());
@@ -223,6 +223,7 @@ TEST_F(IsolatedEndToEnd, WithAClaimTheJobSurvivesAllWorkersKilledAtOnce) {
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 400;
   const std::string reference = StartJobWithAClaim(c, steps, 3);
+  ASSERT_FALSE(HasFatalFailure());  // the operators did not start
   ASSERT_EQ(reference.size(), 64u);
   ASSERT_TRUE(Eventually([&] { return Step(c) >= 60; }, 60s)) << c.dir();
   const json before = c.JobStatus("j");
@@ -257,6 +258,7 @@ TEST_F(IsolatedEndToEnd, ASuspendedAndResumedJobEndsWithTheUninterruptedRunsDige
   ASSERT_TRUE(c.StartApiServer().ok());
   const int64_t steps = 1500;
   const std::string reference = StartJobWithAClaim(c, steps, 2);
+  ASSERT_FALSE(HasFatalFailure());  // the operators did not start
   ASSERT_EQ(reference.size(), 64u);
   ASSERT_TRUE(Eventually([&] { return Step(c) >= 30; }, 60s)) << c.dir();
 
@@ -321,7 +323,7 @@ TEST_F(IsolatedEndToEnd, AModelFileOnAReadOnlyClaimTrainsToTheLocalRunsDigest) {
   ASSERT_EQ(reference.size(), 64u) << "the local run printed no digest";
 
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}}).ok());
-  StartOperators(c);
+  ASSERT_NO_FATAL_FAILURE(StartOperators(c));
   // A mount point no host process has a file under: only the pods' mount shows the model.
   const std::string mount = "/var/lib/easyscale-e2e-models";
   json spec = Spec(steps, 2, {});
@@ -379,7 +381,7 @@ TEST_F(IsolatedEndToEnd, NoHostFolderIsSharedByThePods) {
   ASSERT_TRUE(c.AddNodes({{"n1", "a100", 1}, {"n2", "h100", 1}, {"n3", "h100", 1}}).ok());
   const std::string shared = c.dir() + "/shared";
   std::ofstream(shared) << "not a folder\n";
-  StartOperators(c);
+  ASSERT_NO_FATAL_FAILURE(StartOperators(c));
   ASSERT_TRUE(c.client()
                   .Create(kEasyScaleJobs, "default",
                           EasyScaleJob("j", Spec(steps, 3, {{"mountPath", shared}})))
@@ -401,7 +403,7 @@ TEST_F(IsolatedEndToEnd, AWorkerThatCannotReachItsPeersFailsTheJobWithTheReason)
   // One GPU type: the scheduler has no faster type to trade the cut worker
   // for, so its loss shows as a failure, never as a scale-in.
   ASSERT_TRUE(c.AddNodes({{"n1", "h100", 1}, {"n2", "h100", 1}}).ok());
-  StartOperators(c, {{"EASYSCALE_PEER_TIMEOUT_SECONDS", "2"}});
+  ASSERT_NO_FATAL_FAILURE(StartOperators(c, {{"EASYSCALE_PEER_TIMEOUT_SECONDS", "2"}}));
   json spec = Spec(100000, 2, {});
   spec["runPolicy"] = {{"backoffLimit", 2}};
   ASSERT_TRUE(c.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", spec)).ok());

@@ -22,7 +22,7 @@ TEST(OperatorLeaderElection, StandbyTakesOverAfterLeaderIsKilled) {
   const std::string service = c.StartControlService();
   const std::vector<std::string> election = FastLeaderElectionArgs();
   OperatorProcess* a = c.StartOperator("op-a", election, service);
-  ASSERT_TRUE(Eventually([&] { return a->Ready(); }));
+  ASSERT_TRUE(Eventually([&] { return a->Ready(); })) << a->LogTail();
   OperatorProcess* b = c.StartOperator("op-b", election, service);
   ASSERT_TRUE(Eventually([&] { return b->Get(b->healthPort, "/healthz") == 200; }));
   EXPECT_EQ(c.LeaseHolder(), "op-a");
@@ -46,7 +46,7 @@ TEST(OperatorLeaderElection, StandbyTakesOverAfterLeaderIsKilled) {
   const double takeover =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LT(takeover, 5.0);
-  ASSERT_TRUE(Eventually([&] { return b->Ready(); }));
+  ASSERT_TRUE(Eventually([&] { return b->Ready(); })) << b->LogTail();
 
   // Nothing was lost: same pods, same generation; training goes on through b.
   std::set<std::string> after;
@@ -78,7 +78,7 @@ TEST(OperatorLeaderElection, LeaderThatCannotRenewStopsActingAndExits) {
   OperatorProcess* a =
       c.StartOperator("op-a", {"--leader-elect", "--lease-namespace", "default", "--lease-duration",
                                "2", "--renew-deadline", "1", "--retry-period", "0.2"});
-  ASSERT_TRUE(Eventually([&] { return a->Ready(); }));
+  ASSERT_TRUE(Eventually([&] { return a->Ready(); })) << a->LogTail();
   c.server().FailNextRequests(1000000, 500);  // the API server answers nothing useful
   ASSERT_TRUE(Eventually([&] { return a->process->Poll().has_value(); }, 10s));
   EXPECT_EQ(*a->process->Poll(), 1);  // exits: a restarted replica rejoins as a candidate

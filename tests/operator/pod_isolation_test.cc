@@ -178,7 +178,7 @@ TEST(IsolatedCluster, RealWorkersTrainOverThePodNetwork) {
   ASSERT_TRUE(c.StartApiServer().ok());
   ASSERT_TRUE(c.AddNodes({{"n1", "a100", 1}, {"n2", "h100", 1}, {"n3", "a100", 1}}).ok());
   OperatorProcess* op = c.StartWithRealWorkers("op", worker);
-  ASSERT_TRUE(Eventually([&] { return op->Ready(); }));
+  ASSERT_TRUE(Eventually([&] { return op->Ready(); })) << op->LogTail();
   const json spec = {{"image", "easyscale/worker:test"},
                      {"ests", 6},
                      {"maxWorkers", 3},

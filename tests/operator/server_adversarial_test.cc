@@ -55,7 +55,7 @@ class OperatorServersUnderAttack : public ::testing::Test {
     ASSERT_TRUE(cluster_.AddTwoNodesWithInference("inf-1").ok());
     cluster_.StartKubelet(std::make_unique<ProtocolWorkerRuntime>(30ms));
     op_ = cluster_.StartOperator("solo", {"--resync", "0.25"});
-    ASSERT_TRUE(Eventually([&] { return op_->Ready(); })) << cluster_.dir();
+    ASSERT_TRUE(Eventually([&] { return op_->Ready(); })) << cluster_.dir() << op_->LogTail();
     ASSERT_TRUE(cluster_.client().Create(kEasyScaleJobs, "default", EasyScaleJob("j", kSpec)).ok());
     ASSERT_TRUE(Eventually([&] { return cluster_.JobStatus("j").value("step", 0) > 10; }))
         << cluster_.dir();

@@ -11,6 +11,7 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/common/control_protocol.h"
+#include "easyscale/common/file_io.h"
 #include "pod_runtimes.h"
 #include "testing/test_util.h"
 
@@ -153,31 +154,61 @@ OperatorProcess* TestCluster::StartOperator(const std::string& identity,
                                             const std::string& controlUrl) {
   auto o = std::make_unique<OperatorProcess>();
   o->identity = identity;
-  o->healthPort = FreePort();
-  o->metricsPort = FreePort();
   o->controlHost = hostAddress();
-  o->controlPort = FreePort();
+  o->log = dir_ + "/operator-" + identity + ".log";
+  // FreePort's ports were free a moment ago: another test's process may bind
+  // one first, and the operator then exits naming the busy address. Start it
+  // again on other ports (its log keeps every attempt).
+  for (int attempt = 1;; ++attempt) {
+    StartOperatorOnFreePorts(*o, extraArgs, controlUrl);
+    if (attempt == 3 || !ExitedOnABusyPort(*o)) break;
+  }
+  operators_.push_back(std::move(o));
+  return operators_.back().get();
+}
+
+void TestCluster::StartOperatorOnFreePorts(OperatorProcess& o,
+                                           const std::vector<std::string>& extraArgs,
+                                           const std::string& controlUrl) {
+  o.healthPort = FreePort();
+  o.metricsPort = FreePort();
+  o.controlPort = FreePort();
   std::vector<std::string> args = {
-      "--kubeconfig", kubeconfig_, "--identity", identity, "--health-addr",
-      "127.0.0.1:" + std::to_string(o->healthPort), "--metrics-addr",
-      "127.0.0.1:" + std::to_string(o->metricsPort), "--control-addr",
-      o->controlHost + ":" + std::to_string(o->controlPort), "--control-url",
-      controlUrl.empty() ? o->controlUrl() : controlUrl,
+      "--kubeconfig", kubeconfig_, "--identity", o.identity, "--health-addr",
+      "127.0.0.1:" + std::to_string(o.healthPort), "--metrics-addr",
+      "127.0.0.1:" + std::to_string(o.metricsPort), "--control-addr",
+      o.controlHost + ":" + std::to_string(o.controlPort), "--control-url",
+      controlUrl.empty() ? o.controlUrl() : controlUrl,
       // As the chart runs it: every replica derives the jobs' tokens from one
       // key, which the first creates in a Secret.
       "--control-key-secret", "easyscale-control-key", "--resync", "0.5"};
   args.insert(args.begin(), OperatorBinary());
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  const std::string log = dir_ + "/operator-" + identity + ".log";
   StatusOr<Subprocess> started = Subprocess::Start({.argv = std::move(args),
-                                                    .stdoutTo = Output::File(log, true),
+                                                    .stdoutTo = Output::File(o.log, true),
                                                     .stderrTo = Output::SameAsStdout(),
                                                     .parentDeathSignal = SIGKILL,
                                                     .stopGrace = std::chrono::seconds(5)});
   ES_CHECK(started.ok()) << started.status();
-  o->process = std::move(*started);
-  operators_.push_back(std::move(o));
-  return operators_.back().get();
+  o.process = std::move(*started);
+}
+
+bool TestCluster::ExitedOnABusyPort(OperatorProcess& o) {
+  // The servers listen before anything else starts: the health port answers
+  // (503 until the operator leads and its caches sync) or the process ends.
+  const bool up = op::testing::Eventually(
+      [&] { return o.process->Poll().has_value() || o.Get(o.healthPort, "/healthz") != 0; });
+  if (!up || !o.process->Poll().has_value()) return false;
+  const StatusOr<std::string> text = ReadFile(o.log, 1 << 20);
+  return text.ok() && text->find("Address already in use") != std::string::npos;
+}
+
+std::string OperatorProcess::LogTail() const {
+  const StatusOr<std::string> text = ReadFile(log, 1 << 20);
+  if (!text.ok()) return std::string(text.status().message());
+  constexpr size_t kTail = 3000;
+  return "\n" + identity + "'s log (end):\n" +
+         (text->size() > kTail ? text->substr(text->size() - kTail) : *text);
 }
 
 void TestCluster::StartKubelet(std::unique_ptr<PodRuntime> runtime) {

@@ -38,6 +38,9 @@ struct OperatorProcess {
   std::string controlHost;  // where pods reach the control endpoint
   int controlPort = 0;
   std::optional<Subprocess> process;
+  std::string log;  // its stdout and stderr, every start's
+  // The log's last lines, for a failed expectation's message.
+  std::string LogTail() const;
   std::string controlUrl() const {
     return "http://" + controlHost + ":" + std::to_string(controlPort);
   }
@@ -110,6 +113,14 @@ class TestCluster {
   std::string LeaseHolder(const std::string& lease = "easyscale-operator");
 
  private:
+  // Starts o's process on ports FreePort picks (o.identity, o.controlHost and
+  // o.log set).
+  void StartOperatorOnFreePorts(OperatorProcess& o, const std::vector<std::string>& extraArgs,
+                                const std::string& controlUrl);
+  // Whether o's process ended before its health port answered because a port
+  // was taken (its log says so).
+  static bool ExitedOnABusyPort(OperatorProcess& o);
+
   TestClusterOptions options_;
   std::string dir_;
   std::string kubeconfig_;
