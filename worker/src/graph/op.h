@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,12 +132,20 @@ class Op {
   // Backward, after this op's Forward of the same pass: `dout[j]` is the
   // gradient of output j (null: nothing flows there, read it as zeros);
   // `din[i]` is non-null exactly where a gradient is wanted (HasGradient(i)
-  // and the input leads to a parameter); it is Reset to the input's shape and
+  // and the input leads to a parameter) and not handed on (GradientOfOutput
+  // below); it is Reset to the input's shape and
   // the op sets it (the runtime sums gradients of values with several
   // consumers, in its own documented order).
   virtual void Backward(RunContext& ctx, const std::vector<const Value*>& in,
                         const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                         const std::vector<Value*>& din) = 0;
+
+  // The output whose gradient is input `i`'s, element for element in the same
+  // order whatever the shapes (an Add's operand that is not broadcast, a
+  // reshape's input): the runtime then hands that gradient on as input i's
+  // and passes Backward a null din[i]. Only a zero's sign may differ from
+  // what a rule summing from +0 gives, which no fixed-point sum sees.
+  virtual std::optional<size_t> GradientOfOutput(size_t /*i*/) const { return std::nullopt; }
 
   // Whether Backward reads the elements of input `i` / output `j` (every op
   // may read shapes). The runtime reuses the memory of a value no backward

@@ -309,6 +309,17 @@ bool Program::WantsGradient(const Step& s, size_t i) const {
   return s.in[i] != kNone && needs_grad_[s.in[i]] && s.op->HasGradient(i);
 }
 
+size_t Program::HandsOnGradient(const Step& s, size_t i, const std::vector<const Value*>& dout,
+                                const std::vector<size_t>& handed_on) const {
+  const std::optional<size_t> j = s.op->GradientOfOutput(i);
+  // A parameter's gradient is its own tensor, and an output's gradient goes
+  // to one input at most (the sum of its contributions is made in place).
+  if (!j || dout[*j] == nullptr || first_contribution_[s.in[i]].first != kNone ||
+      std::find(handed_on.begin(), handed_on.end(), *j) != handed_on.end())
+    return kNone;
+  return *j;
+}
+
 void Program::Recompute(RunContext& ctx, size_t id, size_t producer, const Site& site) {
   Acquire(ctx, values_[id], site);
   if (planning_ != nullptr) return;
@@ -583,6 +594,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
   std::vector<const Value*> in, out, dout;
   std::vector<Value*> din;
   std::vector<Value> owned;
+  std::vector<size_t> handed_on;  // per input: the output whose gradient becomes its own
   OpTimer timer(ctx, " backward");
   for (size_t n = steps_.size(); n-- > 0;) {
     Step& s = steps_[n];
@@ -599,11 +611,16 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
     din.assign(s.in.size(), nullptr);
     owned.clear();
     owned.resize(s.in.size());
+    handed_on.assign(s.in.size(), kNone);
     bool wanted = false;
     for (size_t i = 0; any && i < s.in.size(); ++i) {
       const size_t id = s.in[i];
       in.push_back(id == kNone ? nullptr : &values_[id]);
       if (!WantsGradient(s, i)) continue;
+      if (const size_t j = HandsOnGradient(s, i, dout, handed_on); j != kNone) {
+        handed_on[i] = j;
+        continue;
+      }
       if (first_contribution_[id] == std::pair(n, i)) {
         owned[i] = TakeParameterGradient(ctx, id);
       } else {
@@ -625,6 +642,16 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       for (size_t i = 0; i < s.in.size(); ++i) {
         if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});
       }
+    }
+    // After the rule, which may read them: output gradients handed on become
+    // their inputs' contributions (nothing else reads them).
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (handed_on[i] == kNone) continue;
+      const size_t from = s.out[handed_on[i]];
+      Value g = std::move(grads_[from]);
+      has_grad_[from] = false;
+      g.shape = values_[s.in[i]].shape;
+      contributions_[s.in[i]].push_back({n, i, std::move(g)});
     }
     // Only this node's rule reads its outputs' gradients (a node's output is
     // never a parameter), and no rule still to run reads the values planned

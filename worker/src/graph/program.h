@@ -134,6 +134,11 @@ class Program {
   };
   // Whether the reverse pass asks step s's op for input i's gradient.
   bool WantsGradient(const Step& s, size_t i) const;
+  // The output of step s whose gradient becomes input i's as it is (the op's
+  // GradientOfOutput), or kNone; `handed_on` holds the choices for s's
+  // earlier inputs.
+  size_t HandsOnGradient(const Step& s, size_t i, const std::vector<const Value*>& dout,
+                         const std::vector<size_t>& handed_on) const;
   struct Contribution {
     size_t node, input;
     Value gradient;

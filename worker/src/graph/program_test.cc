@@ -179,6 +179,31 @@ TEST(Program, AValueNoRuleReadsGoesOnceTheForwardPassHasReadIt) {
   ExpectChainHolds("Add", 2.0f, 1.0f, 6, 2);
 }
 
+// Each Add's operand a has the output's shape and k wants no gradient, so
+// the reverse pass hands the chain's gradient down as it is: no Add rule runs
+// (no copy of dy), and w's gradient is still x.
+TEST(Program, AnAddsOperandOfTheOutputsShapeTakesItsGradientAsItIs) {
+  for (const char* op : {"Add", "Mul"}) {
+    if (std::find(SupportedOps().begin(), SupportedOps().end(), op) == SupportedOps().end())
+      GTEST_SKIP() << "needs " << op;
+  }
+  constexpr int64_t kN = 64;
+  auto p = Program::Create(Chain("Mul", "Add", 4, kN, 2.0f));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Program& prog = **p;
+  prog.Input(0).floats.assign(kN, 0.5f);
+  Training training({"w"});
+  OpTimes times;
+  training.ctx.op_times = &times;
+  for (int pass = 0; pass < 2; ++pass) {
+    training.Pass(prog);
+    EXPECT_EQ(training.grads["w"].floats, std::vector<float>(kN, 0.5f));
+  }
+  EXPECT_EQ(times.count("Add forward"), 1u);
+  EXPECT_EQ(times.count("Add backward"), 0u);
+  EXPECT_EQ(times.count("Mul backward"), 1u);
+}
+
 // y = x * w + w: w's gradient sums the Mul's contribution (node 0, written
 // into the caller's buffer) and the Add's, in (node, input) order.
 TEST(Program, AParameterReadTwiceSumsIntoTheCallersBuffer) {

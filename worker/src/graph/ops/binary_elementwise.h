@@ -10,6 +10,7 @@
 //     static constexpr bool kInt64 = true;   // two int64 inputs allowed
 //     static constexpr bool kMixed = false;  // float32 with int64 b, int64 with float32 b
 //     static constexpr bool kGradB = true;   // b is differentiable
+//     static constexpr int kGradIsDy = kDyA | kDyB;  // operands whose term is dy
 //     static float Apply(float a, float b);  // (an int64 b converted to float)
 //     static int64_t ApplyInt(int64_t a, int64_t b);      // where kInt64
 //     static int64_t ApplyIntFloat(int64_t a, float b);   // where kMixed
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -76,6 +78,13 @@ class BinaryElementwiseOp final : public Op {
 
   bool HasGradient(size_t i) const override {
     return dtype_ == DType::kFloat32 && (i == 0 || (i == 1 && F::kGradB));
+  }
+  // dY itself for an operand whose term is dy and that is not broadcast.
+  std::optional<size_t> GradientOfOutput(size_t i) const override {
+    const int operand = i == 0 ? kDyA : kDyB;
+    if ((F::kGradIsDy & operand) == 0 || !HasGradient(i) || !NotBroadcast(bc_, static_cast<int>(i)))
+      return std::nullopt;
+    return 0;
   }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,

@@ -43,6 +43,16 @@ StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape&
   return bc;
 }
 
+bool NotBroadcast(const Broadcast& bc, int operand) {
+  const std::vector<int64_t>& steps = operand == 0 ? bc.a_steps : bc.b_steps;
+  int64_t stride = 1;
+  for (size_t d = bc.out.size(); d-- > 0;) {
+    if (bc.out[d] > 1 && steps[d] != stride) return false;
+    stride *= bc.out[d];
+  }
+  return true;
+}
+
 int64_t BinaryReductionBlock(const Broadcast& bc, int operand) {
   const RowReaders rr = RowReadersOf(static_cast<int>(bc.out.size()), bc.out.data(),
                                      (operand == 0 ? bc.a_steps : bc.b_steps).data());

@@ -31,6 +31,10 @@ struct Broadcast {
 // both shapes when a dimension pair is neither equal nor has a 1.
 StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape& b);
 
+// Whether operand `operand` (0: a, 1: b) is read at each output's own index:
+// its shape is the output's (sizes of 1 aside), so nothing is broadcast.
+bool NotBroadcast(const Broadcast& bc, int operand);
+
 // Calls f(o, ia, ib) for every output index o in ascending order, with the
 // element indices of operand a and b that output element reads.
 template <typename F>

@@ -16,12 +16,15 @@ namespace easyscale::graph {
 // What a binary formula's gradient rule for A (kGradAReads) or for B
 // (kGradBReads) reads: a mask of these.
 inline constexpr int kReadsA = 1, kReadsB = 2, kReadsY = 4;
+// Which operands' gradient terms are dy itself (kGradIsDy): a mask of these.
+inline constexpr int kDyA = 1, kDyB = 2;
 
 struct AddFormula {
   static constexpr bool kInt64 = true;
   static constexpr int kGradAReads = 0, kGradBReads = 0;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
+  static constexpr int kGradIsDy = kDyA | kDyB;
   ES_HD static float Apply(float a, float b) { return a + b; }
   // Two's complement wrap-around rather than undefined overflow.
   static int64_t ApplyInt(int64_t a, int64_t b) {
@@ -36,6 +39,7 @@ struct SubFormula {
   static constexpr int kGradAReads = 0, kGradBReads = 0;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
+  static constexpr int kGradIsDy = kDyA;
   ES_HD static float Apply(float a, float b) { return a - b; }
   // Two's complement wrap-around rather than undefined overflow.
   static int64_t ApplyInt(int64_t a, int64_t b) {
@@ -50,6 +54,7 @@ struct MulFormula {
   static constexpr int kGradAReads = kReadsB, kGradBReads = kReadsA;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
+  static constexpr int kGradIsDy = 0;
   ES_HD static float Apply(float a, float b) { return a * b; }
   // Two's complement wrap-around rather than undefined overflow.
   static int64_t ApplyInt(int64_t a, int64_t b) {
@@ -64,6 +69,7 @@ struct DivFormula {
   static constexpr int kGradAReads = kReadsB, kGradBReads = kReadsB | kReadsY;
   static constexpr bool kMixed = false;
   static constexpr bool kGradB = true;
+  static constexpr int kGradIsDy = 0;
   ES_HD static float Apply(float a, float b) { return a / b; }
   static int64_t ApplyInt(int64_t a, int64_t b) {
     if (b == 0) return 0;
@@ -79,6 +85,7 @@ struct PowFormula {
   static constexpr int kGradAReads = kReadsA | kReadsB, kGradBReads = 0;
   static constexpr bool kMixed = true;
   static constexpr bool kGradB = false;
+  static constexpr int kGradIsDy = 0;
   ES_HD static float Apply(float a, float b) { return detmath::Pow(a, b); }
   static int64_t ApplyInt(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 != 0 ? -1 : 1) : 0;

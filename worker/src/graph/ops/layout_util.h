@@ -157,6 +157,10 @@ class SameOrderOp : public Op {
     CopyRange(*in[0], 0, out[0], 0, in[0]->size());
   }
   bool HasGradient(size_t i) const override { return i == 0 && dtype_ == DType::kFloat32; }
+  // The same elements in the same order: the runtime hands the gradient on.
+  std::optional<size_t> GradientOfOutput(size_t i) const override {
+    return i == 0 ? std::optional<size_t>(0) : std::nullopt;
+  }
   bool BackwardReadsInput(size_t) const override { return false; }
   bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
