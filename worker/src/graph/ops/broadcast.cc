@@ -43,19 +43,17 @@ StatusOr<Broadcast> MakeBroadcast(const Node& node, const Shape& a, const Shape&
   return bc;
 }
 
-bool NotBroadcast(const Broadcast& bc, int operand) {
-  const std::vector<int64_t>& steps = operand == 0 ? bc.a_steps : bc.b_steps;
-  int64_t stride = 1;
-  for (size_t d = bc.out.size(); d-- > 0;) {
-    if (bc.out[d] > 1 && steps[d] != stride) return false;
-    stride *= bc.out[d];
-  }
-  return true;
+namespace {
+RowReaders OperandRows(const Broadcast& bc, int operand) {
+  return RowReadersOf(static_cast<int>(bc.out.size()), bc.out.data(),
+                      (operand == 0 ? bc.a_steps : bc.b_steps).data());
 }
+}  // namespace
+
+bool NotBroadcast(const Broadcast& bc, int operand) { return OperandRows(bc, operand).rows == 1; }
 
 int64_t BinaryReductionBlock(const Broadcast& bc, int operand) {
-  const RowReaders rr = RowReadersOf(static_cast<int>(bc.out.size()), bc.out.data(),
-                                     (operand == 0 ? bc.a_steps : bc.b_steps).data());
+  const RowReaders rr = OperandRows(bc, operand);
   if (rr.rows <= 1) return 0;  // not broadcast, or not along leading dimensions only
   return formulas::ColumnSumBlockRows(bc.out[0], rr.rows, rr.cols) * rr.cols;
 }

@@ -6,8 +6,6 @@
 // global memory read a row 512 bytes from its neighbour's (on an H100 the
 // encoder's softmax took 3.2 ms a step forward, 2.6 backward). Other rows
 // (`inner` apart) keep one thread per row in place.
-#include <algorithm>
-
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
