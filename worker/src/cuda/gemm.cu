@@ -500,9 +500,7 @@ namespace {
 // Whether `batch` M x N products' 128x128 tiles, as many again on each stream
 // running side by side, reach kMinTiledBlocks.
 bool ManyTiles(int M, int N, int batch) {
-  const int64_t tiles =
-      static_cast<int64_t>((M + kTileM - 1) / kTileM) * ((N + kTileN - 1) / kTileN) * batch;
-  return tiles * SideBySideStreams() >= kMinTiledBlocks;
+  return tiled::TileBlocks(M, N, batch, kTileM, kTileN) * SideBySideStreams() >= kMinTiledBlocks;
 }
 
 int SmCount() {
