@@ -10,8 +10,8 @@
 # build's median over its rounds and its time over the first build's.
 #   bench/cuda/compare_builds.sh DIR...   (ROUNDS=2; MODELS as models_run.sh)
 #   PROFILE=1 also splits each model's step by op for every build (step_bench
-#   --profile-ops: each op type's ms a step, forward and backward; the six
-#   largest), after the timed rounds
+#   --profile-ops: each op type's ms a step, forward and backward; the
+#   PROFILE_TOP (12) largest), after the timed rounds
 #   SMALL=1 bench/cuda/compare_builds.sh DIR...   tiny models on the CPU, no
 #                                         bit checks: checks the script
 # PYTHON (default python3) runs export.py.
@@ -79,12 +79,12 @@ while IFS='|' read -r name knobs batch; do
       --vocab "$(vocab_of "$knobs")" --steps 3 --warmup 1 --profile-ops 2>"$tmp/step.err" |
       "$py" -c '
 import json, sys
-name, build = sys.argv[1:]
+name, build, top = sys.argv[1:]
 for line in sys.stdin:
     d = json.loads(line)
     if d.get("bench") == "op_times":
-        ops = ", ".join("%s %.2f" % (o["op"], o["ms_per_step"]) for o in d["ops"][:6])
-        print(f"ops {name} build {build}: {ops}")' "$name" "$i" || tail -1 "$tmp/step.err"
+        ops = ", ".join("%s %.2f" % (o["op"], o["ms_per_step"]) for o in d["ops"][:int(top)])
+        print(f"ops {name} build {build}: {ops}")' "$name" "$i" "${PROFILE_TOP:-12}" || tail -1 "$tmp/step.err"
   done
 done <<<"$specs"
 
