@@ -361,7 +361,14 @@ void EstWorker::ComputeHostedEsts() {
     lanes_[i].accum.Resize(accum_.shape);
     k.Zero(lanes_[i].accum.bytes(), k.At(lanes_[i].accum));
   }
-  k.Zero(accum_.bytes(), k.At(accum_));
+  // Lane 0 folds into accum_ during its passes only when it runs two; else
+  // every sum comes after the join, and accum_ is made ready there.
+  const bool sums_after_join = !folds_in_pass(0);
+  if (!sums_after_join) {
+    if (sums_in_arena_) accum_.mirror.Reset();  // lane 0's arena is busy now
+    sums_in_arena_ = false;
+    k.Zero(accum_.bytes(), k.At(accum_));
+  }
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
   size_t buffer_floats = 0;
   for (const Tensor& b : contexts_.begin()->second.buffers) buffer_floats += b.size();
@@ -468,6 +475,20 @@ void EstWorker::ComputeHostedEsts() {
   }
   MakeBatchAhead();
   k.JoinLanes();
+  if (sums_after_join) {
+    // Lane 0's arena is idle from here to the next step's passes, and the
+    // sums are downloaded or read by the update before then: on a device
+    // they take no memory of their own (8 bytes a parameter).
+    const std::span<std::byte> idle = model_->DeviceMemoryIdleBetweenPasses();
+    if (idle.size() >= accum_.bytes()) {
+      accum_.mirror.Adopt(idle.data(), accum_.bytes(), nullptr);
+      sums_in_arena_ = true;
+    } else if (sums_in_arena_) {
+      accum_.mirror.Reset();
+      sums_in_arena_ = false;
+    }
+    k.Zero(accum_.bytes(), k.At(accum_));
+  }
   if (lanes > 0) AccumulatePasses(hosted_count - lanes, lanes, accum_);  // one fold for all
   for (int i = 1; i < lane_count; ++i) {
     if (folds_in_pass(i)) k.AddFixedPointSums(accum_.size(), k.At(lanes_[i].accum), k.At(accum_));

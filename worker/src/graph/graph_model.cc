@@ -166,6 +166,9 @@ class GraphModel : public Model {
 
   int FixedBatch() const override { return batch_; }
   size_t PeakBytesInUse() const override { return program_->PeakBytesInUse(); }
+  std::span<std::byte> DeviceMemoryIdleBetweenPasses() const override {
+    return program_->ArenaBetweenPasses();
+  }
   std::string Fingerprint() const override { return fingerprint_; }
 
  private:

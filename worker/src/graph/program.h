@@ -17,8 +17,10 @@
 //   p->Backward(ctx, 0, dlogits);        // gradients in p->Gradient(name)
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -73,6 +75,12 @@ class Program {
   // one arena, each request of the pass at an offset of its own, requests in
   // use at once never sharing bytes (requests rounded to 512 bytes).
   size_t ArenaBytes() const { return arena_bytes_; }
+  // The arena's device memory (empty before the first pass on a device). No
+  // value or gradient in it outlives a training pass, so from one pass's
+  // Backward to the next Forward its bytes are free for the caller's use.
+  std::span<std::byte> ArenaBetweenPasses() const {
+    return {static_cast<std::byte*>(arena_.get()), arena_.bytes()};
+  }
   // A zeroed float buffer of `shape` for a gradient (Backward's seed), from the
   // buffers the last pass let go where one fits, on ctx's device.
   Value TakeGradient(RunContext& ctx, const Shape& shape);

@@ -173,7 +173,10 @@ class EstWorker {
   size_t context_words_ = 0;
   std::map<uint64_t, std::vector<uint32_t>> permutations_;
   int64_t step_ = 0;
-  FixedTensor accum_;      // gradients, loss, stop vote, EST contexts
+  FixedTensor accum_;  // gradients, loss, stop vote, EST contexts
+  // Whether accum_'s device memory is lane 0's arena (the step folded every
+  // sum after its passes), not its own.
+  bool sums_in_arena_ = false;
   IndexTensor nonfinite_;  // per hosted EST and accum_ segment: 1 if it held NaN or inf
   bool buffers_on_backend_ = false;
   // Where the step's update runs: on a device backend when no peer takes part

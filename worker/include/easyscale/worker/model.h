@@ -10,7 +10,9 @@
 //   const Tensor& logits = model->Forward(x, ctx);
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,11 @@ class Model {
   // (parameters, their gradients and the ops' own memory aside): what
   // buffers packed without waste would need.
   virtual size_t PeakBytesInUse() const = 0;
+  // Device memory that holds nothing from the end of a training pass
+  // (Backward) to the start of the next (Forward), where the passes' values
+  // and gradients live: a caller may use it in between. Empty on the host and
+  // before the first pass on a device.
+  virtual std::span<std::byte> DeviceMemoryIdleBetweenPasses() const = 0;
 
   const std::vector<Param*>& params() const { return params_; }
   size_t NumParamValues() const;
