@@ -1,11 +1,13 @@
 // Softmax's and LogSoftmax's CUDA kernels: each row runs row_formulas.h's row,
-// as softmax.cc does. Rows of contiguous elements (the last axis: the
-// encoder's attention, 128 a row) are staged through shared memory a warp's
-// 32 rows at a time, so that the warp's loads and stores are coalesced while
-// each lane still runs its own row's formula; one thread per row straight from
-// global memory read a row 512 bytes from its neighbour's (on an H100 the
-// encoder's softmax took 3.2 ms a step forward, 2.6 backward). Other rows
-// (`inner` apart) keep one thread per row in place.
+// as softmax.cc does. The forward's rows of contiguous elements (the last
+// axis: the encoder's attention, 128 a row) are staged through shared memory
+// a warp's 32 rows at a time, so that the warp's loads and stores are
+// coalesced while each lane still runs its own row's formula: on an H100 the
+// encoder's softmax forward went from 3.28 to 0.99 ms a step (one thread per
+// row straight from global memory read a row 512 bytes from its neighbour's).
+// The gradient keeps one thread per row in place: staged, its two arrays'
+// tiles left room for six warps an SM and it ran slower (2.60 -> 2.85 ms).
+// Other rows (`inner` apart) keep one thread per row in place.
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
@@ -21,9 +23,8 @@ constexpr int64_t kMaxStagedFloats = 48 * 1024 / sizeof(float);
 // fall in 32 different banks.
 __host__ __device__ int64_t StagedLd(int64_t n) { return n % 2 == 1 ? n : n + 1; }
 
-bool Staged(size_t n, size_t inner, int arrays) {
-  return inner == 1 && n > 0 &&
-         kWarpRows * StagedLd(static_cast<int64_t>(n)) * arrays <= kMaxStagedFloats;
+bool Staged(size_t n, size_t inner) {
+  return inner == 1 && n > 0 && kWarpRows * StagedLd(static_cast<int64_t>(n)) <= kMaxStagedFloats;
 }
 
 // Moves `rows` rows of n contiguous floats between global memory (from
@@ -65,36 +66,12 @@ __global__ void SoftmaxStagedKernel(size_t rows, int n, bool log, const float* x
   }
 }
 
-__global__ void SoftmaxGradientStagedKernel(size_t rows, int n, bool log, const float* y,
-                                            const float* dy, float* dx) {
-  extern __shared__ float tile[];  // y's rows [32][ld], then dy's
-  const int ld = static_cast<int>(StagedLd(n)), lane = static_cast<int>(threadIdx.x);
-  float* const y_tile = tile;
-  float* const dy_tile = tile + kWarpRows * ld;
-  for (size_t r0 = static_cast<size_t>(blockIdx.x) * kWarpRows; r0 < rows;
-       r0 += static_cast<size_t>(gridDim.x) * kWarpRows) {
-    const int count = static_cast<int>(min(static_cast<size_t>(kWarpRows), rows - r0));
-    MoveRows<true>(y + r0 * n, y_tile, count, n, ld);
-    MoveRows<true>(dy + r0 * n, dy_tile, count, n, ld);
-    __syncwarp();
-    // In place over dy: the row's sum reads all of it first, then each dx[k]
-    // reads dy[k] before writing it.
-    if (lane < count) {
-      SoftmaxRowGradient(y_tile + lane * ld, dy_tile + lane * ld, dy_tile + lane * ld, n, 1, log);
-    }
-    __syncwarp();
-    MoveRows<false>(dx + r0 * n, dy_tile, count, n, ld);
-    __syncwarp();
-  }
-}
-
 unsigned StagedBlocks(size_t rows) {
   return cuda::GridStrideBlocks((rows + kWarpRows - 1) / kWarpRows);
 }
 
-size_t StagedBytes(size_t n, int arrays) {
-  return static_cast<size_t>(kWarpRows * StagedLd(static_cast<int64_t>(n)) * arrays) *
-         sizeof(float);
+size_t StagedBytes(size_t n) {
+  return static_cast<size_t>(kWarpRows * StagedLd(static_cast<int64_t>(n))) * sizeof(float);
 }
 
 }  // namespace
@@ -102,8 +79,8 @@ size_t StagedBytes(size_t n, int arrays) {
 cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
                            cudaStream_t stream) {
   if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
-  if (Staged(n, inner, 1)) {
-    SoftmaxStagedKernel<<<StagedBlocks(outer), kWarpRows, StagedBytes(n, 1), stream>>>(
+  if (Staged(n, inner)) {
+    SoftmaxStagedKernel<<<StagedBlocks(outer), kWarpRows, StagedBytes(n), stream>>>(
         outer, static_cast<int>(n), log, x, y);
     return cudaGetLastError();
   }
@@ -116,11 +93,6 @@ cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const
 cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
                             const float* dy, float* dx, cudaStream_t stream) {
   if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
-  if (Staged(n, inner, 2)) {
-    SoftmaxGradientStagedKernel<<<StagedBlocks(outer), kWarpRows, StagedBytes(n, 2), stream>>>(
-        outer, static_cast<int>(n), log, y, dy, dx);
-    return cudaGetLastError();
-  }
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
     const size_t base = r / inner * n * inner + r % inner;
     SoftmaxRowGradient(y + base, dy + base, dx + base, static_cast<int64_t>(n),
