@@ -446,6 +446,25 @@ TEST_F(GraphDeviceTest, StridedViews) {
       {1, 2, 3, 4});
   Value ints = testing::IntValue({2, 3}, {1, 2, 3, 4, 5, 6});
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}), {ints});
+  // Rows moved by a warp (the last dimension contiguous on both sides, 32
+  // elements or more): the attention's head split and merge, rows of 40 (a
+  // second pass of some lanes) whose count is no multiple of a warp's 4, a
+  // slice of whole rows at an offset, int64 rows; and merged dimensions
+  // ahead of a strided last one (the keys' transpose).
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),
+                 {RandomValue({2, 6, 4, 64}, 5)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),
+                 {RandomValue({3, 5, 7, 40}, 6)});
+  ExpectSameBits(MakeNode("Slice", {"x", "s", "e", "a"}, {"y"}),
+                 {RandomValue({5, 6, 70}, 7), testing::IntValue({2}, {1, 3}),
+                  testing::IntValue({2}, {4, 67}), testing::IntValue({2}, {0, 2})},
+                 {1, 2, 3});
+  std::vector<int64_t> counting(2 * 3 * 33);
+  for (size_t i = 0; i < counting.size(); ++i) counting[i] = static_cast<int64_t>(i);
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{1, 0, 2}}}),
+                 {testing::IntValue({2, 3, 33}, counting)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 1, 3, 2}}}),
+                 {RandomValue({2, 3, 5, 64}, 8)});
 }
 
 TEST_F(GraphDeviceTest, ConcatAndSplit) {
