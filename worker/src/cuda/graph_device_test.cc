@@ -449,8 +449,9 @@ TEST_F(GraphDeviceTest, StridedViews) {
   // Rows moved by a warp (the last dimension contiguous on both sides, 32
   // elements or more): the attention's head split and merge, rows of 40 (a
   // second pass of some lanes) whose count is no multiple of a warp's 4, a
-  // slice of whole rows at an offset, int64 rows; and merged dimensions
-  // ahead of a strided last one (the keys' transpose).
+  // slice of whole rows at an offset, int64 rows; merged dimensions ahead of
+  // a strided last one too short for tiles; the last two swapped in 32x32
+  // tiles (the keys' transpose, partial tiles both ways, int64).
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),
                  {RandomValue({2, 6, 4, 64}, 5)});
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),
@@ -465,6 +466,14 @@ TEST_F(GraphDeviceTest, StridedViews) {
                  {testing::IntValue({2, 3, 33}, counting)});
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 1, 3, 2}}}),
                  {RandomValue({2, 3, 5, 64}, 8)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 1, 3, 2}}}),
+                 {RandomValue({2, 3, 40, 64}, 9)});
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1}}}),
+                 {RandomValue({2, 37, 33}, 10)});
+  std::vector<int64_t> more(3 * 20 * 17);
+  for (size_t i = 0; i < more.size(); ++i) more[i] = static_cast<int64_t>(i);
+  ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1}}}),
+                 {testing::IntValue({3, 20, 17}, more)});
 }
 
 TEST_F(GraphDeviceTest, ConcatAndSplit) {
