@@ -1,6 +1,7 @@
 // Data movement and element-wise kernels: one thread per output, each output
 // computed exactly as the CPU loop computes it (cpu_kernels.cc).
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
@@ -58,11 +59,27 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
                     uint64_t counter_offset, const float* x, float* y, uint8_t* kept,
                     cudaStream_t stream) {
   const float scale = 1.0f / (1.0f - p);
-  // One thread per Philox block of four elements.
+  // One thread per Philox block of four elements, moved as one float4 and one
+  // uchar4 where they are aligned (each thread's four scalar loads left a
+  // warp's accesses 16 bytes apart: the encoder's dropouts took 1.2 ms a step
+  // on an H100, about three times their bytes' time).
+  const bool vectors = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(kept) % 4 == 0;
   return LaunchForEach((n + 3) / 4, stream, [=] __device__(size_t g) {
     const uint64_t base = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
     uint32_t bits[4];
     Philox4x32({key0, key1}, base + g, 0, bits);
+    if (vectors) {
+      const float4 in = reinterpret_cast<const float4*>(x)[g];
+      const bool k0 = formulas::DropoutKeeps(bits[0], p), k1 = formulas::DropoutKeeps(bits[1], p),
+                 k2 = formulas::DropoutKeeps(bits[2], p), k3 = formulas::DropoutKeeps(bits[3], p);
+      reinterpret_cast<float4*>(y)[g] = make_float4(
+          in.x * formulas::DropoutScale(k0, scale), in.y * formulas::DropoutScale(k1, scale),
+          in.z * formulas::DropoutScale(k2, scale), in.w * formulas::DropoutScale(k3, scale));
+      reinterpret_cast<uchar4*>(kept)[g] = make_uchar4(k0, k1, k2, k3);
+      return;
+    }
     for (int lane = 0; lane < 4; ++lane) {
       const size_t i = 4 * g + lane;
       if (i >= n) break;
