@@ -459,8 +459,9 @@ TEST_F(GraphDeviceTest, StridedViews) {
   // elements or more): the attention's head split and merge, rows of 40 (a
   // second pass of some lanes) whose count is no multiple of a warp's 4, a
   // slice of whole rows at an offset, int64 rows; merged dimensions ahead of
-  // a strided last one too short for tiles; the last two swapped in 32x32
-  // tiles (the keys' transpose, partial tiles both ways, int64).
+  // a strided last one too short for tiles; whole matrices transposed in
+  // cuda::TransposeBatch's tiles (the keys' transpose, partial tiles both
+  // ways); int64 matrices, one thread an element over merged dimensions.
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),
                  {RandomValue({2, 6, 4, 64}, 5)});
   ExpectSameBits(MakeNode("Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}),

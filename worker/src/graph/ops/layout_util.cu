@@ -7,12 +7,14 @@
 // previous row's multi-index: one thread an element paid a division per
 // dimension for every element (an H100 spent 6 ms a step of the encoder in
 // these copies, about seven times what their bytes take). Where instead the
-// last two dimensions swap (the keys' transpose: contiguous along the
-// next-to-last on the strided side), 32x32 tiles go through shared memory so
-// that both sides move whole runs. Other views keep one thread an element.
-#include <algorithm>
+// view is whole matrices transposed (the keys' transpose), cuda::TransposeBatch
+// moves them in 32x32 tiles through shared memory, both sides in whole runs.
+// Other views keep one thread an element.
 #include <climits>
+#include <optional>
+#include <type_traits>
 
+#include "cuda_kernels.h"
 #include "graph/ops/cuda_ops.h"
 #include "launch.cuh"
 
@@ -22,7 +24,6 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kRowThreads = 256;
 constexpr int64_t kRowsPerWarp = 4;
-constexpr int kTile = 32, kTileThreads = 256;
 
 // `view` without its size-1 dimensions, and with each pair of neighbours
 // merged where the strided side steps from one into the next as one
@@ -106,54 +107,23 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// The view as batches of P x Q matrices: its last two dimensions, with steps
-// 1 and sq on the strided side (element (p, q) of a batch at p + q * sq from
-// the batch's offset) and Q * p + q on the other. Block (x, y, z) moves tile
-// (y, x) of batches z, z + gridDim.z, ...: 32 columns of 8 threads, reading
-// and writing along whichever of p or q its side is contiguous in.
-template <typename T>
-__global__ void __launch_bounds__(kTileThreads)
-    TransposeTilesKernel(BroadcastDims view, int64_t batches, int64_t offset, bool scatter,
-                         const T* src, T* dst) {
-  __shared__ T tile[kTile][kTile + 1];  // [q - q0][p - p0]
-  const int outer = view.rank - 2;
-  const int64_t P = view.out[outer], Q = view.out[outer + 1], sq = view.steps[0][outer + 1];
-  const int64_t p0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int tx = static_cast<int>(threadIdx.x % kTile), ty = static_cast<int>(threadIdx.x / kTile);
-  for (int64_t b = blockIdx.z; b < batches; b += gridDim.z) {
-    int64_t rest = b, at = offset;
-#pragma unroll
-    for (int d = kMaxRank - 3; d >= 0; --d) {
-      if (d < outer) {
-        at += rest % view.out[d] * view.steps[0][d];
-        rest /= view.out[d];
-      }
-    }
-    const int64_t e = b * P * Q;  // the batch on the contiguous side
-    for (int i = ty; i < kTile; i += kTileThreads / kTile) {
-      // Reads: along p on the strided side (gather), along q on the other.
-      const int64_t p = scatter ? p0 + i : p0 + tx, q = scatter ? q0 + tx : q0 + i;
-      if (p >= P || q >= Q) continue;
-      if (scatter) {
-        tile[tx][i] = src[e + p * Q + q];
-      } else {
-        tile[i][tx] = src[at + p + q * sq];
-      }
-    }
-    __syncthreads();
-    for (int i = ty; i < kTile; i += kTileThreads / kTile) {
-      const int64_t p = scatter ? p0 + tx : p0 + i, q = scatter ? q0 + i : q0 + tx;
-      if (p < P && q < Q) {
-        if (scatter) {
-          dst[at + p + q * sq] = tile[i][tx];
-        } else {
-          dst[e + p * Q + q] = tile[tx][i];
-        }
-      }
-    }
-    __syncthreads();  // the next batch's reads overwrite the tile
-  }
+// Where the merged view is whole P x Q matrices of a row-major [batch][Q][P]
+// source at offset 0 (steps P * Q, 1, P: the keys' transpose), its batch, P
+// and Q, for cuda::TransposeBatch's 32x32 tiles; else nullopt.
+struct TransposedMatrices {
+  int batch, p, q;
+};
+std::optional<TransposedMatrices> AsTransposedMatrices(const BroadcastDims& view, int64_t offset) {
+  const int last = view.rank - 1;
+  if (offset != 0 || last < 1 || last > 2) return std::nullopt;
+  const int64_t p = view.out[last - 1], q = view.out[last];
+  const int64_t batch = last == 2 ? view.out[0] : 1;
+  if (view.steps[0][last - 1] != 1 || view.steps[0][last] != p ||
+      (last == 2 && view.steps[0][0] != p * q))
+    return std::nullopt;
+  // Tiles for matrices at least half a tile each way; the kernel's grid limits.
+  if (p < 16 || q < 16 || p > INT_MAX || q > INT_MAX || batch > 65535) return std::nullopt;
+  return TransposedMatrices{static_cast<int>(batch), static_cast<int>(p), static_cast<int>(q)};
 }
 
 template <typename T>
@@ -163,20 +133,14 @@ cudaError_t Copy(const BroadcastDims& full, int64_t offset, bool scatter, const 
   for (int d = 0; d < full.rank; ++d) n *= static_cast<size_t>(full.out[d]);
   if (n == 0) return cudaSuccess;
   const BroadcastDims view = Merged(full);
-  const int last = view.rank - 1;
-  if (last >= 1 && view.steps[0][last] != 1 && view.steps[0][last - 1] == 1 &&
-      view.out[last] >= kTile / 2 && view.out[last - 1] >= kTile / 2) {
-    const int64_t tiles_q = (view.out[last] + kTile - 1) / kTile;
-    const int64_t tiles_p = (view.out[last - 1] + kTile - 1) / kTile;
-    const int64_t batches = static_cast<int64_t>(n) / (view.out[last] * view.out[last - 1]);
-    if (tiles_q <= INT_MAX && tiles_p <= 65535) {
-      const dim3 grid(static_cast<unsigned>(tiles_q), static_cast<unsigned>(tiles_p),
-                      static_cast<unsigned>(std::min<int64_t>(batches, 65535)));
-      TransposeTilesKernel<<<grid, kTileThreads, 0, stream>>>(view, batches, offset, scatter, src,
-                                                              dst);
-      return cudaGetLastError();
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto t = AsTransposedMatrices(view, offset)) {
+      // Gather: each [q][p] source matrix into [p][q]; scatter: back.
+      return scatter ? cuda::TransposeBatch(t->batch, t->p, t->q, src, dst, stream)
+                     : cuda::TransposeBatch(t->batch, t->q, t->p, src, dst, stream);
     }
   }
+  const int last = view.rank - 1;
   if (last < 0 || view.steps[0][last] != 1 || view.out[last] < kWarp) {
     return CopyElements(view, n, offset, scatter, src, dst, stream);
   }
