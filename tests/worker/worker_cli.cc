@@ -1,6 +1,7 @@
 #include "worker_cli.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -68,12 +69,19 @@ const std::vector<Example>& NarrowExamples() {
 std::string Exported(const Example& ex) {
   const fs::path out = WorkDir() / (ex.name + ".onnx");
   if (fs::exists(out)) return out.string();
+  // ctest runs the tests as processes side by side, several exporting the
+  // same model into WorkDir: each writes its own file and renames it into
+  // place, so no test reads another's half-written export.
+  const fs::path part = WorkDir() / (ex.name + ".onnx.part-" + std::to_string(::getpid()));
   std::vector<std::string> argv = {kPython, kSource + "/deploy/examples/models/export.py"};
   for (absl::string_view a : absl::StrSplit(ex.knobs, ' ', absl::SkipEmpty())) argv.emplace_back(a);
   for (const char* a : {"--seed", "3", "--dropout", "0.1", "--out"}) argv.emplace_back(a);
-  argv.push_back(out.string());
+  argv.push_back(part.string());
   Outcome r = Command(argv);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::error_code renamed;
+  fs::rename(part, out, renamed);
+  EXPECT_FALSE(renamed) << part << ": " << renamed.message();
   return out.string();
 }
 
