@@ -361,14 +361,13 @@ void EstWorker::ComputeHostedEsts() {
     lanes_[i].accum.Resize(accum_.shape);
     k.Zero(lanes_[i].accum.bytes(), k.At(lanes_[i].accum));
   }
+  // The passes write lane 0's arena: accum_ leaves it until they are done.
+  if (sums_in_arena_) accum_.mirror.Reset();
+  sums_in_arena_ = false;
   // Lane 0 folds into accum_ during its passes only when it runs two; else
   // every sum comes after the join, and accum_ is made ready there.
   const bool sums_after_join = !folds_in_pass(0);
-  if (!sums_after_join) {
-    if (sums_in_arena_) accum_.mirror.Reset();  // lane 0's arena is busy now
-    sums_in_arena_ = false;
-    k.Zero(accum_.bytes(), k.At(accum_));
-  }
+  if (!sums_after_join) k.Zero(accum_.bytes(), k.At(accum_));
   k.Zero(nonfinite_.bytes(), k.At(nonfinite_));
   size_t buffer_floats = 0;
   for (const Tensor& b : contexts_.begin()->second.buffers) buffer_floats += b.size();
@@ -483,9 +482,6 @@ void EstWorker::ComputeHostedEsts() {
     if (idle.size() >= accum_.bytes()) {
       accum_.mirror.Adopt(idle.data(), accum_.bytes(), nullptr);
       sums_in_arena_ = true;
-    } else if (sums_in_arena_) {
-      accum_.mirror.Reset();
-      sums_in_arena_ = false;
     }
     k.Zero(accum_.bytes(), k.At(accum_));
   }
