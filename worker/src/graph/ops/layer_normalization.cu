@@ -19,8 +19,9 @@ namespace {
 
 constexpr int kStagedRows = 8;  // a block's rows, each folded by one thread
 constexpr int kStagedThreads = 256;
-// At most 48 KiB of staged rows a block (the launch's default shared memory).
-constexpr int64_t kMaxStagedLd = 48 * 1024 / sizeof(float) / kStagedRows;
+// The staged rows and the rows' mean and invstd (static shared memory) in the
+// 48 KiB a launch gets by default: rows up to 1,533.
+constexpr int64_t kMaxStagedLd = (48 * 1024 / sizeof(float) - 2 * kStagedRows) / kStagedRows;
 
 // The staged row stride: odd, so that the folding threads' reads of their
 // rows' element j fall in different banks.
