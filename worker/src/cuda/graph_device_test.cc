@@ -359,9 +359,11 @@ TEST_F(GraphDeviceTest, Softmax) {
     // opset 11's 2-D view.
     ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{-1}}}),
                    {RandomValue({3, 4, 16, 16}, 1)});
-    // The forward staged a warp's 32 rows at a time: the encoder's rows of
-    // 128, a partial last group (105 rows), odd rows, rows shorter than a
-    // warp, and rows too long to stage (384 and more).
+    // A warp's 32 rows at a time (the forward staged, the gradient in
+    // 32-column chunks, 8 rows' loads at a time): the encoder's rows of 128,
+    // a partial last group (105 rows: 9, one past a load batch), odd rows,
+    // rows shorter than a warp, a chunk of one column (33), and rows too long
+    // to stage (384 and more).
     ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{-1}}}),
                    {RandomValue({3, 5, 7, 128}, 4)});
     for (int n : {1, 5, 33, 383, 384}) {

@@ -13,20 +13,34 @@
 
 namespace easyscale::graph {
 
+// A softmax row's parts, shared by the whole-row functions below and the
+// CUDA kernels that fold rows a chunk at a time: the max's step (a NaN is
+// kept only where it comes first), an element's exponential given the row's
+// max m, log-softmax's output given log_s = Log(sum of the exponentials), the
+// gradient's sum term and its output given that sum t. Softmax's output is
+// the exponential divided by the sum.
+ES_HD float SoftmaxMaxStep(float m, float x) { return x > m ? x : m; }
+ES_HD float SoftmaxExp(float x, float m) { return detmath::Exp(x - m); }
+ES_HD float LogSoftmaxOutput(float x, float m, float log_s) { return (x - m) - log_s; }
+ES_HD float SoftmaxGradTerm(float y, float dy, bool log) { return log ? dy : dy * y; }
+ES_HD float SoftmaxGradOutput(float y, float dy, float t, bool log) {
+  return log ? dy - detmath::Exp(y) * t : y * (dy - t);
+}
+
 // One softmax row of n elements `stride` apart: y = softmax(x), or
-// log-softmax when `log`.
+// log-softmax when `log`. In place (y == x) too.
 ES_HD void SoftmaxRow(const float* x, float* y, int64_t n, int64_t stride, bool log) {
   float m = x[0];
-  for (int64_t j = 1; j < n; ++j) m = x[j * stride] > m ? x[j * stride] : m;
+  for (int64_t j = 1; j < n; ++j) m = SoftmaxMaxStep(m, x[j * stride]);
   float s = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
-    const float e = detmath::Exp(x[j * stride] - m);
+    const float e = SoftmaxExp(x[j * stride], m);
     if (!log) y[j * stride] = e;
     s += e;
   }
   if (log) {
     const float log_s = detmath::Log(s);
-    for (int64_t j = 0; j < n; ++j) y[j * stride] = (x[j * stride] - m) - log_s;
+    for (int64_t j = 0; j < n; ++j) y[j * stride] = LogSoftmaxOutput(x[j * stride], m, log_s);
   } else {
     for (int64_t j = 0; j < n; ++j) y[j * stride] = y[j * stride] / s;
   }
@@ -36,10 +50,10 @@ ES_HD void SoftmaxRow(const float* x, float* y, int64_t n, int64_t stride, bool 
 ES_HD void SoftmaxRowGradient(const float* y, const float* dy, float* dx, int64_t n, int64_t stride,
                               bool log) {
   float t = 0.0f;
-  for (int64_t j = 0; j < n; ++j) t += log ? dy[j * stride] : dy[j * stride] * y[j * stride];
+  for (int64_t j = 0; j < n; ++j) t += SoftmaxGradTerm(y[j * stride], dy[j * stride], log);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t k = j * stride;
-    dx[k] = log ? dy[k] - detmath::Exp(y[k]) * t : y[k] * (dy[k] - t);
+    dx[k] = SoftmaxGradOutput(y[k], dy[k], t, log);
   }
 }
 

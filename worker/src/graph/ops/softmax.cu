@@ -1,13 +1,18 @@
-// Softmax's and LogSoftmax's CUDA kernels: each row runs row_formulas.h's row,
-// as softmax.cc does. The forward's rows of contiguous elements (the last
-// axis: the encoder's attention, 128 a row) are staged through shared memory
-// a warp's 32 rows at a time, so that the warp's loads and stores are
-// coalesced while each lane still runs its own row's formula: on an H100 the
-// encoder's softmax forward went from 3.28 to 0.99 ms a step (one thread per
-// row straight from global memory read a row 512 bytes from its neighbour's).
-// The gradient keeps one thread per row in place: staged, its two arrays'
-// tiles left room for six warps an SM and it ran slower (2.60 -> 2.85 ms).
-// Other rows (`inner` apart) keep one thread per row in place.
+// Softmax's and LogSoftmax's CUDA kernels: each row runs row_formulas.h's
+// formulas in softmax.cc's order; only which thread loads an element changes.
+// Rows of contiguous elements (the last axis: the encoder's attention, 128 a
+// row) go a warp's 32 rows at a time, one row a lane, with coalesced loads:
+// - the forward stages the warp's whole rows in shared memory and each lane
+//   runs SoftmaxRow on its own (3.28 -> 0.98 ms a step of the encoder on an
+//   H100, run 20);
+// - the gradient's sum needs two arrays, too many to stage whole (six warps an
+//   SM ran it slower, 2.60 -> 2.85 ms): the warp computes a 32-column chunk
+//   of its rows' terms into a 32x33 tile, each lane folds its row's chunk in
+//   ascending order, and the outputs are written a row at a time, a lane a
+//   column (2.62 -> 1.66 ms, run 21; folding the forward so read x three
+//   times and ran slower, 0.98 -> 1.51).
+// Loads go 8 at a time into registers before their stores, so that a warp
+// has 8 in flight. Other rows (`inner` apart) keep one thread a row.
 #include "graph/ops/cuda_ops.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
@@ -15,7 +20,8 @@
 namespace easyscale::graph::cuda_ops {
 namespace {
 
-constexpr int kWarpRows = 32;  // one a lane
+constexpr int kWarpRows = 32;      // one a lane
+constexpr int kLoadsInFlight = 8;  // a lane's loads issued before their stores
 // At most 48 KiB of staged rows a warp (the launch's default shared memory).
 constexpr int64_t kMaxStagedFloats = 48 * 1024 / sizeof(float);
 
@@ -35,16 +41,27 @@ __device__ void MoveRows(Global* global, float* tile, int rows, int n, int ld) {
   const int count = rows * n;
   int e = static_cast<int>(threadIdx.x);
   int r = e / n, c = e % n;
-  for (; e < count; e += kWarpRows) {
-    if constexpr (kToTile) {
-      tile[r * ld + c] = global[e];
-    } else {
-      global[e] = tile[r * ld + c];
+  for (; e < count; e += kWarpRows * kLoadsInFlight) {
+    int at[kLoadsInFlight];  // the elements' places in the tile
+    float v[kLoadsInFlight];
+#pragma unroll
+    for (int i = 0; i < kLoadsInFlight; ++i) {
+      at[i] = r * ld + c;
+      if (e + i * kWarpRows < count) v[i] = kToTile ? global[e + i * kWarpRows] : tile[at[i]];
+      c += kWarpRows;
+      while (c >= n) {
+        c -= n;
+        ++r;
+      }
     }
-    c += kWarpRows;
-    while (c >= n) {
-      c -= n;
-      ++r;
+#pragma unroll
+    for (int i = 0; i < kLoadsInFlight; ++i) {
+      if (e + i * kWarpRows >= count) break;
+      if constexpr (kToTile) {
+        tile[at[i]] = v[i];
+      } else {
+        global[e + i * kWarpRows] = v[i];
+      }
     }
   }
 }
@@ -74,6 +91,63 @@ size_t StagedBytes(size_t n) {
   return static_cast<size_t>(kWarpRows * StagedLd(static_cast<int64_t>(n))) * sizeof(float);
 }
 
+// The gradient's kernel: blocks of kGradientWarps warps, each warp a group
+// of 32 rows at a time (see the file's comment).
+constexpr int kGradientWarps = 4;
+
+__global__ void __launch_bounds__(kWarpRows* kGradientWarps)
+    SoftmaxGradientRowsKernel(int64_t rows, int n, bool log, const float* y, const float* dy,
+                              float* dx) {
+  __shared__ float tiles[kGradientWarps][kWarpRows][kWarpRows + 1];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpRows;
+  float(*const tile)[kWarpRows + 1] = tiles[threadIdx.x / kWarpRows];
+  const int64_t groups = (rows + kWarpRows - 1) / kWarpRows;
+  for (int64_t group = static_cast<int64_t>(blockIdx.x) * kGradientWarps + threadIdx.x / kWarpRows;
+       group < groups; group += static_cast<int64_t>(gridDim.x) * kGradientWarps) {
+    const int64_t first = group * kWarpRows * n;
+    const int count =
+        static_cast<int>(min(static_cast<int64_t>(kWarpRows), rows - group * kWarpRows));
+    // Lane l's row sum t, 32 columns at a time.
+    float t = 0.0f;
+    for (int c0 = 0; c0 < n; c0 += kWarpRows) {
+      const int width = min(kWarpRows, n - c0);
+      for (int r0 = 0; r0 < count; r0 += kLoadsInFlight) {
+        float term[kLoadsInFlight];
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          const int64_t e = first + static_cast<int64_t>(r0 + i) * n + c0 + lane;
+          term[i] = r0 + i < count && lane < width ? SoftmaxGradTerm(y[e], dy[e], log) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) tile[r0 + i][lane] = term[i];
+      }
+      __syncwarp();
+      if (lane < count) {
+        for (int c = 0; c < width; ++c) t += tile[lane][c];
+      }
+      __syncwarp();  // the next chunk overwrites the tile
+    }
+    // The outputs, 8 rows at a time, each row's t from its lane.
+    for (int r0 = 0; r0 < count; r0 += kLoadsInFlight) {
+      float row_t[kLoadsInFlight];
+#pragma unroll
+      for (int i = 0; i < kLoadsInFlight; ++i) row_t[i] = __shfl_sync(0xffffffffu, t, r0 + i);
+      for (int c = lane; c < n; c += kWarpRows) {
+        float out[kLoadsInFlight];
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          const int64_t e = first + static_cast<int64_t>(r0 + i) * n + c;
+          out[i] = r0 + i < count ? SoftmaxGradOutput(y[e], dy[e], row_t[i], log) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < kLoadsInFlight; ++i) {
+          if (r0 + i < count) dx[first + static_cast<int64_t>(r0 + i) * n + c] = out[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
@@ -93,6 +167,14 @@ cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const
 cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
                             const float* dy, float* dx, cudaStream_t stream) {
   if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
+  if (inner == 1 && n <= 0x7fffffff) {
+    const size_t groups = (outer + kWarpRows - 1) / kWarpRows;
+    SoftmaxGradientRowsKernel<<<cuda::GridStrideBlocks((groups + kGradientWarps - 1) /
+                                                       kGradientWarps),
+                                kWarpRows * kGradientWarps, 0, stream>>>(
+        static_cast<int64_t>(outer), static_cast<int>(n), log, y, dy, dx);
+    return cudaGetLastError();
+  }
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
     const size_t base = r / inner * n * inner + r % inner;
     SoftmaxRowGradient(y + base, dy + base, dx + base, static_cast<int64_t>(n),
