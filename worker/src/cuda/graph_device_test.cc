@@ -311,6 +311,10 @@ TEST_F(GraphDeviceTest, BinaryElementwise) {
   // partial column tile), and a Mul whose term reads the other operand.
   ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
                  {RandomValue({600, 45}, 15), RandomValue({45}, 16)});
+  // Blocks of whole samples' rows (16 of 8 rows, formulas::ColumnSumBlockRows)
+  // in the wide chains' grid (32 outputs a block, a partial last one).
+  ExpectSameBits(MakeNode("Add", {"a", "b"}, {"y"}),
+                 {RandomValue({16, 8, 1100}, 19), RandomValue({1100}, 20)});
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 1, 40, 7}, 17), RandomValue({7}, 18)});
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),

@@ -30,7 +30,11 @@ inline constexpr int64_t kNarrowBelowOutputs = 8192;
 // load(t, c, terms) writes output c's kTerms terms at t; fold(c, acc, terms)
 // adds them into acc; store(c, acc) writes the result. kLanesAlongT: the
 // loads' consecutive threads take consecutive t (terms contiguous along t,
-// such as a row's elements) rather than consecutive c.
+// such as a row's elements) rather than consecutive c. With row blocks (grid
+// y > 1), block y's chains fold t = y * length ... (y + 1) * length - 1 and
+// store as y * outputs + c: the chain's place, not a division, gives its block
+// (a 64-bit division a term cost more than the loads: the encoder's bias
+// gradients).
 template <int kTerms, bool kLanesAlongT, int kOutputs, int kChunk, typename Load, typename Fold,
           typename Store>
 __global__ void __launch_bounds__(kChainThreads)
@@ -39,6 +43,7 @@ __global__ void __launch_bounds__(kChainThreads)
   __shared__ float tile[kChunk][kOutputs + 1][kTerms];
   const int tid = threadIdx.x;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kOutputs;
+  const int64_t first_t = static_cast<int64_t>(blockIdx.y) * length;
   float acc[kTerms];
   for (int i = 0; i < kTerms; ++i) acc[i] = 0.0f;
   for (int64_t t0 = 0; t0 < length; t0 += kChunk) {
@@ -46,7 +51,7 @@ __global__ void __launch_bounds__(kChainThreads)
     for (int e = tid; e < kChunk * kOutputs; e += kChainThreads) {
       const int t = kLanesAlongT ? e % kChunk : e / kOutputs;
       const int c = kLanesAlongT ? e / kChunk : e % kOutputs;
-      if (t < valid && c0 + c < outputs) load(t0 + t, c0 + c, tile[t][c]);
+      if (t < valid && c0 + c < outputs) load(first_t + t0 + t, c0 + c, tile[t][c]);
     }
     __syncthreads();
     if (tid < kOutputs && c0 + tid < outputs) {
@@ -55,31 +60,35 @@ __global__ void __launch_bounds__(kChainThreads)
     }
     __syncthreads();
   }
-  if (tid < kOutputs && c0 + tid < outputs) store(c0 + tid, acc);
+  if (tid < kOutputs && c0 + tid < outputs) {
+    store(static_cast<int64_t>(blockIdx.y) * outputs + c0 + tid, acc);
+  }
 }
 
 template <int kTerms, bool kLanesAlongT, int kOutputs, int kChunk, typename Load, typename Fold,
           typename Store>
-cudaError_t LaunchColumnChainsOf(int64_t outputs, int64_t length, cudaStream_t stream, Load load,
-                                 Fold fold, Store store) {
+cudaError_t LaunchColumnChainsOf(int64_t outputs, int64_t length, int64_t row_blocks,
+                                 cudaStream_t stream, Load load, Fold fold, Store store) {
   const int64_t blocks = (outputs + kOutputs - 1) / kOutputs;
-  if (blocks == 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if (blocks == 0 || row_blocks == 0) return cudaSuccess;
+  if (blocks > 0x7fffffff || row_blocks > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(row_blocks));
   ColumnChainsKernel<kTerms, kLanesAlongT, kOutputs, kChunk>
-      <<<static_cast<unsigned>(blocks), kChainThreads, 0, stream>>>(outputs, length, load, fold,
-                                                                    store);
+      <<<grid, kChainThreads, 0, stream>>>(outputs, length, load, fold, store);
   return cudaGetLastError();
 }
 
+// `outputs` chains of `length` terms, in each of `row_blocks` blocks of rows
+// (see ColumnChainsKernel).
 template <int kTerms, bool kLanesAlongT, typename Load, typename Fold, typename Store>
 cudaError_t LaunchColumnChains(int64_t outputs, int64_t length, cudaStream_t stream, Load load,
-                               Fold fold, Store store) {
-  if (outputs < kNarrowBelowOutputs) {
-    return LaunchColumnChainsOf<kTerms, kLanesAlongT, 8, 512>(outputs, length, stream, load, fold,
-                                                              store);
+                               Fold fold, Store store, int64_t row_blocks = 1) {
+  if (outputs * row_blocks < kNarrowBelowOutputs) {
+    return LaunchColumnChainsOf<kTerms, kLanesAlongT, 8, 512>(outputs, length, row_blocks, stream,
+                                                              load, fold, store);
   }
-  return LaunchColumnChainsOf<kTerms, kLanesAlongT, 32, 128>(outputs, length, stream, load, fold,
-                                                             store);
+  return LaunchColumnChainsOf<kTerms, kLanesAlongT, 32, 128>(outputs, length, row_blocks, stream,
+                                                             load, fold, store);
 }
 
 // LaunchColumnChains<kTerms, false>'s chains cut into blocks of block_length
@@ -96,16 +105,11 @@ cudaError_t LaunchColumnChainsInBlocks(int64_t outputs, int64_t length, int64_t 
   const int64_t blocks = length / block_length, per_term = blocks * outputs;
   return cuda::WithStreamScratch(kTerms * per_term, stream, [&](float* parts) {
     const cudaError_t err = LaunchColumnChains<kTerms, false>(
-        per_term, block_length, stream,
-        [=] __device__(int64_t t, int64_t e, float* terms) {
-          load(e / outputs * block_length + t, e % outputs, terms);
-        },
-        [=] __device__(int64_t e, float* acc, const float* terms) {
-          fold(e % outputs, acc, terms);
-        },
+        outputs, block_length, stream, load, fold,
         [=] __device__(int64_t e, const float* acc) {
           for (int i = 0; i < kTerms; ++i) parts[i * per_term + e] = acc[i];
-        });
+        },
+        blocks);
     if (err != cudaSuccess) return err;
     return cuda::LaunchForEach(static_cast<size_t>(outputs), stream, [=] __device__(size_t c) {
       float sums[kTerms];
