@@ -11,7 +11,9 @@
 #   bench/cuda/compare_builds.sh DIR...   (ROUNDS=2; MODELS as models_run.sh)
 #   PROFILE=1 also splits each model's step by op for every build (step_bench
 #   --profile-ops: each op type's ms a step, forward and backward; the
-#   PROFILE_TOP (12) largest), after the timed rounds
+#   PROFILE_TOP (12) largest), after the timed rounds; PROFILE=nodes splits it
+#   by node instead (--profile-nodes), a layer's number in a node name read as
+#   N so that a model's repeated layers add up (/blocks/blocks.N/fc1/MatMul)
 #   SMALL=1 bench/cuda/compare_builds.sh DIR...   tiny models on the CPU, no
 #                                         bit checks: checks the script
 # PYTHON (default python3) runs export.py.
@@ -73,18 +75,27 @@ while IFS='|' read -r name knobs batch; do
       echo "step $name build $i round $round median_ms $ms" | tee -a "$out"
     done
   done
-  [ "${PROFILE:-0}" = 1 ] || continue
+  case "${PROFILE:-0}" in
+    1) profile=--profile-ops ;;
+    nodes) profile=--profile-nodes ;;
+    *) continue ;;
+  esac
   for i in "${timed[@]}"; do
     in_build "$i" step_bench --backend "$backend" --model-file "$onnx" --batch "$batch" \
-      --vocab "$(vocab_of "$knobs")" --steps 3 --warmup 1 --profile-ops 2>"$tmp/step.err" |
+      --vocab "$(vocab_of "$knobs")" --steps 3 --warmup 1 "$profile" 2>"$tmp/step.err" |
       "$py" -c '
-import json, sys
+import json, re, sys
 name, build, top = sys.argv[1:]
 for line in sys.stdin:
     d = json.loads(line)
     if d.get("bench") == "op_times":
-        ops = ", ".join("%s %.2f" % (o["op"], o["ms_per_step"]) for o in d["ops"][:int(top)])
-        print(f"ops {name} build {build}: {ops}")' "$name" "$i" "${PROFILE_TOP:-12}" || tail -1 "$tmp/step.err"
+        ms = {}
+        for o in d["ops"]:
+            key = re.sub(r"(?<=[./])[0-9]+(?=/)", "N", o["op"])
+            ms[key] = ms.get(key, 0.0) + o["ms_per_step"]
+        largest = sorted(ms.items(), key=lambda kv: -kv[1])[:int(top)]
+        print(f"ops {name} build {build}: " + ", ".join("%s %.2f" % kv for kv in largest))' \
+      "$name" "$i" "${PROFILE_TOP:-12}" || tail -1 "$tmp/step.err"
   done
 done <<<"$specs"
 

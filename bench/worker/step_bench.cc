@@ -12,10 +12,11 @@
 //   step_bench [--backend cpu|cuda] [--model cnn|mlp] [--model-file M.onnx]
 //              [--dataset synthetic|tokens] [--seq-len 0] [--vocab 128]
 //              [--ests 1] [--batch 64] [--lanes 0] [--steps 200] [--warmup 20]
-//              [--data FILE] [--profile-ops]
+//              [--data FILE] [--profile-ops] [--profile-nodes]
 // --profile-ops runs each pass op by op (no CUDA graph replay; a device waits
 // after each pass) and adds a JSON line of each op type's milliseconds per
-// timed step, forward and backward, largest first. device_peak_mib is the
+// timed step, forward and backward, largest first; --profile-nodes the same
+// by node name (which of the model's MatMuls, say). device_peak_mib is the
 // most device memory the backend held (KernelBackend::PeakDeviceBytes; 0 on
 // the CPU); values_peak_mib the most of a pass's values and gradients in use
 // at once (Model::PeakBytesInUse, on any backend: what packing them without
@@ -96,8 +97,9 @@ int Run(int argc, char** argv) {
   f.Int("steps", &steps, "timed steps", 1, 100000);
   f.Int("warmup", &warmup, "untimed steps first", 0, 100000);
   f.String("data", &data_path, "digits file (default: a synthetic set of 28x28 images)");
-  bool profile_ops = false;
+  bool profile_ops = false, profile_nodes = false;
   f.Bool("profile-ops", &profile_ops, "also time each op type (runs passes op by op)");
+  f.Bool("profile-nodes", &profile_nodes, "as --profile-ops, each node by its name");
   auto rest = f.Parse(argc, argv);
   if (!rest.ok() || f.help_requested()) {
     std::fprintf(stderr, "%s\n", rest.ok() ? f.Help().c_str() : rest.status().ToString().c_str());
@@ -139,7 +141,8 @@ int Run(int argc, char** argv) {
   for (int e = 0; e < ests; ++e) config.ests.push_back(e);
   config.backend = backend;
   config.lanes = lanes;
-  config.profile_ops = profile_ops;
+  config.profile_ops = profile_ops || profile_nodes;
+  config.profile_by_node = profile_nodes;
   auto comm = MakeSingleProcessCollective();
   auto worker = EstWorker::Create(config, data, *comm);
   if (!worker.ok()) {
@@ -192,7 +195,7 @@ int Run(int argc, char** argv) {
                                      {"values_peak_mib", (*worker)->PeakBytesInUse() / 1048576.0}}
                           .dump()
                           .c_str());
-  if (profile_ops) {
+  if (config.profile_ops) {
     std::vector<std::pair<double, std::string>> by_time;
     for (const auto& [op, total] : (*worker)->op_times()) by_time.emplace_back(total / steps, op);
     std::sort(by_time.rbegin(), by_time.rend());

@@ -415,6 +415,7 @@ void EstWorker::ComputeHostedEsts() {
                    &k,
                    on_device ? k.At(pass_counters_) + hosted : nullptr,
                    config_.profile_ops ? &op_times_ : nullptr};
+    lc.op_times_by_node = config_.profile_by_node;
     // The EST's pass from its batch to its fixed-point sums, the same work on
     // the same memory every step: a device replays it once recorded.
     const auto pass = [&] {

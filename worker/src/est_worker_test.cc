@@ -188,6 +188,18 @@ TEST_F(EstWorkerTest, ProfiledStepsTimeEachOpAndChangeNothing) {
     ASSERT_EQ(times.count(op), 1u) << op;
     EXPECT_GT(times.at(op), 0.0) << op;
   }
+  // By node: each node's name (the built-in models' "/<index>/<op>") instead.
+  profiled.profile_by_node = true;
+  auto by_node = EstWorker::Create(profiled, data_, *comm);
+  ASSERT_TRUE(by_node.ok());
+  (*by_node)->Initialize();
+  ASSERT_TRUE((*by_node)->Step(false).ok());
+  const OpTimes& node_times = (*by_node)->op_times();
+  EXPECT_EQ(node_times.count("Conv forward"), 0u);
+  for (const char* node : {"/0/Conv forward", "/0/Conv backward"}) {
+    ASSERT_EQ(node_times.count(node), 1u) << node;
+    EXPECT_GT(node_times.at(node), 0.0) << node;
+  }
 }
 
 TEST_F(EstWorkerTest, RestoreRejectsAnotherJobsOrAPartialSnapshot) {

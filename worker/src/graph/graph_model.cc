@@ -195,6 +195,7 @@ class GraphModel : public Model {
         ctx.kernels != nullptr && ctx.kernels->OnDevice() ? ctx.kernels : nullptr;
     RunContext rc{ctx.training, ctx.dropout_key, ctx.dropout_counter, device};
     rc.op_times = ctx.op_times;
+    rc.op_times_by_node = ctx.op_times_by_node;
     if (device != nullptr && ctx.dropout_counter_slot != nullptr) {
       rc.dropout_counter_slot = ctx.dropout_counter_slot;
       rc.dropout_counter_start = *ctx.dropout_counter;  // called as the pass starts

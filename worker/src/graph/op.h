@@ -79,6 +79,7 @@ struct RunContext {
   uint64_t dropout_counter_start = 0;
   DeviceWorkspace* workspace = nullptr;  // on a device: the program's transient scratch
   OpTimes* op_times = nullptr;           // when set, the program adds each op's time
+  bool op_times_by_node = false;         // keyed "<node name> <direction>" instead
 };
 
 // A value's elements in ctx.device's memory (float or int64 by its dtype),

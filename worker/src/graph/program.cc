@@ -19,9 +19,10 @@
 namespace easyscale::graph {
 namespace {
 
-// A profiled pass's op times (RunContext::op_times), "<op> <direction>": the
-// host clock on the CPU; on a device, an event pair on the pass's stream per
-// op, read when the pass ends (so a profiled pass waits for its work).
+// A profiled pass's op times (RunContext::op_times), "<op> <direction>" (or
+// "<node name> <direction>" with op_times_by_node): the host clock on the CPU; on a device, an
+// event pair on the pass's stream per op, read when the pass ends (so a profiled pass waits for its
+// work).
 class OpTimer {
  public:
   OpTimer(RunContext& ctx, const char* direction) : ctx_(ctx), direction_(direction) {}
@@ -41,10 +42,11 @@ class OpTimer {
 #endif
   }
 
-  // Runs `op_call` (the op of type `op`), timed when the pass is profiled.
+  // Runs `op_call` (node's op), timed when the pass is profiled.
   template <typename Call>
-  void Run(const std::string& op, Call&& op_call) {
+  void Run(const Node& node, Call&& op_call) {
     if (ctx_.op_times == nullptr) return op_call();
+    const std::string& op = ctx_.op_times_by_node ? node.name : node.op;
 #ifdef EASYSCALE_WITH_CUDA
     if (ctx_.device != nullptr) {
       const auto stream = static_cast<cudaStream_t>(ctx_.device->Stream());
@@ -503,7 +505,7 @@ void Program::Forward(RunContext& ctx) {
       if (id != kNone && planned_[id]) Acquire(ctx, values_[id], {Site::kValue, id, 0});
       out.push_back(id == kNone ? nullptr : &values_[id]);
     }
-    if (planning_ == nullptr) timer.Run(graph_.nodes[n].op, [&] { s.op->Forward(ctx, in, out); });
+    if (planning_ == nullptr) timer.Run(graph_.nodes[n], [&] { s.op->Forward(ctx, in, out); });
     for (size_t id : release_after_forward_[n]) Release(values_[id]);
   }
   if (!ctx.training || planning_ != nullptr) return;
@@ -637,7 +639,7 @@ void Program::Backward(RunContext& ctx, size_t output, Value doutput) {
       }
       for (size_t id : s.out) out.push_back(id == kNone ? nullptr : &values_[id]);
       if (planning_ == nullptr) {
-        timer.Run(graph_.nodes[n].op, [&] { s.op->Backward(ctx, in, out, dout, din); });
+        timer.Run(graph_.nodes[n], [&] { s.op->Backward(ctx, in, out, dout, din); });
       }
       for (size_t i = 0; i < s.in.size(); ++i) {
         if (din[i] != nullptr) contributions_[s.in[i]].push_back({n, i, std::move(owned[i])});

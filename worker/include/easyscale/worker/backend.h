@@ -170,7 +170,8 @@ struct PassContext {
   // On a device: *dropout_counter at the pass's start, in device memory, where
   // a replayed pass's Dropout kernels read it (null: they take the host value).
   const uint64_t* dropout_counter_slot = nullptr;
-  OpTimes* op_times = nullptr;  // when set, each op's time is added there
+  OpTimes* op_times = nullptr;    // when set, each op's time is added there
+  bool op_times_by_node = false;  // op_times keyed by node name instead of op type
 };
 
 }  // namespace easyscale

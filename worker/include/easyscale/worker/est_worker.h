@@ -56,6 +56,7 @@ struct WorkerConfig {
   // Benchmarks: every pass runs its ops one by one (no replay) and adds their
   // times to op_times() (a device waits for each pass).
   bool profile_ops = false;
+  bool profile_by_node = false;  // with profile_ops: each node's time, not each op type's
   WorkerHooks hooks;
 };
 
