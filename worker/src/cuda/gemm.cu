@@ -11,6 +11,7 @@
 #include "cp_async.cuh"
 #include "cuda_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "launch.cuh"
 #include "stream_scratch.h"
 #include "tiled_gemm.cuh"
 
@@ -410,8 +411,6 @@ __global__ void __launch_bounds__(32 * kWarps) GemmChainKernel(const GemmArgs ar
 bool ValidShape(int M, int N, int K, int lda, int ldb, int ldc) {
   return M >= 0 && N >= 0 && K >= 0 && lda >= K && ldb >= N && ldc >= N;
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Validates the shape and runs launch(args, z) for it, z the grid's depth: 1
 // when K fits one k block; else one z-slice per k block into partial sums

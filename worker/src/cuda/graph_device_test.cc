@@ -260,8 +260,10 @@ TEST_F(GraphDeviceTest, Gemm) {
 }
 
 TEST_F(GraphDeviceTest, ElementWiseAndLayout) {
+  // One element a thread (105) and four through float4s (120).
   for (const char* op : {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid"}) {
     ExpectSameBits(MakeNode(op, {"x"}, {"y"}), {RandomValue({3, 5, 7}, 1)});
+    ExpectSameBits(MakeNode(op, {"x"}, {"y"}), {RandomValue({2, 6, 10}, 4)});
   }
   Value positive = RandomValue({4, 9}, 2);
   for (float& f : positive.floats) f = f + 1.25f;

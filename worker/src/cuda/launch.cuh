@@ -8,10 +8,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace easyscale::cuda {
 
 inline constexpr int kBlockThreads = 256;
+
+// Whether p may be read or written as float4s (16-byte vectors).
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The blocks of a grid-stride launch that wants `wanted`: at most 65535 * 16
 // (the loops take the rest).

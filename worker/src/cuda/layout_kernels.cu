@@ -63,9 +63,8 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
   // uchar4 where they are aligned (each thread's four scalar loads left a
   // warp's accesses 16 bytes apart: the encoder's dropouts took 1.2 ms a step
   // on an H100, about three times their bytes' time).
-  const bool vectors = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(kept) % 4 == 0;
+  const bool vectors =
+      n % 4 == 0 && Aligned16(x) && Aligned16(y) && reinterpret_cast<uintptr_t>(kept) % 4 == 0;
   return LaunchForEach((n + 3) / 4, stream, [=] __device__(size_t g) {
     const uint64_t base = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
     uint32_t bits[4];

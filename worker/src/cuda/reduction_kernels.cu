@@ -141,8 +141,7 @@ cudaError_t SampleSums(int B, int C, int P, const float* a, const float* b, Setu
   if (groups > 65535) return cudaErrorInvalidValue;
   if (groups == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(groups));
-  const bool vector = P % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
-                      (NIn == 1 || reinterpret_cast<uintptr_t>(b) % 16 == 0);
+  const bool vector = P % 4 == 0 && Aligned16(a) && (NIn == 1 || Aligned16(b));
   if (vector) {
     SampleSumsKernel<NIn, NSum, true>
         <<<grid, kWarpRows, 0, stream>>>(B, C, P, a, b, setup, fold, partial);

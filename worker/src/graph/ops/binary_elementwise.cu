@@ -62,10 +62,18 @@ __device__ inline void Indices(const BroadcastDims& bc, const OperandPeriods& pp
 
 // Whether four consecutive outputs from a multiple of 4 read four consecutive
 // elements of an operand repeating every `period` (the whole output, or rows
-// of a multiple of 4: a bias of 768), 16-byte aligned.
+// of a multiple of 4: a bias of 768), 16-byte aligned, or one element (a
+// scalar: the attention's scale).
 bool ReadsInFours(int64_t period, int64_t outputs, const float* p) {
-  return period > 0 && (period >= outputs || period % 4 == 0) &&
-         reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return period == 1 ||
+         (period > 0 && (period >= outputs || period % 4 == 0) && cuda::Aligned16(p));
+}
+
+// Operand k's four elements for outputs o ... o + 3 (o a multiple of 4), where
+// ReadsInFours holds.
+__device__ inline float4 OperandFour(const float* p, const OperandPeriods& pp, int k, int64_t o) {
+  if (pp.period[k] == 1) return make_float4(p[0], p[0], p[0], p[0]);
+  return reinterpret_cast<const float4*>(p)[PeriodIndex(pp, k, o) / 4];
 }
 
 }  // namespace
@@ -75,13 +83,13 @@ cudaError_t BinaryForward(const BroadcastDims& bc, size_t n, const float* a, con
                           float* y, cudaStream_t stream) {
   const OperandPeriods pp = PeriodsOf(bc);
   if (n % 4 == 0 && ReadsInFours(pp.period[0], pp.outputs, a) &&
-      ReadsInFours(pp.period[1], pp.outputs, b) && reinterpret_cast<uintptr_t>(y) % 16 == 0) {
+      ReadsInFours(pp.period[1], pp.outputs, b) && cuda::Aligned16(y)) {
     // Four outputs a thread through float4s: the same formula on each element,
-    // with a warp's accesses contiguous (the encoder's bias and residual Adds).
+    // with a warp's accesses contiguous (the encoder's bias and residual Adds,
+    // its scale of the attention scores).
     return cuda::LaunchForEach(n / 4, stream, [=] __device__(size_t q) {
       const int64_t o = 4 * static_cast<int64_t>(q);
-      const float4 x = reinterpret_cast<const float4*>(a)[PeriodIndex(pp, 0, o) / 4];
-      const float4 z = reinterpret_cast<const float4*>(b)[PeriodIndex(pp, 1, o) / 4];
+      const float4 x = OperandFour(a, pp, 0, o), z = OperandFour(b, pp, 1, o);
       reinterpret_cast<float4*>(y)[q] = make_float4(F::Apply(x.x, z.x), F::Apply(x.y, z.y),
                                                     F::Apply(x.z, z.z), F::Apply(x.w, z.w));
     });

@@ -381,7 +381,7 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
         wt[e] = w[static_cast<size_t>(m) * kc + c * taps + t];
       });
   if (err != cudaSuccess) return err;
-  const bool wt_vectors = M % 4 == 0 && reinterpret_cast<uintptr_t>(wt) % 16 == 0;
+  const bool wt_vectors = M % 4 == 0 && cuda::Aligned16(wt);
   // One product per stride phase (the phases' elements are disjoint).
   for (int py = 0; py < std::min(g.SH, g.H); ++py) {
     for (int px = 0; px < std::min(g.SW, g.W); ++px) {
