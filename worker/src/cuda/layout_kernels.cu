@@ -92,6 +92,19 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
 cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx,
                             cudaStream_t stream) {
   const float scale = 1.0f / (1.0f - p);
+  // Four elements a thread as one float4 and one uchar4 where aligned, as the
+  // forward (the encoder's dropout gradients: 0.67 ms a step on an H100, run
+  // 21, about twice their bytes' time).
+  if (n % 4 == 0 && Aligned16(dy) && Aligned16(dx) && reinterpret_cast<uintptr_t>(kept) % 4 == 0) {
+    return LaunchForEach(n / 4, stream, [=] __device__(size_t g) {
+      const float4 d = reinterpret_cast<const float4*>(dy)[g];
+      const uchar4 k = reinterpret_cast<const uchar4*>(kept)[g];
+      reinterpret_cast<float4*>(dx)[g] = make_float4(d.x * formulas::DropoutScale(k.x != 0, scale),
+                                                     d.y * formulas::DropoutScale(k.y != 0, scale),
+                                                     d.z * formulas::DropoutScale(k.z != 0, scale),
+                                                     d.w * formulas::DropoutScale(k.w != 0, scale));
+    });
+  }
   return LaunchForEach(n, stream, [=] __device__(size_t i) {
     dx[i] = dy[i] * formulas::DropoutScale(kept[i] != 0, scale);
   });
