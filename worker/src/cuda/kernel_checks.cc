@@ -252,6 +252,17 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
       Compare(&d, "dx", gx, dgx);
       return d;
     });
+    // The runtime's sum of a value's gradients, in place as the program runs it.
+    Run(&out, "Add" + shape, [&] {
+      const auto a = Random(n, seed++), b = Random(n, seed++);
+      std::vector<float> sum(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = a[i] + b[i];
+      DeviceBuffer<float> da(a), db(b);
+      ThrowIfError(Add(n, da.get(), db.get(), da.get()), "launch");
+      std::string d;
+      Compare(&d, "sum", sum, da);
+      return d;
+    });
   }
   for (auto [rows, cols] : {std::pair{200, 16 * 64}, std::pair{37, 53}, std::pair{128, 64}}) {
     const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);

@@ -111,6 +111,15 @@ cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float*
 }
 
 cudaError_t Add(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {
+  // Four sums a thread through float4s where aligned (a value read by several
+  // nodes: the encoder's layer inputs feed three projections and a residual).
+  if (n % 4 == 0 && Aligned16(a) && Aligned16(b) && Aligned16(out)) {
+    return LaunchForEach(n / 4, stream, [=] __device__(size_t q) {
+      const float4 x = reinterpret_cast<const float4*>(a)[q];
+      const float4 y = reinterpret_cast<const float4*>(b)[q];
+      reinterpret_cast<float4*>(out)[q] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    });
+  }
   return LaunchForEach(n, stream, [=] __device__(size_t i) { out[i] = a[i] + b[i]; });
 }
 
