@@ -65,6 +65,14 @@ cudaError_t GemmFillTiles(int M, int N, int K, const float* A, int lda, const fl
 cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
                         const float* B, int ldb, size_t stride_b, float* C, int ldc,
                         size_t stride_c, bool accumulate, cudaStream_t stream = nullptr);
+// GemmBatched with A or B read as stored transposed, so that a product of a
+// transpose needs no transposed copy: a_transposed: entry b's A[i, k] is
+// A[b * stride_a + k * lda + i] (lda >= M); b_transposed: its B[k, j] is
+// B[b * stride_b + j * ldb + k] (ldb >= K). The same order per output.
+cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A, int lda,
+                                  size_t stride_a, bool a_transposed, const float* B, int ldb,
+                                  size_t stride_b, bool b_transposed, float* C, int ldc,
+                                  size_t stride_c, bool accumulate, cudaStream_t stream = nullptr);
 // C[i, j] (ldc apart) = parts[0][i][j] + parts[1][i][j] + ..., added in part
 // order: `blocks` dense M x N partial products laid end to end (a product's k
 // blocks, or the row groups of MatMul's weight gradient).

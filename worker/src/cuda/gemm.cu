@@ -59,6 +59,30 @@ __device__ __forceinline__ GemmArgs KBlockOf(GemmArgs g) {
   return g;
 }
 
+// The tiled kernel's operand moves. A matrix's four consecutive elements
+// (i, j..j+3) at p[i * ld + j] as a float4 (one 16-byte load when `full`:
+// aligned and all inside), zeros past `rows` or `cols`.
+__device__ __forceinline__ float4 AlongFirst(const float* p, int ld, int i, int rows, int j,
+                                             int cols, bool full) {
+  const float* src = p + static_cast<size_t>(i) * ld + j;
+  if (full) return *reinterpret_cast<const float4*>(src);
+  const bool row_ok = i < rows;
+  return make_float4(row_ok && j < cols ? src[0] : 0.0f, row_ok && j + 1 < cols ? src[1] : 0.0f,
+                     row_ok && j + 2 < cols ? src[2] : 0.0f,
+                     row_ok && j + 3 < cols ? src[3] : 0.0f);
+}
+// Into a k-major slice (row k at slice + k * ld): four consecutive elements
+// of slice row k as one float4, or one element of four consecutive rows k..k+3.
+__device__ __forceinline__ void StoreAlongSlice(float* slice, int ld, int k, int i, float4 v) {
+  *reinterpret_cast<float4*>(&slice[k * ld + i]) = v;
+}
+__device__ __forceinline__ void StoreAcrossSlice(float* slice, int ld, int i, int k, float4 v) {
+  slice[(k + 0) * ld + i] = v.x;
+  slice[(k + 1) * ld + i] = v.y;
+  slice[(k + 2) * ld + i] = v.z;
+  slice[(k + 3) * ld + i] = v.w;
+}
+
 // The tiled kernel: a 128x128 block tile, 256 threads with an 8x8 register tile
 // each (as 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads
 // are 16-byte vectors without bank conflicts), and a BK-deep k slice
@@ -75,7 +99,12 @@ constexpr int TiledSharedBytes() {
   return 2 * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
 }
 
-template <int BK, int kMinBlocks, bool kWarpTiled>
+// kATransposed: A's element (r, k) is at A[k * lda + r] (a stored A^T, read
+// along r into the k-major slice as float4s); kBTransposed: B's (k, n) at
+// B[n * ldb + k] (read along k, stored k-major): MatMul's gradients read their
+// operands so instead of copying them transposed first.
+template <int BK, int kMinBlocks, bool kWarpTiled, bool kATransposed = false,
+          bool kBTransposed = false>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(const GemmArgs args, bool vector_ok) {
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0,
@@ -108,28 +137,21 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int r = m0 + idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4;
-      const float* src = A + static_cast<size_t>(r) * lda + k;
-      if (full) {
-        ra[v] = *reinterpret_cast<const float4*>(src);
-      } else {
-        const bool row_ok = r < M;
+      if constexpr (kATransposed) {
         ra[v] =
-            make_float4(row_ok && k < K ? src[0] : 0.0f, row_ok && k + 1 < K ? src[1] : 0.0f,
-                        row_ok && k + 2 < K ? src[2] : 0.0f, row_ok && k + 3 < K ? src[3] : 0.0f);
+            AlongFirst(A, lda, k0 + idx / (kTileM / 4), K, m0 + (idx % (kTileM / 4)) * 4, M, full);
+      } else {
+        ra[v] = AlongFirst(A, lda, m0 + idx / (BK / 4), M, k0 + (idx % (BK / 4)) * 4, K, full);
       }
     }
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = k0 + idx / (kTileN / 4), n = n0 + (idx % (kTileN / 4)) * 4;
-      const float* src = B + static_cast<size_t>(k) * ldb + n;
-      if (full) {
-        rb[v] = *reinterpret_cast<const float4*>(src);
+      if constexpr (kBTransposed) {
+        rb[v] = AlongFirst(B, ldb, n0 + idx / (BK / 4), N, k0 + (idx % (BK / 4)) * 4, K, full);
       } else {
-        const bool k_ok = k < K;
-        rb[v] = make_float4(k_ok && n < N ? src[0] : 0.0f, k_ok && n + 1 < N ? src[1] : 0.0f,
-                            k_ok && n + 2 < N ? src[2] : 0.0f, k_ok && n + 3 < N ? src[3] : 0.0f);
+        rb[v] =
+            AlongFirst(B, ldb, k0 + idx / (kTileN / 4), K, n0 + (idx % (kTileN / 4)) * 4, N, full);
       }
     }
   };
@@ -139,17 +161,20 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int r = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
-      as[(k + 0) * kLdA + r] = ra[v].x;
-      as[(k + 1) * kLdA + r] = ra[v].y;
-      as[(k + 2) * kLdA + r] = ra[v].z;
-      as[(k + 3) * kLdA + r] = ra[v].w;
+      if constexpr (kATransposed) {
+        StoreAlongSlice(as, kLdA, idx / (kTileM / 4), (idx % (kTileM / 4)) * 4, ra[v]);
+      } else {
+        StoreAcrossSlice(as, kLdA, idx / (BK / 4), (idx % (BK / 4)) * 4, ra[v]);
+      }
     }
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
-      const int k = idx / (kTileN / 4), n = (idx % (kTileN / 4)) * 4;
-      *reinterpret_cast<float4*>(&bs[k * kTileN + n]) = rb[v];
+      if constexpr (kBTransposed) {
+        StoreAcrossSlice(bs, kTileN, idx / (BK / 4), (idx % (BK / 4)) * 4, rb[v]);
+      } else {
+        StoreAlongSlice(bs, kTileN, idx / (kTileN / 4), (idx % (kTileN / 4)) * 4, rb[v]);
+      }
     }
   };
 
@@ -228,7 +253,8 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 // One thread per output column and kRowsPer rows: for shapes too thin for a
 // 128x128 tile (the model's conv layers have 8 or 16 output channels). A[i,k]
 // is a broadcast, B[k,j] a coalesced row read, used for kRowsPer chains.
-template <int kRowsPer>
+// kATransposed / kBTransposed as GemmTiledKernel's.
+template <int kRowsPer, bool kATransposed = false, bool kBTransposed = false>
 __global__ void GemmPerOutputKernel(const GemmArgs args) {
   const GemmArgs g = KBlockOf(args);
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -240,15 +266,16 @@ __global__ void GemmPerOutputKernel(const GemmArgs args) {
 #pragma unroll
     for (int r = 0; r < kRowsPer; ++r) {
       const int i = min(i0 + r, g.M - 1);
-      a[r] = g.A + static_cast<size_t>(i) * g.lda;
+      a[r] = kATransposed ? g.A + i : g.A + static_cast<size_t>(i) * g.lda;
       acc[r] = g.init != nullptr ? g.init[static_cast<size_t>(i) * g.ldi + j] : 0.0f;
     }
-    const float* __restrict__ b = g.B + j;
+    const float* __restrict__ b = kBTransposed ? g.B + static_cast<size_t>(j) * g.ldb : g.B + j;
+    const size_t a_step = kATransposed ? g.lda : 1, b_step = kBTransposed ? 1 : g.ldb;
 #pragma unroll 8
     for (int k = 0; k < g.K; ++k) {
-      const float bk = b[static_cast<size_t>(k) * g.ldb];
+      const float bk = b[static_cast<size_t>(k) * b_step];
 #pragma unroll
-      for (int r = 0; r < kRowsPer; ++r) acc[r] = __fmaf_rn(a[r][k], bk, acc[r]);
+      for (int r = 0; r < kRowsPer; ++r) acc[r] = __fmaf_rn(a[r][k * a_step], bk, acc[r]);
     }
 #pragma unroll
     for (int r = 0; r < kRowsPer; ++r) {
@@ -649,11 +676,41 @@ cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const 
   return LaunchGemmPerOutput<kStripRows>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
 }
 
+namespace {
+template <bool kATransposed, bool kBTransposed>
+cudaError_t LaunchGemmBatched(int batch, const GemmArgs& g, bool vector_ok, cudaStream_t stream) {
+  // The tiled kernel where Gemm would take it for the whole batch's tiles, else
+  // one thread per output: both in GemmOutput's order.
+  if (g.M >= kTileM / 2 && g.N >= kTileN / 2 && ManyTiles(g.M, g.N, batch)) {
+    const dim3 grid((g.N + kTileN - 1) / kTileN, (g.M + kTileM - 1) / kTileM, batch);
+    if (grid.y > 65535) return cudaErrorInvalidValue;
+    GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kATransposed, kBTransposed>
+        <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK>(), stream>>>(g, vector_ok);
+    return cudaGetLastError();
+  }
+  constexpr int kThreads = 128;
+  const dim3 grid((g.N + kThreads - 1) / kThreads, std::min(g.M, 65535), batch);
+  GemmPerOutputKernel<1, kATransposed, kBTransposed><<<grid, kThreads, 0, stream>>>(g);
+  return cudaGetLastError();
+}
+}  // namespace
+
 cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda, size_t stride_a,
                         const float* B, int ldb, size_t stride_b, float* C, int ldc,
                         size_t stride_c, bool accumulate, cudaStream_t stream) {
-  if (!ValidShape(M, N, K, lda, ldb, ldc) || batch < 0 || batch > 65535 || K > kGemmKBlock ||
-      (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
+  return GemmBatchedTransposed(batch, M, N, K, A, lda, stride_a, false, B, ldb, stride_b, false, C,
+                               ldc, stride_c, accumulate, stream);
+}
+
+cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A, int lda,
+                                  size_t stride_a, bool a_transposed, const float* B, int ldb,
+                                  size_t stride_b, bool b_transposed, float* C, int ldc,
+                                  size_t stride_c, bool accumulate, cudaStream_t stream) {
+  // A stored transposed is K rows of lda >= M, B stored transposed N rows of
+  // ldb >= K.
+  if (!ValidShape(M, N, K, a_transposed ? K : lda, b_transposed ? N : ldb, ldc) ||
+      (a_transposed && lda < M) || (b_transposed && ldb < K) || batch < 0 || batch > 65535 ||
+      K > kGemmKBlock || (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
     return cudaErrorInvalidValue;
   }
   if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
@@ -661,21 +718,14 @@ cudaError_t GemmBatched(int batch, int M, int N, int K, const float* A, int lda,
   g.batch_a = stride_a;
   g.batch_b = stride_b;
   g.batch_o = stride_c;
-  // The tiled kernel where Gemm would take it for the whole batch's tiles, else
-  // one thread per output: both in GemmOutput's order.
-  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, batch)) {
-    const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
-                           Aligned16(A) && Aligned16(B);
-    const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, batch);
-    if (grid.y > 65535) return cudaErrorInvalidValue;
-    GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>
-        <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK>(), stream>>>(g, vector_ok);
-    return cudaGetLastError();
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
+                         Aligned16(A) && Aligned16(B);
+  if (a_transposed) {
+    return b_transposed ? LaunchGemmBatched<true, true>(batch, g, vector_ok, stream)
+                        : LaunchGemmBatched<true, false>(batch, g, vector_ok, stream);
   }
-  constexpr int kThreads = 128;
-  const dim3 grid((N + kThreads - 1) / kThreads, std::min(M, 65535), batch);
-  GemmPerOutputKernel<1><<<grid, kThreads, 0, stream>>>(g);
-  return cudaGetLastError();
+  return b_transposed ? LaunchGemmBatched<false, true>(batch, g, vector_ok, stream)
+                      : LaunchGemmBatched<false, false>(batch, g, vector_ok, stream);
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,

@@ -185,37 +185,65 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
     GemmShape s;
     int gap = 0;
   };
+  // One batched product against the CPU's, entry by entry; with a_t or b_t
+  // through GemmBatchedTransposed, that operand stored transposed (A K x M, B
+  // N x K) and the CPU given its transposed copy.
+  const auto check_batched = [&](const Batched& b, bool a_t, bool b_t, int streams) {
+    const GemmShape& s = b.s;
+    const size_t sa = static_cast<size_t>(s.M) * s.K + b.gap;
+    const size_t sb = static_cast<size_t>(s.K) * s.N + b.gap;
+    const size_t sc = static_cast<size_t>(s.M) * s.N + b.gap;
+    const auto A = Random(b.batch * sa, seed++);
+    const auto B = Random(b.batch * sb, seed++);
+    auto C = Random(b.batch * sc, seed++);
+    DeviceBuffer<float> dA(A), dB(B), dC(C);
+    std::vector<float> at(static_cast<size_t>(s.M) * s.K), bt(static_cast<size_t>(s.K) * s.N);
+    for (int e = 0; e < b.batch; ++e) {
+      const float* ea = A.data() + e * sa;
+      const float* eb = B.data() + e * sb;
+      if (a_t) cpu::Transpose(s.K, s.M, ea, at.data());
+      if (b_t) cpu::Transpose(s.N, s.K, eb, bt.data());
+      cpu::Gemm(s.M, s.N, s.K, a_t ? at.data() : ea, s.K, b_t ? bt.data() : eb, s.N,
+                C.data() + e * sc, s.N, s.accumulate);
+    }
+    SetSideBySideStreams(streams);
+    const cudaError_t err =
+        a_t || b_t ? GemmBatchedTransposed(b.batch, s.M, s.N, s.K, dA.get(), a_t ? s.M : s.K, sa,
+                                           a_t, dB.get(), b_t ? s.K : s.N, sb, b_t, dC.get(), s.N,
+                                           sc, s.accumulate)
+                   : GemmBatched(b.batch, s.M, s.N, s.K, dA.get(), s.K, sa, dB.get(), s.N, sb,
+                                 dC.get(), s.N, sc, s.accumulate);
+    SetSideBySideStreams(1);
+    ThrowIfError(err, "launch");
+    std::string diffs;
+    Compare(&diffs, "C", C, dC);
+    return diffs;
+  };
+  const auto name_of = [](const char* kernel, const Batched& b) {
+    std::ostringstream name;
+    name << kernel << " " << b.batch << "x" << b.s.M << "x" << b.s.N << "x" << b.s.K
+         << (b.gap ? " spaced" : "") << (b.s.accumulate ? " accumulate" : "");
+    return name.str();
+  };
   for (int streams : {1, 8}) {
     for (const Batched& b :
          {Batched{24, {128, 128, 64}}, Batched{24, {128, 64, 128}}, Batched{24, {64, 128, 128}},
           Batched{64, {128, 128, 64}}, Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
           Batched{5, {130, 257, 67, 0, 0, 0, true}, 3}, Batched{6, {33, 20, 17, 0, 0, 0, true}}}) {
-      std::ostringstream name;
-      name << "GemmBatched " << b.batch << "x" << b.s.M << "x" << b.s.N << "x" << b.s.K
-           << (b.gap ? " spaced" : "") << (b.s.accumulate ? " accumulate" : "")
-           << (streams > 1 ? " on 8 streams side by side" : "");
-      Run(&out, name.str(), [&] {
-        const GemmShape& s = b.s;
-        const size_t sa = static_cast<size_t>(s.M) * s.K + b.gap;
-        const size_t sb = static_cast<size_t>(s.K) * s.N + b.gap;
-        const size_t sc = static_cast<size_t>(s.M) * s.N + b.gap;
-        const auto A = Random(b.batch * sa, seed++);
-        const auto B = Random(b.batch * sb, seed++);
-        auto C = Random(b.batch * sc, seed++);
-        DeviceBuffer<float> dA(A), dB(B), dC(C);
-        for (int e = 0; e < b.batch; ++e) {
-          cpu::Gemm(s.M, s.N, s.K, A.data() + e * sa, s.K, B.data() + e * sb, s.N,
-                    C.data() + e * sc, s.N, s.accumulate);
-        }
-        SetSideBySideStreams(streams);
-        const cudaError_t err = GemmBatched(b.batch, s.M, s.N, s.K, dA.get(), s.K, sa, dB.get(),
-                                            s.N, sb, dC.get(), s.N, sc, s.accumulate);
-        SetSideBySideStreams(1);
-        ThrowIfError(err, "launch");
-        std::string diffs;
-        Compare(&diffs, "C", C, dC);
-        return diffs;
-      });
+      Run(&out, name_of("GemmBatched", b) + (streams > 1 ? " on 8 streams side by side" : ""),
+          [&] { return check_batched(b, false, false, streams); });
+    }
+  }
+  // Operands read as stored transposed (MatMul's gradients): tiled (64 and 72
+  // tiles: full, and partial, spaced and accumulating) and one thread per
+  // output (a whole k block among them).
+  for (const Batched& b :
+       {Batched{64, {128, 128, 64}}, Batched{12, {130, 257, 67, 0, 0, 0, true}, 3},
+        Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}}}) {
+    for (auto [a_t, b_t] :
+         {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+      Run(&out, name_of("GemmBatchedTransposed", b) + (a_t ? " A^T" : "") + (b_t ? " B^T" : ""),
+          [&, a_t = a_t, b_t = b_t] { return check_batched(b, a_t, b_t, 1); });
     }
   }
   return out;

@@ -164,7 +164,7 @@ class MatMul final : public Op {
         [&] { InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]); });
   }
 
-  // dA on the pass's stream, B^T in transient scratch slot 0.
+  // dA on the pass's stream, B^T (where copied) in transient scratch slot 0.
   void InputGradientOnDevice(RunContext& ctx, const float* b, const float* dy, Value& dav) {
     const cudaStream_t st = StreamOf(ctx);
     const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
@@ -178,10 +178,9 @@ class MatMul final : public Op {
       CheckLaunch(cuda::Gemm(batches * m_, k_, n_, dy, n_, bt, k_, da, k_, false, st),
                   "MatMul gradient");
     } else if (BatchesInOneLaunch(n_)) {
-      float* bt = TransientScratch(ctx, 0, batches * b_size);
-      CheckLaunch(cuda::TransposeBatch(batches, k_, n_, b, bt, st), "MatMul gradient");
-      CheckLaunch(cuda::GemmBatched(batches, m_, k_, n_, dy, n_, y_size, bt, k_, b_size, da, k_,
-                                    a_size, false, st),
+      // dA = dY B^T, each B read as stored (no transposed copy).
+      CheckLaunch(cuda::GemmBatchedTransposed(batches, m_, k_, n_, dy, n_, y_size, false, b, n_,
+                                              b_size, true, da, k_, a_size, false, st),
                   "MatMul gradient");
     } else {
       float* t_buf = TransientScratch(ctx, 0, b_size);
@@ -197,7 +196,7 @@ class MatMul final : public Op {
     }
   }
 
-  // dB on stream `st`, A^T in transient scratch slot 1 (slot 0 is dA's) and
+  // dB on stream `st`, A^T (where copied) in transient scratch slot 1 (slot 0 is dA's) and
   // partial sums in slot 2.
   void WeightGradientOnDevice(RunContext& ctx, const float* a, const float* dy, Value& dbv,
                               cudaStream_t st) {
@@ -213,27 +212,27 @@ class MatMul final : public Op {
       // tiled kernel in tiles small enough to fill the GPU; cuda::Gemm for
       // products thinner than half a tile.
       const int k_block = WeightGradientKBlock(), all_rows = batches * m_;
-      float* at = TransientScratch(ctx, 1, batches * a_size);
-      CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
       if (k_block == formulas::kGemmKBlock) {
+        float* at = TransientScratch(ctx, 1, batches * a_size);
+        CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
         const auto product =
             k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
         CheckLaunch(product(k_, n_, all_rows, at, all_rows, dy, n_, db, n_, false, st),
                     "MatMul gradient");
       } else {
+        // Block z: A's rows z * k_block ... read as A^T where they are stored.
         const int blocks = all_rows / k_block;
         float* parts = TransientScratch(ctx, 2, blocks * b_size);
-        CheckLaunch(
-            cuda::GemmBatched(blocks, k_, n_, k_block, at, all_rows, k_block, dy, n_,
-                              static_cast<size_t>(k_block) * n_, parts, n_, b_size, false, st),
-            "MatMul gradient");
+        CheckLaunch(cuda::GemmBatchedTransposed(
+                        blocks, k_, n_, k_block, a, k_, static_cast<size_t>(k_block) * k_, true, dy,
+                        n_, static_cast<size_t>(k_block) * n_, false, parts, n_, b_size, false, st),
+                    "MatMul gradient");
         CheckLaunch(cuda::SumParts(k_, n_, blocks, parts, db, n_, st), "MatMul gradient");
       }
     } else if (BatchesInOneLaunch(m_)) {
-      float* at = TransientScratch(ctx, 1, batches * a_size);
-      CheckLaunch(cuda::TransposeBatch(batches, m_, k_, a, at, st), "MatMul gradient");
-      CheckLaunch(cuda::GemmBatched(batches, k_, n_, m_, at, m_, a_size, dy, n_, y_size, db, n_,
-                                    b_size, false, st),
+      // dB = A^T dY, each A read as stored (no transposed copy).
+      CheckLaunch(cuda::GemmBatchedTransposed(batches, k_, n_, m_, a, k_, a_size, true, dy, n_,
+                                              y_size, false, db, n_, b_size, false, st),
                   "MatMul gradient");
     } else {
       float* t_buf = TransientScratch(ctx, 1, a_size);
