@@ -94,19 +94,22 @@ constexpr int kTileN = 128;
 constexpr int kTiledThreads = 256;
 constexpr int kPadA = 4;  // keeps float4 alignment, shifts banks between k rows
 
-template <int BK>
+template <int BK, int kTM = kTileM, int kTN = kTileN>
 constexpr int TiledSharedBytes() {
-  return 2 * BK * (kTileM + kPadA + kTileN) * static_cast<int>(sizeof(float));
+  return 2 * BK * (kTM + kPadA + kTN) * static_cast<int>(sizeof(float));
 }
 
 // kATransposed: A's element (r, k) is at A[k * lda + r] (a stored A^T, read
 // along r into the k-major slice as float4s); kBTransposed: B's (k, n) at
 // B[n * ldb + k] (read along k, stored k-major): MatMul's gradients read their
 // operands so instead of copying them transposed first.
+// kTM x kTN: the block tile (128 or 64 each; a batch of products 64 wide
+// takes 64 of them instead of computing padding, see LaunchGemmBatched).
 template <int BK, int kMinBlocks, bool kWarpTiled, bool kATransposed = false,
-          bool kBTransposed = false>
+          bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(const GemmArgs args, bool vector_ok) {
+  constexpr int kTileM = kTM, kTileN = kTN;  // this launch's tile
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0,
                 "the register tile is 4x4 sub-tiles 64 apart");
   static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
@@ -682,11 +685,23 @@ cudaError_t LaunchGemmBatched(int batch, const GemmArgs& g, bool vector_ok, cuda
   // The tiled kernel where Gemm would take it for the whole batch's tiles, else
   // one thread per output: both in GemmOutput's order.
   if (g.M >= kTileM / 2 && g.N >= kTileN / 2 && ManyTiles(g.M, g.N, batch)) {
-    const dim3 grid((g.N + kTileN - 1) / kTileN, (g.M + kTileM - 1) / kTileM, batch);
-    if (grid.y > 65535) return cudaErrorInvalidValue;
-    GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kATransposed, kBTransposed>
-        <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK>(), stream>>>(g, vector_ok);
-    return cudaGetLastError();
+    // Products 64 wide (the attention's context and its gradients, the heads'
+    // 64 columns or rows) in 128x64 or 64x128 tiles: a 128x128 tile would
+    // compute as much padding as output.
+    const auto launch = [&](auto tm, auto tn) {
+      constexpr int kTM = decltype(tm)::value, kTN = decltype(tn)::value;
+      const dim3 grid((g.N + kTN - 1) / kTN, (g.M + kTM - 1) / kTM, batch);
+      if (grid.y > 65535) return cudaErrorInvalidValue;
+      GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kATransposed, kBTransposed, kTM,
+                      kTN>
+          <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK, kTM, kTN>(), stream>>>(g, vector_ok);
+      return cudaGetLastError();
+    };
+    using Wide = std::integral_constant<int, kTileN>;
+    using Narrow = std::integral_constant<int, kTileN / 2>;
+    if (g.N <= kTileN / 2) return launch(Wide{}, Narrow{});
+    if (g.M <= kTileM / 2) return launch(Narrow{}, Wide{});
+    return launch(Wide{}, Wide{});
   }
   constexpr int kThreads = 128;
   const dim3 grid((g.N + kThreads - 1) / kThreads, std::min(g.M, 65535), batch);

@@ -176,9 +176,10 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
       return diffs;
     });
   }
-  // Batched: attention's products, thin ones (one thread per output), a whole
-  // k block, accumulate, and entries spaced apart (stride past the matrix); on
-  // one stream and on eight side by side, where the dispatch takes the tiled
+  // Batched: attention's products (64 wide: 128x64 and 64x128 tiles, partial
+  // ones too), thin ones (one thread per output), a whole k block,
+  // accumulate, and entries spaced apart (stride past the matrix); on one
+  // stream and on eight side by side, where the dispatch takes the tiled
   // kernel for more of them (attention's at 4 sequences an EST).
   struct Batched {
     int batch;
@@ -228,18 +229,21 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   for (int streams : {1, 8}) {
     for (const Batched& b :
          {Batched{24, {128, 128, 64}}, Batched{24, {128, 64, 128}}, Batched{24, {64, 128, 128}},
-          Batched{64, {128, 128, 64}}, Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
+          Batched{64, {128, 128, 64}}, Batched{64, {128, 64, 128}}, Batched{64, {64, 128, 128}},
+          Batched{70, {130, 64, 33}, 2}, Batched{70, {64, 130, 33, 0, 0, 0, true}},
+          Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}},
           Batched{5, {130, 257, 67, 0, 0, 0, true}, 3}, Batched{6, {33, 20, 17, 0, 0, 0, true}}}) {
       Run(&out, name_of("GemmBatched", b) + (streams > 1 ? " on 8 streams side by side" : ""),
           [&] { return check_batched(b, false, false, streams); });
     }
   }
   // Operands read as stored transposed (MatMul's gradients): tiled (64 and 72
-  // tiles: full, and partial, spaced and accumulating) and one thread per
-  // output (a whole k block among them).
+  // tiles: full, and partial, spaced and accumulating; 128x64 and 64x128) and
+  // one thread per output (a whole k block among them).
   for (const Batched& b :
        {Batched{64, {128, 128, 64}}, Batched{12, {130, 257, 67, 0, 0, 0, true}, 3},
-        Batched{7, {37, 53, 29}, 5}, Batched{3, {64, 96, 4096}}}) {
+        Batched{64, {128, 64, 128}}, Batched{64, {64, 128, 128}}, Batched{7, {37, 53, 29}, 5},
+        Batched{3, {64, 96, 4096}}}) {
     for (auto [a_t, b_t] :
          {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
       Run(&out, name_of("GemmBatchedTransposed", b) + (a_t ? " A^T" : "") + (b_t ? " B^T" : ""),
