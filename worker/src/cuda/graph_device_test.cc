@@ -390,9 +390,9 @@ TEST_F(GraphDeviceTest, LayerNormalization) {
       MakeNode("LayerNormalization", {"x", "s"}, {"y", "mean", "invstd"}, {{"axis", int64_t{1}}}),
       {RandomValue({4, 5, 6}, 4), RandomValue({5, 6}, 5)});
   ExpectSameBits(MakeNode("LayerNormalization", {"x"}, {"y"}), {RandomValue({7, 9}, 6)});
-  // The forward's staged rows: the encoder's 768 in a count that is no
-  // multiple of a block's 8, the longest row staged (1,533) and the first
-  // too long (1,534: three kernels).
+  // The staged rows (forward and input gradient): the encoder's 768 in a
+  // count that is no multiple of a block's 8 or 4, the longest row staged
+  // (1,533) and the first too long (1,534: the chains' kernels).
   ExpectSameBits(MakeNode("LayerNormalization", {"x", "s", "b"}, {"y"}, {{"axis", int64_t{-1}}}),
                  {RandomValue({3, 7, 768}, 7), RandomValue({768}, 8), RandomValue({768}, 9)});
   ExpectSameBits(MakeNode("LayerNormalization", {"x", "s"}, {"y"}, {{"axis", int64_t{-1}}}),
