@@ -20,9 +20,9 @@ namespace easyscale::graph {
 namespace {
 
 // A profiled pass's op times (RunContext::op_times), "<op> <direction>" (or
-// "<node name> <direction>" with op_times_by_node): the host clock on the CPU; on a device, an
-// event pair on the pass's stream per op, read when the pass ends (so a profiled pass waits for its
-// work).
+// "<node name> <direction>" with op_times_by_node): the host clock on the
+// CPU; on a device, an event pair on the pass's stream per op, read when the
+// pass ends (so a profiled pass waits for its work).
 class OpTimer {
  public:
   OpTimer(RunContext& ctx, const char* direction) : ctx_(ctx), direction_(direction) {}

@@ -63,12 +63,11 @@ __global__ void __launch_bounds__(kStagedThreads)
 
 // The gradient's staged rows: a block stages x and g = dy * scale of
 // kGradRows rows (two arrays, so half the forward's rows), one thread a row
-// folds FoldBatchNormGrads's two sums from them, and all write dx.
+// folds FoldBatchNormGrads's two sums from them, and all write dx. The same
+// rows as the forward's: both arrays and the rows' sums (static) fit 48 KiB.
 constexpr int kGradRows = 4;
-// Both arrays' rows and the rows' sums (static) in 48 KiB, the same longest
-// staged row as the forward's (1,533).
-constexpr int64_t kMaxGradLd = (48 * 1024 / sizeof(float) - 2 * kGradRows) / (2 * kGradRows) - 1;
-static_assert(kMaxGradLd == kMaxStagedLd, "the forward and its gradient stage the same rows");
+static_assert((2 * kGradRows * kMaxStagedLd + 2 * kGradRows) * sizeof(float) <= 48 * 1024,
+              "the gradient stages the forward's longest row");
 
 __global__ void __launch_bounds__(kStagedThreads)
     LayerNormGradRowsKernel(int64_t rows, int n, const float* x, const float* scale,
@@ -172,7 +171,7 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
     if (err != cudaSuccess) return err;
   }
   if (dx == nullptr) return cudaSuccess;
-  if (StagedLd(static_cast<int64_t>(n)) <= kMaxGradLd) {
+  if (StagedLd(static_cast<int64_t>(n)) <= kMaxStagedLd) {
     const size_t blocks = (rows + kGradRows - 1) / kGradRows;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     const size_t bytes = 2 * kGradRows * StagedLd(static_cast<int64_t>(n)) * sizeof(float);
