@@ -270,11 +270,17 @@ int main(int argc, char** argv) {
 
   // Tile shapes at the encoder's products (one EST of 32 sequences): 128x128
   // tiles of a 768-column product are 192, 1.45 of a wave of one block on each
-  // of an H100's 132 SMs, 0.73 of two waves; 192-row tiles are 132.
+  // of an H100's 132 SMs, 0.73 of two waves; 192-row tiles are 132, 128x96
+  // ones 256 (0.97 of two waves). "2/SM" columns: GemmTiled's kernel in that
+  // tile; the others the general kernel's (tiled_gemm.cuh); Gemm: the dispatch.
   const Variant tile_variants[] = {{"128 2/SM", &ec::GemmTiled},
+                                   {"128x96 2", &ec::LaunchGemmTiledShape<128, 96>},
+                                   {"96x128 2", &ec::LaunchGemmTiledShape<96, 128>},
+                                   {"128x64 2", &ec::LaunchGemmTiledShape<128, 64>},
                                    {"64x128", &ec::LaunchGemmTiles<64, 128>},
                                    {"128 1/SM", &ec::LaunchGemmTiles<128, 128>},
-                                   {"192x128", &ec::LaunchGemmTiles<192, 128>}};
+                                   {"192x128", &ec::LaunchGemmTiles<192, 128>},
+                                   {"Gemm", &ec::Gemm}};
   std::printf("\ntile shapes %28s", "M x N x K, us:");
   for (const auto& v : tile_variants) std::printf(" %9s", v.name);
   std::printf(" %9s %s\n", "cuBLAS", "bits");

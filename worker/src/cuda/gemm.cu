@@ -83,6 +83,29 @@ __device__ __forceinline__ void StoreAcrossSlice(float* slice, int ld, int i, in
   slice[(k + 3) * ld + i] = v.w;
 }
 
+// Entry i of a thread's register tile along a kTile-wide block tile, t the
+// thread's row ty or column tx: 4x4 sub-tiles 64 apart, and in a tile of 64p +
+// 32 (96) a last strip of two at 64p + 2t.
+template <int kTile>
+__device__ __forceinline__ int RegisterTileOffset(int t, int i) {
+  constexpr int kWhole = kTile / 64 * 4;  // entries in whole sub-tiles
+  return i < kWhole ? t * 4 + i % 4 + (i / 4) * 64 : kTile / 64 * 64 + t * 2 + (i - kWhole);
+}
+// A thread's kTile / 16 entries of one k row of a slice (16-byte aligned):
+// a float4 a sub-tile, a float2 for the strip.
+template <int kTile>
+__device__ __forceinline__ void ReadRegisterTile(const float* row, int t, float (&v)[kTile / 16]) {
+#pragma unroll
+  for (int q = 0; q < kTile / 64; ++q) {
+    const float4 f = *reinterpret_cast<const float4*>(&row[q * 64 + t * 4]);
+    v[q * 4 + 0] = f.x, v[q * 4 + 1] = f.y, v[q * 4 + 2] = f.z, v[q * 4 + 3] = f.w;
+  }
+  if constexpr (kTile % 64 == 32) {
+    const float2 f = *reinterpret_cast<const float2*>(&row[kTile / 64 * 64 + t * 2]);
+    v[kTile / 64 * 4] = f.x, v[kTile / 64 * 4 + 1] = f.y;
+  }
+}
+
 // The tiled kernel: a 128x128 block tile, 256 threads with an 8x8 register tile
 // each (as 4x4 sub-tiles 64 rows or columns apart, so the shared-memory reads
 // are 16-byte vectors without bank conflicts), and a BK-deep k slice
@@ -103,19 +126,22 @@ constexpr int TiledSharedBytes() {
 // along r into the k-major slice as float4s); kBTransposed: B's (k, n) at
 // B[n * ldb + k] (read along k, stored k-major): MatMul's gradients read their
 // operands so instead of copying them transposed first.
-// kTM x kTN: the block tile (128 or 64 each; a batch of products 64 wide
-// takes 64 of them instead of computing padding, see LaunchGemmBatched).
+// kTM x kTN: the block tile (64, 96 or 128 each; a batch of products 64 wide
+// takes 64 of them instead of computing padding, see LaunchGemmBatched; a
+// product 768 wide, 96-column tiles that fill a wave, see Gemm).
 template <int BK, int kMinBlocks, bool kWarpTiled, bool kATransposed = false,
           bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(const GemmArgs args, bool vector_ok) {
   constexpr int kTileM = kTM, kTileN = kTN;  // this launch's tile
-  static_assert(kTileM % 64 == 0 && kTileN % 64 == 0,
-                "the register tile is 4x4 sub-tiles 64 apart");
-  static_assert((kTileM * BK) % (4 * kTiledThreads) == 0, "A tile must split into float4s");
-  static_assert((kTileN * BK) % (4 * kTiledThreads) == 0, "B tile must split into float4s");
-  constexpr int kAVec = kTileM * BK / 4 / kTiledThreads;
-  constexpr int kBVec = kTileN * BK / 4 / kTiledThreads;
+  static_assert(kTileM % 32 == 0 && kTileM >= 64 && kTileN % 32 == 0 && kTileN >= 64,
+                "the register tile is 4x4 sub-tiles 64 apart and a strip of 2");
+  static_assert(BK % 4 == 0, "slices move as float4s");
+  // A slice's float4s, and each thread's share of them (the last share of a
+  // 96-wide tile's only half the threads').
+  constexpr int kAFloat4s = kTileM * BK / 4, kBFloat4s = kTileN * BK / 4;
+  constexpr int kAVec = (kAFloat4s + kTiledThreads - 1) / kTiledThreads;
+  constexpr int kBVec = (kBFloat4s + kTiledThreads - 1) / kTiledThreads;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
   constexpr int kLdA = kTileM + kPadA;
   const GemmArgs g = KBlockOf(args);
@@ -140,6 +166,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
+      if (kAFloat4s % kTiledThreads != 0 && idx >= kAFloat4s) break;
       if constexpr (kATransposed) {
         ra[v] =
             AlongFirst(A, lda, k0 + idx / (kTileM / 4), K, m0 + (idx % (kTileM / 4)) * 4, M, full);
@@ -150,6 +177,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
+      if (kBFloat4s % kTiledThreads != 0 && idx >= kBFloat4s) break;
       if constexpr (kBTransposed) {
         rb[v] = AlongFirst(B, ldb, n0 + idx / (BK / 4), N, k0 + (idx % (BK / 4)) * 4, K, full);
       } else {
@@ -164,6 +192,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kAVec; ++v) {
       const int idx = tid + v * kTiledThreads;
+      if (kAFloat4s % kTiledThreads != 0 && idx >= kAFloat4s) break;
       if constexpr (kATransposed) {
         StoreAlongSlice(as, kLdA, idx / (kTileM / 4), (idx % (kTileM / 4)) * 4, ra[v]);
       } else {
@@ -173,6 +202,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int v = 0; v < kBVec; ++v) {
       const int idx = tid + v * kTiledThreads;
+      if (kBFloat4s % kTiledThreads != 0 && idx >= kBFloat4s) break;
       if constexpr (kBTransposed) {
         StoreAcrossSlice(bs, kTileN, idx / (BK / 4), (idx % (BK / 4)) * 4, rb[v]);
       } else {
@@ -181,15 +211,15 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     }
   };
 
-  // Row i of the register tile is global row m0 + ty*4 + i%4 + (i/4)*64, and
-  // likewise for columns with tx.
+  // Row i of the register tile is global row m0 + RegisterTileOffset(ty, i),
+  // and likewise for columns with tx.
   float acc[kRM][kRN];
 #pragma unroll
   for (int i = 0; i < kRM; ++i) {
-    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
+    const int r = m0 + RegisterTileOffset<kTileM>(ty, i);
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
-      const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
+      const int c = n0 + RegisterTileOffset<kTileN>(tx, j);
       acc[i][j] =
           g.init != nullptr && r < M && c < N ? g.init[static_cast<size_t>(r) * g.ldi + c] : 0.0f;
     }
@@ -199,16 +229,8 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     const float* const as = As + (buf * BK + kk) * kLdA;
     const float* const bs = Bs + (buf * BK + kk) * kTileN;
     float a[kRM], b[kRN];
-#pragma unroll
-    for (int q = 0; q < kRM / 4; ++q) {
-      const float4 v = *reinterpret_cast<const float4*>(&as[q * 64 + ty * 4]);
-      a[q * 4 + 0] = v.x, a[q * 4 + 1] = v.y, a[q * 4 + 2] = v.z, a[q * 4 + 3] = v.w;
-    }
-#pragma unroll
-    for (int q = 0; q < kRN / 4; ++q) {
-      const float4 v = *reinterpret_cast<const float4*>(&bs[q * 64 + tx * 4]);
-      b[q * 4 + 0] = v.x, b[q * 4 + 1] = v.y, b[q * 4 + 2] = v.z, b[q * 4 + 3] = v.w;
-    }
+    ReadRegisterTile<kTileM>(as, ty, a);
+    ReadRegisterTile<kTileN>(bs, tx, b);
     // Column by column: consecutive fmas share b[j], which the operand reuse
     // cache then serves, so fewer of them wait on a register bank (0.912 of
     // cuBLAS at 4096^3 against 0.888 row by row; a serpentine order, 0.81).
@@ -243,11 +265,11 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 
 #pragma unroll
   for (int i = 0; i < kRM; ++i) {
-    const int r = m0 + ty * 4 + i % 4 + (i / 4) * 64;
+    const int r = m0 + RegisterTileOffset<kTileM>(ty, i);
     if (r >= M) continue;
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
-      const int c = n0 + tx * 4 + j % 4 + (j / 4) * 64;
+      const int c = n0 + RegisterTileOffset<kTileN>(tx, j);
       if (c < N) g.out[static_cast<size_t>(r) * g.ldo + c] = acc[i][j];
     }
   }
@@ -524,6 +546,11 @@ constexpr int64_t kStripMinOutputs = 1 << 17;
 // two 128x128 blocks an SM for 0.75 of the outputs; 4096^3, 4.0 against 2.9
 // ms, is 0.73 with its 5.3 waves run in 6).
 constexpr double kTallTileRate = 0.82;
+// 128x96 tiles (two blocks an SM, as 128x128) against 128x128: likewise, an
+// SM's rate of output in them, relative (gemm_bench's tile-shape table on an
+// H100, issue 19 run 23: 0.89-0.90 at the encoder's 4096-row products, e.g.
+// 4096x768x3072 in 463.8 against 555.7 us; 0.81 at 4096^3).
+constexpr double kNarrowTileRate = 0.9;
 
 namespace {
 // Whether `batch` M x N products' 128x128 tiles, as many again on each stream
@@ -540,40 +567,57 @@ int SmCount() {
   return sms;
 }
 
-// Whether an M x N product of z k blocks alone on the GPU ends sooner in 192x128 tiles: the
+// The block tile that ends an M x N product of z k blocks soonest: the
 // busiest SM's share of tiles, in 128x128 tiles' time at two blocks an SM (a
-// lone 128x128 block, one; a 192x128 one, 1.5 / kTallTileRate). A 768-column
-// product of 4096 rows is 192 of 128x128 tiles, two on some of an H100's 132
-// SMs, and 132 of 192x128 (on an H100 120.5 against 143.2 us at K = 768).
-// Where streams run side by side (lanes, or a gradient beside another), their
-// products fill the SMs instead, and a 192x128 block's registers leave no room
-// for theirs (the encoder's MatMul backward 37.1 -> 40.5 ms a step).
-bool TallTilesSooner(int M, int N, int z) {
+// lone 128x128 block, one; a 128x96 one, 0.75 / kNarrowTileRate; a 192x128
+// one, at one block an SM, 1.5 / kTallTileRate). A 768-column product of
+// 4096 rows is 192 of 128x128 tiles, two on some of an H100's 132 SMs, 256 of
+// 128x96 (two on most) or 132 of 192x128 (one each; on an H100 120.5 against
+// 143.2 us at K = 768; in 128x96, 121.1). Where streams run side by side
+// (lanes, or a gradient beside another), their products fill the SMs too: a
+// 192x128 block's registers leave no room for theirs (the encoder's MatMul
+// backward 37.1 -> 40.5 ms a step), and 128x96 tiles beside the weight
+// gradients gained nothing (35.19 -> 35.31 ms, run 23): 128x128 there.
+enum class BlockTile { k128x128, k128x96, k192x128 };
+BlockTile SoonestTile(int M, int N, int z) {
   const int64_t sms = SmCount();
-  if (SideBySideStreams() > 1 || sms == 0) return false;
-  const auto busiest = [&](int64_t tiles) { return (tiles + sms - 1) / sms; };
-  const double wide = static_cast<double>(busiest(tiled::TileBlocks(M, N, z, kTileM, kTileN)));
-  const double tall =
-      1.5 / kTallTileRate * static_cast<double>(busiest(tiled::TileBlocks(M, N, z, 192, kTileN)));
-  return tall < wide;
+  if (sms == 0 || SideBySideStreams() > 1) return BlockTile::k128x128;
+  const auto busiest = [&](int tile_m, int tile_n) {
+    return static_cast<double>((tiled::TileBlocks(M, N, z, tile_m, tile_n) + sms - 1) / sms);
+  };
+  BlockTile best = BlockTile::k128x128;
+  double soonest = busiest(kTileM, kTileN);
+  const double narrow = 0.75 / kNarrowTileRate * busiest(kTileM, 96);
+  if (narrow < soonest) best = BlockTile::k128x96, soonest = narrow;
+  if (1.5 / kTallTileRate * busiest(192, kTileN) < soonest) best = BlockTile::k192x128;
+  return best;
+}
+}  // namespace
+
+namespace {
+template <int BK, int kMinBlocks, bool kWarpTiled, int kTM, int kTN>
+cudaError_t LaunchTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                        float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
+  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
+                 [&](const GemmArgs& g, int z) {
+                   const dim3 grid((N + kTN - 1) / kTN, (M + kTM - 1) / kTM, z);
+                   if (grid.y > 65535) return cudaErrorInvalidValue;
+                   constexpr int kBytes = TiledSharedBytes<BK, kTM, kTN>();
+                   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
+                   GemmTiledKernel<BK, kMinBlocks, kWarpTiled, false, false, kTM, kTN>
+                       <<<grid, kTiledThreads, kBytes, stream>>>(g, vector_ok);
+                   return cudaGetLastError();
+                 });
 }
 }  // namespace
 
 template <int BK, int kMinBlocks, bool kWarpTiled>
 cudaError_t LaunchGemmTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                             float* C, int ldc, bool accumulate, cudaStream_t stream) {
-  // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
-  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
-                 [&](const GemmArgs& g, int z) {
-                   const dim3 grid((N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM, z);
-                   if (grid.y > 65535) return cudaErrorInvalidValue;
-                   constexpr int kBytes = TiledSharedBytes<BK>();
-                   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-                   GemmTiledKernel<BK, kMinBlocks, kWarpTiled>
-                       <<<grid, kTiledThreads, kBytes, stream>>>(g, vector_ok);
-                   return cudaGetLastError();
-                 });
+  return LaunchTiled<BK, kMinBlocks, kWarpTiled, kTileM, kTileN>(M, N, K, A, lda, B, ldb, C, ldc,
+                                                                 accumulate, stream);
 }
 // The default and, for gemm_bench, the row-major thread layout.
 template cudaError_t LaunchGemmTiled<16, 2, false>(int, int, int, const float*, int, const float*,
@@ -606,6 +650,19 @@ cudaError_t GemmTiled(int M, int N, int K, const float* A, int lda, const float*
   return LaunchGemmTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled>(M, N, K, A, lda, B, ldb, C,
                                                                      ldc, accumulate, stream);
 }
+
+template <int kTM, int kTN>
+cudaError_t LaunchGemmTiledShape(int M, int N, int K, const float* A, int lda, const float* B,
+                                 int ldb, float* C, int ldc, bool accumulate, cudaStream_t stream) {
+  return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTM, kTN>(
+      M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+template cudaError_t LaunchGemmTiledShape<128, 96>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiledShape<96, 128>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
+template cudaError_t LaunchGemmTiledShape<128, 64>(int, int, int, const float*, int, const float*,
+                                                   int, float*, int, bool, cudaStream_t);
 
 cudaError_t GemmChain(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                       float* C, int ldc, bool accumulate, cudaStream_t stream) {
@@ -746,7 +803,8 @@ cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream) {
   // The 128x128 tiled kernel when its tiles are mostly real and fill the chip
-  // (192x128 where fewer of those would leave fewer SMs idle in the last wave);
+  // (128x96 or 192x128 where those would leave fewer SMs idle in the last
+  // wave, SoonestTile);
   // smaller tiles where 64x64 ones would (an EST of 4 sequences' projections
   // alone: 37 against the chain's 102 us at 512x768x768 on an H100, run 16);
   // else the chain kernel for long chains (a k block's) and for few outputs
@@ -754,8 +812,15 @@ cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, i
   // strips for many outputs with short chains, one thread per output for the
   // rest.
   if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1)) {
-    if (TallTilesSooner(M, N, tiled::KBlocks(K)))
-      return LaunchGemmTiles<192, kTileN>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+    switch (SoonestTile(M, N, tiled::KBlocks(K))) {
+      case BlockTile::k192x128:
+        return LaunchGemmTiles<192, kTileN>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+      case BlockTile::k128x96:
+        return LaunchGemmTiledShape<kTileM, 96>(M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+                                                stream);
+      case BlockTile::k128x128:
+        break;
+    }
     return GemmTiled(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   }
   if (M >= kTileM / 2 && N >= kTileN / 2 && tiled::TileBlocks(M, N, 1, 64, 64) >= kMinTiledBlocks)

@@ -131,8 +131,9 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   // 128x128 tiles to fill the GPU.
   shapes.push_back({600, 700, 45, 0, 0, 0, true});
   shapes.push_back({2100, 2060, 40, 0, 0, 0, true});
-  // 768 columns: 192 of 128x128 tiles, which Gemm runs in 132 of 192x128 on
-  // 132 SMs (an H100's or H200's), a partial last tile row.
+  // 768 columns: 192 of 128x128 tiles, which Gemm runs alone in 256 of 128x96
+  // on 132 SMs (an H100's or H200's) and beside other streams in 128x128; 192-
+  // and 96-row tiles end in a partial tile row.
   shapes.push_back({4096, 768, 200, 0, 0, 0, true});
 
   const struct {
@@ -145,6 +146,9 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
                  {"GemmColumnStrip", &GemmColumnStrip},
                  {"GemmTiled<16,2,rows>", &LaunchGemmTiled<16, 2, false>},
                  {"GemmTiles<192,128>", &LaunchGemmTiles<192, 128>},
+                 {"GemmTiled<128x96>", &LaunchGemmTiledShape<128, 96>},
+                 {"GemmTiled<96x128>", &LaunchGemmTiledShape<96, 128>},
+                 {"GemmTiled<128x64>", &LaunchGemmTiledShape<128, 64>},
                  {"GemmChain", &GemmChain}};
   std::vector<KernelCheck> out;
   for (const auto& k : kernels) {
@@ -164,9 +168,9 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
   // other kernels (an EST of 4 sequences' projections; partial tiles at the
   // edges, accumulate, two k blocks with unaligned rows), and one too small
   // for that still.
-  for (GemmShape s :
-       {GemmShape{512, 768, 768}, GemmShape{300, 520, 67}, GemmShape{260, 300, 17, 0, 0, 0, true},
-        GemmShape{200, 520, 4100, 1, 0, 0}, GemmShape{130, 257, 67}}) {
+  for (GemmShape s : {GemmShape{512, 768, 768}, GemmShape{4096, 768, 200, 0, 0, 0, true},
+                      GemmShape{300, 520, 67}, GemmShape{260, 300, 17, 0, 0, 0, true},
+                      GemmShape{200, 520, 4100, 1, 0, 0}, GemmShape{130, 257, 67}}) {
     std::ostringstream name;
     name << "Gemm " << s.M << "x" << s.N << "x" << s.K << " on 8 streams side by side";
     Run(&out, name.str(), [&] {
