@@ -111,12 +111,24 @@ cudaError_t LaunchColumnChainsInBlocks(int64_t outputs, int64_t length, int64_t 
         },
         blocks);
     if (err != cudaSuccess) return err;
+    // One thread an output and term: its few hundred threads wait on their
+    // loads, so each reads kSumBatch blocks' sums before it adds them.
+    constexpr int kSumBatch = 8;
     return cuda::LaunchForEach(static_cast<size_t>(outputs), stream, [=] __device__(size_t c) {
       float sums[kTerms];
       for (int i = 0; i < kTerms; ++i) {
-        sums[i] = parts[i * per_term + c];
-        for (int64_t b = 1; b < blocks; ++b)
-          sums[i] = sums[i] + parts[i * per_term + b * outputs + c];
+        const float* part = parts + i * per_term + c;
+        sums[i] = part[0];
+        for (int64_t b0 = 1; b0 < blocks; b0 += kSumBatch) {
+          float v[kSumBatch];
+#pragma unroll
+          for (int q = 0; q < kSumBatch; ++q)
+            v[q] = b0 + q < blocks ? part[(b0 + q) * outputs] : 0.0f;
+#pragma unroll
+          for (int q = 0; q < kSumBatch; ++q) {
+            if (b0 + q < blocks) sums[i] = sums[i] + v[q];
+          }
+        }
       }
       store(static_cast<int64_t>(c), sums);
     });
