@@ -39,16 +39,20 @@ class CpuBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     cpu::Argmax(rows, classes, logits, out);
   }
-  void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) override {
-    easyscale::DecodeFixedPointMean(sums, n, terms, out);
+  void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) override {
+    for (const formulas::ParamPart& p : parts)
+      easyscale::DecodeFixedPointMean(p.sums, p.n, terms, p.grad);
   }
-  void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad, float* value,
-                    float* state1, float* state2) override {
-    if (rule.adam) {
-      for (size_t i = 0; i < n; ++i)
-        formulas::AdamUpdate(rule, grad[i], &value[i], &state1[i], &state2[i]);
-    } else {
-      for (size_t i = 0; i < n; ++i) formulas::SgdUpdate(rule, grad[i], &value[i], &state1[i]);
+  void UpdateParams(const formulas::UpdateRule& rule,
+                    std::span<const formulas::ParamPart> parts) override {
+    for (const formulas::ParamPart& p : parts) {
+      if (rule.adam) {
+        for (size_t i = 0; i < p.n; ++i)
+          formulas::AdamUpdate(rule, p.grad[i], &p.value[i], &p.state1[i], &p.state2[i]);
+      } else {
+        for (size_t i = 0; i < p.n; ++i)
+          formulas::SgdUpdate(rule, p.grad[i], &p.value[i], &p.state1[i]);
+      }
     }
   }
 

@@ -554,10 +554,16 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
       firsts.push_back(first);
       first += p->grad.size();
     }
-    ForEachParamRange(k, params, [&](size_t i, size_t begin, size_t end) {
-      k.DecodeFixedPointMean(end - begin, sums + firsts[i] + begin, config_.total_ests,
-                             k.At(params[i]->grad) + begin);
-    });
+    ForEachParamBatch(
+        k, params,
+        [&](size_t i, size_t begin, size_t end) {
+          return formulas::ParamPart{.n = end - begin,
+                                     .sums = sums + firsts[i] + begin,
+                                     .grad = k.At(params[i]->grad) + begin};
+        },
+        [&](std::span<const formulas::ParamPart> parts) {
+          k.DecodeFixedPointMeans(parts, config_.total_ests);
+        });
     optimizer_->Step(k, params, LearningRate(config_.args, step_));
     k.Wait();
   } catch (const std::exception& e) {

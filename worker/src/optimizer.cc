@@ -98,11 +98,17 @@ std::vector<Tensor*> Optimizer::StateTensors() {
 
 void Optimizer::Step(KernelBackend& k, const std::vector<Param*>& params, float lr) {
   const formulas::UpdateRule rule = NextRule(lr);
-  ForEachParamRange(k, params, [&](size_t i, size_t begin, size_t end) {
-    auto [s1, s2] = StateOf(i);
-    k.UpdateParams(rule, end - begin, k.At(params[i]->grad) + begin, k.At(params[i]->value) + begin,
-                   k.At(*s1) + begin, s2 != nullptr ? k.At(*s2) + begin : nullptr);
-  });
+  ForEachParamBatch(
+      k, params,
+      [&](size_t i, size_t begin, size_t end) {
+        auto [s1, s2] = StateOf(i);
+        return formulas::ParamPart{.n = end - begin,
+                                   .grad = k.At(params[i]->grad) + begin,
+                                   .value = k.At(params[i]->value) + begin,
+                                   .state1 = k.At(*s1) + begin,
+                                   .state2 = s2 != nullptr ? k.At(*s2) + begin : nullptr};
+      },
+      [&](std::span<const formulas::ParamPart> parts) { k.UpdateParams(rule, parts); });
 }
 
 std::unique_ptr<Optimizer> MakeOptimizer(const TrainingArgs& a, const std::vector<Param*>& params) {

@@ -41,12 +41,20 @@ void ForEachParamChunk(const std::vector<Param*>& params,
   for (std::thread& h : helpers) h.join();
 }
 
-void ForEachParamRange(KernelBackend& k, const std::vector<Param*>& params,
-                       const std::function<void(size_t, size_t, size_t)>& f) {
-  if (!k.OnDevice()) return ForEachParamChunk(params, f);
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i]->value.size() > 0) f(i, 0, params[i]->value.size());
+void ForEachParamBatch(KernelBackend& k, const std::vector<Param*>& params,
+                       const std::function<formulas::ParamPart(size_t, size_t, size_t)>& part,
+                       const std::function<void(std::span<const formulas::ParamPart>)>& run) {
+  if (!k.OnDevice()) {
+    return ForEachParamChunk(params, [&](size_t i, size_t begin, size_t end) {
+      const formulas::ParamPart one = part(i, begin, end);
+      run({&one, 1});
+    });
   }
+  std::vector<formulas::ParamPart> parts;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i]->value.size() > 0) parts.push_back(part(i, 0, params[i]->value.size()));
+  }
+  run(parts);
 }
 
 }  // namespace easyscale

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "easyscale/worker/backend.h"
@@ -21,9 +22,13 @@ namespace easyscale {
 void ForEachParamChunk(const std::vector<Param*>& params,
                        const std::function<void(size_t param, size_t begin, size_t end)>& f);
 
-// The same work queued on backend `k`: on a device one call per whole
-// parameter (the device spreads each launch), on the CPU ForEachParamChunk.
-void ForEachParamRange(KernelBackend& k, const std::vector<Param*>& params,
-                       const std::function<void(size_t param, size_t begin, size_t end)>& f);
+// The same work queued on backend `k` as parts (part(param, begin, end) says
+// what one holds): on a device every whole parameter's part in one call of
+// run (the device launches once for many), on the CPU one call of run per
+// ForEachParamChunk range.
+void ForEachParamBatch(
+    KernelBackend& k, const std::vector<Param*>& params,
+    const std::function<formulas::ParamPart(size_t param, size_t begin, size_t end)>& part,
+    const std::function<void(std::span<const formulas::ParamPart>)>& run);
 
 }  // namespace easyscale

@@ -63,5 +63,29 @@ TEST(ForEachParamChunk, SmallModelsRunOnTheCallersThreadOneCallPerParameter) {
   EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2}));
 }
 
+TEST(ForEachParamBatch, OnTheCpuEachChunkIsOnePartOfItsParameter) {
+  const auto owned = MakeParams({1, 1'500'000, 0, 7, 1'800'000, 3});
+  const std::vector<Param*> params = Pointers(owned);
+  std::mutex mu;
+  size_t values = 0;
+  ForEachParamBatch(
+      CpuKernelBackend(), params,
+      [&](size_t i, size_t begin, size_t end) {
+        return formulas::ParamPart{.n = end - begin, .value = params[i]->value.ptr() + begin};
+      },
+      [&](std::span<const formulas::ParamPart> parts) {
+        ASSERT_EQ(parts.size(), 1u);
+        for (size_t j = 0; j < parts[0].n; ++j) parts[0].value[j] += 1.0f;
+        std::lock_guard<std::mutex> lock(mu);
+        values += parts[0].n;
+      });
+  EXPECT_EQ(values, 3'300'011u);
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (size_t j = 0; j < params[i]->value.size(); ++j) {
+      ASSERT_EQ(params[i]->value.ptr()[j], 1.0f) << "parameter " << i << " value " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace easyscale

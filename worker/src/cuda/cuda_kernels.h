@@ -137,12 +137,16 @@ cudaError_t AccumulateFixedPoint(int count, int sources, const float* const* seg
 // dst[i] += src[i] over n fixed-point sums.
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,
                               cudaStream_t stream = nullptr);
-// out[i] = FixedPointMean(sums[i], terms).
-cudaError_t DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out,
-                                 cudaStream_t stream = nullptr);
-// KernelBackend::UpdateParams: the rule's update of value[i] and its state from
-// grad[i], every value on its own.
-cudaError_t UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
-                         float* value, float* state1, float* state2, cudaStream_t stream = nullptr);
+// KernelBackend::DecodeFixedPointMeans: each part's grad[i] =
+// FixedPointMean(sums[i], terms), one launch for up to kMaxParamParts parts
+// (a model's hundreds of parameters: one launch each cost more than their
+// bytes).
+inline constexpr int kMaxParamParts = 64;
+cudaError_t DecodeFixedPointMeans(const formulas::ParamPart* parts, size_t count, int terms,
+                                  cudaStream_t stream = nullptr);
+// KernelBackend::UpdateParams: the rule's update of each part's value[i] and
+// its state from grad[i], every value on its own; launched as the above.
+cudaError_t UpdateParams(const formulas::UpdateRule& rule, const formulas::ParamPart* parts,
+                         size_t count, cudaStream_t stream = nullptr);
 
 }  // namespace easyscale::cuda

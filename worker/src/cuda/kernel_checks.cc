@@ -455,9 +455,32 @@ std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
       return d;
     });
   }
-  for (const size_t n : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+  // A step's update over parameters laid out as `sizes` (one part each, end
+  // to end in one buffer): a single one, and more parts than one launch takes
+  // (kMaxParamParts), some empty.
+  std::vector<std::vector<size_t>> layouts = {{1}, {1000}, {size_t{1} << 20}};
+  std::vector<size_t>& many = layouts.emplace_back();
+  for (size_t i = 0; i < kMaxParamParts + 9; ++i) many.push_back(i % 7 == 3 ? 0 : i * 331 % 5000);
+  for (const std::vector<size_t>& sizes : layouts) {
+    size_t n = 0;
+    for (size_t size : sizes) n += size;
+    const std::string layout =
+        sizes.size() == 1 ? std::to_string(n)
+                          : std::to_string(sizes.size()) + " parts of " + std::to_string(n);
+    // Parts over the host's and the device's arrays at the same offsets.
+    const auto parts_of = [&](auto&& fill) {
+      std::vector<formulas::ParamPart> parts;
+      size_t offset = 0;
+      for (size_t size : sizes) {
+        formulas::ParamPart& part = parts.emplace_back();
+        part.n = size;
+        fill(part, offset);
+        offset += size;
+      }
+      return parts;
+    };
     for (const int terms : {1, 3, 8}) {
-      Run(&out, "DecodeFixedPointMean " + std::to_string(n) + "/" + std::to_string(terms), [&] {
+      Run(&out, "DecodeFixedPointMeans " + layout + "/" + std::to_string(terms), [&] {
         // Sums of every magnitude: around 2^32 (values near 1), tiny ones and,
         // beyond 2^51, the host's scalar route.
         const auto r = Random(n, seed++);
@@ -472,37 +495,49 @@ std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
           sums[1] = -(int64_t{1} << 55) - 7;
         }
         std::vector<float> mean(n);
-        cpu.DecodeFixedPointMean(n, sums.data(), terms, mean.data());
         DeviceBuffer<int64_t> dsums(sums);
         DeviceBuffer<float> dmean(n);
-        ThrowIfError(DecodeFixedPointMean(n, dsums.get(), terms, dmean.get()), "launch");
+        cpu.DecodeFixedPointMeans(parts_of([&](formulas::ParamPart& p, size_t o) {
+                                    p.sums = sums.data() + o, p.grad = mean.data() + o;
+                                  }),
+                                  terms);
+        const auto device_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
+          p.sums = dsums.get() + o, p.grad = dmean.get() + o;
+        });
+        ThrowIfError(DecodeFixedPointMeans(device_parts.data(), device_parts.size(), terms),
+                     "launch");
         std::string d;
         Compare(&d, "mean", mean, dmean);
         return d;
       });
     }
     for (const bool adam : {false, true}) {
-      Run(&out, std::string(adam ? "UpdateParams/adam " : "UpdateParams/sgd ") + std::to_string(n),
-          [&] {
-            formulas::UpdateRule rule{
-                .adam = adam, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
-            if (adam) rule.c1 = 0.271f, rule.c2_sqrt = 0.0547f;  // step 3's corrections
-            const auto g = Random(n, seed++);
-            auto w = Random(n, seed++), m = Random(n, seed++), v = Random(n, seed++);
-            for (float& x : v) x = x * x;  // a second moment is not negative
-            DeviceBuffer<float> dg(g), dw(w), dm(m), dv(v);
-            for (int step = 0; step < 3; ++step) {
-              cpu.UpdateParams(rule, n, g.data(), w.data(), m.data(), adam ? v.data() : nullptr);
-              ThrowIfError(
-                  UpdateParams(rule, n, dg.get(), dw.get(), dm.get(), adam ? dv.get() : nullptr),
-                  "launch");
-            }
-            std::string d;
-            Compare(&d, "value", w, dw);
-            Compare(&d, adam ? "m" : "velocity", m, dm);
-            if (adam) Compare(&d, "v", v, dv);
-            return d;
-          });
+      Run(&out, std::string(adam ? "UpdateParams/adam " : "UpdateParams/sgd ") + layout, [&] {
+        formulas::UpdateRule rule{
+            .adam = adam, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+        if (adam) rule.c1 = 0.271f, rule.c2_sqrt = 0.0547f;  // step 3's corrections
+        auto g = Random(n, seed++);
+        auto w = Random(n, seed++), m = Random(n, seed++), v = Random(n, seed++);
+        for (float& x : v) x = x * x;  // a second moment is not negative
+        DeviceBuffer<float> dg(g), dw(w), dm(m), dv(v);
+        const auto host_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
+          p.grad = g.data() + o, p.value = w.data() + o, p.state1 = m.data() + o;
+          p.state2 = adam ? v.data() + o : nullptr;
+        });
+        const auto device_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
+          p.grad = dg.get() + o, p.value = dw.get() + o, p.state1 = dm.get() + o;
+          p.state2 = adam ? dv.get() + o : nullptr;
+        });
+        for (int step = 0; step < 3; ++step) {
+          cpu.UpdateParams(rule, host_parts);
+          ThrowIfError(UpdateParams(rule, device_parts.data(), device_parts.size()), "launch");
+        }
+        std::string d;
+        Compare(&d, "value", w, dw);
+        Compare(&d, adam ? "m" : "velocity", m, dm);
+        if (adam) Compare(&d, "v", v, dv);
+        return d;
+      });
     }
   }
   return out;

@@ -245,12 +245,13 @@ class ResidentBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     Check(cuda::Argmax(rows, classes, logits, out, stream_), "Argmax");
   }
-  void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) override {
-    Check(cuda::DecodeFixedPointMean(n, sums, terms, out, stream_), "DecodeFixedPointMean");
+  void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) override {
+    Check(cuda::DecodeFixedPointMeans(parts.data(), parts.size(), terms, stream_),
+          "DecodeFixedPointMeans");
   }
-  void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad, float* value,
-                    float* state1, float* state2) override {
-    Check(cuda::UpdateParams(rule, n, grad, value, state1, state2, stream_), "UpdateParams");
+  void UpdateParams(const formulas::UpdateRule& rule,
+                    std::span<const formulas::ParamPart> parts) override {
+    Check(cuda::UpdateParams(rule, parts.data(), parts.size(), stream_), "UpdateParams");
   }
 
  protected:

@@ -38,6 +38,62 @@ __global__ void AccumulateFixedPointKernel(Segments s, int sources, double limit
   }
 }
 
+// One launch's parts (up to kMaxParamParts) and the first block of each: a
+// block runs kPartBlockElements consecutive elements of one part, part p's
+// blocks first[p] ... first[p + 1] - 1 (none for an empty part).
+constexpr size_t kPartBlockElements = 4 * kBlockThreads;
+struct PartLaunch {
+  formulas::ParamPart part[kMaxParamParts];
+  unsigned first[kMaxParamParts + 1];
+  int count;
+};
+static_assert(sizeof(PartLaunch) < 4000, "a kernel parameter");
+
+template <typename F>
+__global__ void __launch_bounds__(kBlockThreads)
+    ForEachPartKernel(const __grid_constant__ PartLaunch launch, F f) {
+  // This block's part: the last whose first block is at most this one (an
+  // empty part's first block is its successor's).
+  const unsigned block = blockIdx.x;
+  int lo = 0, hi = launch.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (launch.first[mid] <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const formulas::ParamPart& part = launch.part[lo];
+  const size_t begin = static_cast<size_t>(block - launch.first[lo]) * kPartBlockElements;
+  const size_t end = min(begin + kPartBlockElements, part.n);
+  for (size_t i = begin + threadIdx.x; i < end; i += kBlockThreads) f(part, i);
+}
+
+// f(part, i) for every element i of each of the `count` parts, in launches of
+// up to kMaxParamParts parts.
+template <typename F>
+cudaError_t LaunchForEachPart(const formulas::ParamPart* parts, size_t count, cudaStream_t stream,
+                              F f) {
+  for (size_t first = 0; first < count; first += kMaxParamParts) {
+    PartLaunch launch{};
+    launch.count =
+        static_cast<int>(count - first < kMaxParamParts ? count - first : kMaxParamParts);
+    size_t blocks = 0;
+    for (int p = 0; p < launch.count; ++p) {
+      launch.part[p] = parts[first + p];
+      launch.first[p] = static_cast<unsigned>(blocks);
+      blocks += (launch.part[p].n + kPartBlockElements - 1) / kPartBlockElements;
+      if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    }
+    launch.first[launch.count] = static_cast<unsigned>(blocks);
+    if (blocks == 0) continue;
+    ForEachPartKernel<<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(launch, f);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t AccumulateFixedPoint(int count, int sources, const float* const* segments,
@@ -69,22 +125,26 @@ cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst, cudaSt
   return LaunchForEach(n, stream, [=] __device__(size_t i) { dst[i] += src[i]; });
 }
 
-cudaError_t DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out,
-                                 cudaStream_t stream) {
-  return LaunchForEach(n, stream,
-                       [=] __device__(size_t i) { out[i] = FixedPointMean(sums[i], terms); });
+cudaError_t DecodeFixedPointMeans(const formulas::ParamPart* parts, size_t count, int terms,
+                                  cudaStream_t stream) {
+  return LaunchForEachPart(parts, count, stream,
+                           [=] __device__(const formulas::ParamPart& p, size_t i) {
+                             p.grad[i] = FixedPointMean(p.sums[i], terms);
+                           });
 }
 
-cudaError_t UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
-                         float* value, float* state1, float* state2, cudaStream_t stream) {
+cudaError_t UpdateParams(const formulas::UpdateRule& rule, const formulas::ParamPart* parts,
+                         size_t count, cudaStream_t stream) {
   if (rule.adam) {
-    return LaunchForEach(n, stream, [=] __device__(size_t i) {
-      formulas::AdamUpdate(rule, grad[i], &value[i], &state1[i], &state2[i]);
-    });
+    return LaunchForEachPart(
+        parts, count, stream, [=] __device__(const formulas::ParamPart& p, size_t i) {
+          formulas::AdamUpdate(rule, p.grad[i], &p.value[i], &p.state1[i], &p.state2[i]);
+        });
   }
-  return LaunchForEach(n, stream, [=] __device__(size_t i) {
-    formulas::SgdUpdate(rule, grad[i], &value[i], &state1[i]);
-  });
+  return LaunchForEachPart(parts, count, stream,
+                           [=] __device__(const formulas::ParamPart& p, size_t i) {
+                             formulas::SgdUpdate(rule, p.grad[i], &p.value[i], &p.state1[i]);
+                           });
 }
 
 }  // namespace easyscale::cuda

@@ -136,15 +136,15 @@ class KernelBackend {
   // dst[i] += src[i]: fixed-point sums of the same segments (exact, any order).
   virtual void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) = 0;
   virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
-  // out[i] = the mean of fixed-point sum sums[i] over `terms` ESTs
-  // (fixed_point.h's DecodeFixedPointMean).
-  virtual void DecodeFixedPointMean(size_t n, const int64_t* sums, int terms, float* out) = 0;
-  // The optimizer's update of n parameter values from their mean gradients:
-  // `rule` (kernel_formulas.h) applied to each value and its state (state2:
-  // Adam's second moment, else null). Values are independent, so a caller may
-  // split them into ranges.
-  virtual void UpdateParams(const formulas::UpdateRule& rule, size_t n, const float* grad,
-                            float* value, float* state1, float* state2) = 0;
+  // For each part, grad[i] = the mean of fixed-point sum sums[i] over `terms`
+  // ESTs (fixed_point.h's DecodeFixedPointMean).
+  virtual void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) = 0;
+  // The optimizer's update of each part's values from their mean gradients
+  // grad: `rule` (kernel_formulas.h) applied to each value and its state.
+  // Values are independent, so a caller may split parameters into parts and
+  // parts into calls; a device launches once for many parts.
+  virtual void UpdateParams(const formulas::UpdateRule& rule,
+                            std::span<const formulas::ParamPart> parts) = 0;
 
  protected:
   virtual void* AddressOf(void* host, size_t bytes, DeviceMirror& mirror) = 0;

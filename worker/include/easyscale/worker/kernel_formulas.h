@@ -153,6 +153,19 @@ struct UpdateRule {
   float c1 = 1.0f, c2_sqrt = 1.0f;  // Adam's bias corrections at this step
 };
 
+// One parameter's part of a step's update, in a backend's memory: its n
+// fixed-point gradient sums (fixed_point.h) and mean gradients, and the n
+// values with their state (state2: Adam's second moment, else null) that a
+// rule updates from those means. Each call reads only the fields it names.
+struct ParamPart {
+  size_t n = 0;
+  const int64_t* sums = nullptr;
+  float* grad = nullptr;
+  float* value = nullptr;
+  float* state1 = nullptr;
+  float* state2 = nullptr;
+};
+
 // g' = g + wd*w; v = momentum*v + g'; w = w - lr*v
 ES_HD void SgdUpdate(const UpdateRule& r, float g, float* w, float* v) {
   const float gw = g + r.weight_decay * *w;
