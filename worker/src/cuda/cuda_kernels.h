@@ -24,7 +24,7 @@ namespace easyscale::cuda {
 
 // How many streams run this host thread's launches side by side (the resident
 // backend's lanes between ForkLanes and JoinLanes, two between ForkSide and
-// JoinSide on one lane; 1 otherwise). Gemm's 192x128 tiles run only alone, and Gemm and
+// JoinSide on one lane; 1 otherwise). Gemm's 128x96 and 192x128 tiles run only alone, and Gemm and
 // GemmBatched count every stream's 128x128 tiles as filling the GPU, so each
 // lane's products keep the tiled kernel where one product alone would take the
 // chain or one-thread-per-output kernel (an EST of 4 sequences' projections
