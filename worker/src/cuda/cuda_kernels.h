@@ -41,6 +41,12 @@ int SideBySideStreams();
 // M*N*blocks floats of stream-ordered scratch.
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc, bool accumulate, cudaStream_t stream = nullptr);
+// C[i,j] = (Gemm's chain from 0) + bias[j]: a product and then an Add of a
+// bias broadcast over its rows (MatMul+Add), the bias added as the tiled
+// kernels store each output where Gemm takes them for one k block, else by a
+// pass over C after Gemm.
+cudaError_t GemmBias(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                     const float* bias, float* C, int ldc, cudaStream_t stream = nullptr);
 // The GEMM kernels, exposed for tests and benchmarks: 128x128 register tiles
 // (large products), one output per thread fed float4s along k through a
 // cp.async ring (few outputs, long k blocks), one thread per output (few

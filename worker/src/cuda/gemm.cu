@@ -35,6 +35,9 @@ struct GemmArgs {
   // A batched product (GemmBatched: one k block, grid z-slice z is entry z):
   // the steps between entries of A, B and out (and init); 0 otherwise.
   size_t batch_a = 0, batch_b = 0, batch_o = 0;
+  // GemmBias's: out[i,j] = chain + bias[j] (a product of one k block); null
+  // otherwise.
+  const float* bias = nullptr;
 };
 
 // This thread block's part of a k-blocked product: grid z-slice z runs k block z
@@ -129,8 +132,11 @@ constexpr int TiledSharedBytes() {
 // kTM x kTN: the block tile (64, 96 or 128 each; a batch of products 64 wide
 // takes 64 of them instead of computing padding, see LaunchGemmBatched; a
 // product 768 wide, 96-column tiles that fill a wave, see Gemm).
+// kBias: adds args.bias[c] to each output as it stores it (GemmBias; a
+// template flag, so that the other instantiations keep their registers: a
+// runtime test spilled the 128x128 ones).
 template <int BK, int kMinBlocks, bool kWarpTiled, bool kATransposed = false,
-          bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN>
+          bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN, bool kBias = false>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     GemmTiledKernel(const GemmArgs args, bool vector_ok) {
   constexpr int kTileM = kTM, kTileN = kTN;  // this launch's tile
@@ -270,7 +276,8 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
       const int c = n0 + RegisterTileOffset<kTileN>(tx, j);
-      if (c < N) g.out[static_cast<size_t>(r) * g.ldo + c] = acc[i][j];
+      if (c < N)
+        g.out[static_cast<size_t>(r) * g.ldo + c] = kBias ? acc[i][j] + g.bias[c] : acc[i][j];
     }
   }
 }
@@ -595,21 +602,23 @@ BlockTile SoonestTile(int M, int N, int z) {
 }  // namespace
 
 namespace {
-template <int BK, int kMinBlocks, bool kWarpTiled, int kTM, int kTN>
+// kBias: with GemmBias's bias (only for a product of one k block).
+template <int BK, int kMinBlocks, bool kWarpTiled, int kTM, int kTN, bool kBias = false>
 cudaError_t LaunchTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                        float* C, int ldc, bool accumulate, cudaStream_t stream) {
+                        float* C, int ldc, bool accumulate, cudaStream_t stream,
+                        const float* bias = nullptr) {
   // k blocks start at multiples of kGemmKBlock, so they keep A's and B's alignment.
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && Aligned16(A) && Aligned16(B);
-  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream,
-                 [&](const GemmArgs& g, int z) {
-                   const dim3 grid((N + kTN - 1) / kTN, (M + kTM - 1) / kTM, z);
-                   if (grid.y > 65535) return cudaErrorInvalidValue;
-                   constexpr int kBytes = TiledSharedBytes<BK, kTM, kTN>();
-                   static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
-                   GemmTiledKernel<BK, kMinBlocks, kWarpTiled, false, false, kTM, kTN>
-                       <<<grid, kTiledThreads, kBytes, stream>>>(g, vector_ok);
-                   return cudaGetLastError();
-                 });
+  return RunGemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream, [&](GemmArgs g, int z) {
+    g.bias = bias;
+    const dim3 grid((N + kTN - 1) / kTN, (M + kTM - 1) / kTM, z);
+    if (grid.y > 65535) return cudaErrorInvalidValue;
+    constexpr int kBytes = TiledSharedBytes<BK, kTM, kTN>();
+    static_assert(kBytes <= 48 * 1024, "more would need the per-device opt-in");
+    GemmTiledKernel<BK, kMinBlocks, kWarpTiled, false, false, kTM, kTN, kBias>
+        <<<grid, kTiledThreads, kBytes, stream>>>(g, vector_ok);
+    return cudaGetLastError();
+  });
 }
 }  // namespace
 
@@ -832,6 +841,33 @@ cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, i
   if (block_k < kChainShortMinK && M >= kStripRows && outputs >= kStripMinOutputs)
     return GemmColumnStrip(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
   return GemmPerOutput(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
+}
+
+cudaError_t GemmBias(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                     const float* bias, float* C, int ldc, cudaStream_t stream) {
+  if (!ValidShape(M, N, K, lda, ldb, ldc) || bias == nullptr) return cudaErrorInvalidValue;
+  // Where Gemm takes the tiled kernel's 128x128 or 128x96 tiles for one k
+  // block: the same kernel, adding the bias as it stores.
+  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1) && tiled::KBlocks(K) == 1) {
+    switch (SoonestTile(M, N, 1)) {
+      case BlockTile::k128x128:
+        return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, kTileN, true>(
+            M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
+      case BlockTile::k128x96:
+        return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, 96, true>(
+            M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
+      case BlockTile::k192x128:
+        break;
+    }
+  }
+  if (const cudaError_t err = Gemm(M, N, K, A, lda, B, ldb, C, ldc, false, stream);
+      err != cudaSuccess || M == 0 || N == 0)
+    return err;
+  const size_t n = static_cast<size_t>(M) * N;
+  return LaunchForEach(n, stream, [=] __device__(size_t e) {
+    float& c = C[e / N * ldc + e % N];
+    c = c + bias[e % N];
+  });
 }
 
 }  // namespace easyscale::cuda

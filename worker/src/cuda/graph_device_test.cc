@@ -435,6 +435,22 @@ TEST_F(GraphDeviceTest, MatMul) {
                  {RandomValue({4, 6}, 9), RandomValue({6}, 10)});
 }
 
+TEST_F(GraphDeviceTest, MatMulAdd) {
+  // A linear layer fused (graph/fusion.h): the bias stored by the tiled
+  // kernel (4096 x 768 in 128x96 tiles, 4096 x 1024 in 128x128), or added by
+  // a pass after Gemm (a product too small for tiles); either bias order.
+  for (int64_t bias_first : {0, 1}) {
+    Node node = MakeNode("MatMul+Add", {"a", "b", "bias"}, {"z"});
+    node.attributes["bias_first"] = bias_first;
+    ExpectSameBits(
+        node, {RandomValue({8, 512, 64}, 31), RandomValue({64, 768}, 32), RandomValue({768}, 33)});
+    ExpectSameBits(node, {RandomValue({32, 128, 48}, 34), RandomValue({48, 1024}, 35),
+                          RandomValue({1024}, 36)});
+    ExpectSameBits(
+        node, {RandomValue({3, 16, 32}, 37), RandomValue({32, 128}, 38), RandomValue({128}, 39)});
+  }
+}
+
 TEST_F(GraphDeviceTest, Gather) {
   // The encoder's embedding (repeated ids: the gradient adds them in
   // position order), negative indices, a middle axis.

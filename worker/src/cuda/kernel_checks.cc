@@ -76,15 +76,28 @@ struct GemmShape {
   bool accumulate = false;
 };
 
+// fn's product against cpu::Gemm's; with fn null, GemmBias's against
+// cpu::Gemm's and then the bias added to each row (a MatMul+Add).
 std::string CheckOneGemm(GemmFn fn, const GemmShape& s, uint64_t seed) {
   const int lda = s.K + s.lda_pad, ldb = s.N + s.ldb_pad, ldc = s.N + s.ldc_pad;
   const auto A = Random(static_cast<size_t>(s.M) * lda, seed);
   const auto B = Random(static_cast<size_t>(s.K) * ldb + 1, seed + 1);
   auto C = Random(static_cast<size_t>(s.M) * ldc, seed + 2);
-  DeviceBuffer<float> dA(A), dB(B), dC(C);
+  const auto bias = Random(static_cast<size_t>(s.N), seed + 3);
+  DeviceBuffer<float> dA(A), dB(B), dC(C), dbias(bias);
   cpu::Gemm(s.M, s.N, s.K, A.data(), lda, B.data(), ldb, C.data(), ldc, s.accumulate);
+  if (fn == nullptr) {
+    for (int i = 0; i < s.M; ++i) {
+      for (int j = 0; j < s.N; ++j) {
+        float& c = C[static_cast<size_t>(i) * ldc + j];
+        c = c + bias[j];
+      }
+    }
+  }
   ThrowIfError(
-      fn(s.M, s.N, s.K, dA.get(), lda, dB.get(), ldb, dC.get(), ldc, s.accumulate, nullptr),
+      fn != nullptr
+          ? fn(s.M, s.N, s.K, dA.get(), lda, dB.get(), ldb, dC.get(), ldc, s.accumulate, nullptr)
+          : GemmBias(s.M, s.N, s.K, dA.get(), lda, dB.get(), ldb, dbias.get(), dC.get(), ldc),
       "gemm launch");
   std::string diffs;
   Compare(&diffs, "C", C, dC);  // also proves the padding columns were left alone
@@ -179,6 +192,26 @@ std::vector<KernelCheck> CheckGemms(uint64_t seed) {
       SetSideBySideStreams(1);
       return diffs;
     });
+  }
+  // GemmBias (a linear layer's MatMul+Add): in the tiled kernel's 128x96 and
+  // 128x128 tiles, alone and side by side, and through Gemm and a pass over
+  // C elsewhere (small, thin, several k blocks, padded rows).
+  for (GemmShape s :
+       {GemmShape{4096, 768, 200}, GemmShape{2100, 2060, 40}, GemmShape{512, 768, 768},
+        GemmShape{130, 257, 67}, GemmShape{16, 200, 4096}, GemmShape{130, 140, 4097},
+        GemmShape{1000, 999, 333, 1, 3, 5}, GemmShape{1, 1, 1}}) {
+    for (int streams : {1, 8}) {
+      std::ostringstream name;
+      name << "GemmBias " << s.M << "x" << s.N << "x" << s.K
+           << (s.lda_pad + s.ldb_pad + s.ldc_pad ? " padded" : "")
+           << (streams > 1 ? " on 8 streams side by side" : "");
+      Run(&out, name.str(), [&] {
+        SetSideBySideStreams(streams);
+        const std::string diffs = CheckOneGemm(nullptr, s, seed++);
+        SetSideBySideStreams(1);
+        return diffs;
+      });
+    }
   }
   // Batched: attention's products (64 wide: 128x64 and 64x128 tiles, partial
   // ones too), thin ones (one thread per output), a whole k block,

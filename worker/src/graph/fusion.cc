@@ -1,5 +1,6 @@
 #include "graph/fusion.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <map>
@@ -92,7 +93,78 @@ std::optional<GeluChain> GeluChainAt(const Graph& g, const Readers& r, size_t di
   return c;
 }
 
+// Keeps the nodes not dropped, and the values not gone.
+void DropNodes(Graph& graph, const std::vector<bool>& dropped,
+               const std::vector<std::string>& gone) {
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (!dropped[n]) kept.push_back(std::move(graph.nodes[n]));
+  }
+  graph.nodes = std::move(kept);
+  for (const std::string& value : gone) graph.values.erase(value);
+}
+
+// The Add of the MatMul at `matmul` and its bias operand (0 or 1), when
+// FuseMatMulBiases may fuse them.
+struct BiasedMatMul {
+  size_t add;
+  int bias_operand;
+};
+
+std::optional<BiasedMatMul> BiasedMatMulAt(const Graph& g, const Readers& r, size_t matmul) {
+  const Node& m = g.nodes[matmul];
+  if (m.op != "MatMul" || m.inputs.size() != 2 || m.outputs.size() != 1 || m.outputs[0].empty())
+    return {};
+  const auto w = g.values.find(m.inputs[1]);
+  const auto y = g.values.find(m.outputs[0]);
+  if (w == g.values.end() || y == g.values.end() || w->second.shape.size() != 2 ||
+      y->second.shape.size() < 2 || y->second.dtype != DType::kFloat32) {
+    return {};
+  }
+  const auto add = r.OnlyReader(m.outputs[0], "Add", 2);
+  if (!add) return {};
+  const Node& a = g.nodes[*add];
+  const int bias_operand = a.inputs[0] == m.outputs[0] ? 1 : 0;
+  const std::string& bias = a.inputs[bias_operand];
+  if (bias == m.outputs[0]) return {};  // Add(Y, Y)
+  const auto init = g.initializers.find(bias);
+  const auto info = g.values.find(bias);
+  if (init == g.initializers.end() || info == g.values.end() ||
+      init->second.dtype != DType::kFloat32 || info->second.dtype != DType::kFloat32 ||
+      info->second.shape != Shape{y->second.shape.back()} || r.Of(bias).size() != 1 ||
+      std::find(g.inputs.begin(), g.inputs.end(), bias) != g.inputs.end()) {
+    return {};
+  }
+  return BiasedMatMul{*add, bias_operand};
+}
+
 }  // namespace
+
+int FuseMatMulBiases(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the products before their bias
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<BiasedMatMul> f = BiasedMatMulAt(graph, readers, n);
+    if (!f || dropped[f->add]) continue;
+    Node& matmul = graph.nodes[n];
+    const Node& add = graph.nodes[f->add];
+    gone.push_back(matmul.outputs[0]);
+    Node fused_node;
+    fused_node.name = matmul.name + "+Add";
+    fused_node.op = "MatMul+Add";
+    fused_node.inputs = {matmul.inputs[0], matmul.inputs[1], add.inputs[f->bias_operand]};
+    fused_node.outputs = {add.outputs[0]};
+    fused_node.attributes["bias_first"] = int64_t{f->bias_operand == 0 ? 1 : 0};
+    matmul = std::move(fused_node);
+    dropped[f->add] = true;
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
 
 int FuseGeluChains(Graph& graph) {
   const Readers readers(graph);
@@ -115,14 +187,7 @@ int FuseGeluChains(Graph& graph) {
     for (size_t inner : {c->erf, c->add, c->mul, c->half}) dropped[inner] = true;
     ++fused;
   }
-  if (fused == 0) return 0;
-  std::vector<Node> kept;
-  kept.reserve(graph.nodes.size());
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (!dropped[n]) kept.push_back(std::move(graph.nodes[n]));
-  }
-  graph.nodes = std::move(kept);
-  for (const std::string& value : gone) graph.values.erase(value);
+  if (fused > 0) DropNodes(graph, dropped, gone);
   return fused;
 }
 

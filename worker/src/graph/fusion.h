@@ -21,4 +21,16 @@ namespace easyscale::graph {
 // chains it fused.
 int FuseGeluChains(Graph& graph);
 
+// Replaces each linear layer as PyTorch exports it over more than two
+// dimensions, Y = MatMul(X, W) and Z = Add(Y, b) or Add(b, Y) with W 2-D and
+// b a float32 initializer of shape [N] (Y's last dimension), by one
+// "MatMul+Add" node (X, W, b) -> Z at the MatMul's place, with attribute
+// "bias_first" 1 where b was the Add's first operand (ops/mat_mul.cc adds b
+// to each finished product row as the Add did, and its gradient is the Add's
+// rule; on a device in the GEMM's store). Only where the result is the same
+// bits: Y has no other reader and is no graph output, and b has no other
+// reader (its gradient is the Add's alone) and is no graph input. Drops Y
+// from the graph's values. Returns how many layers it fused.
+int FuseMatMulBiases(Graph& graph);
+
 }  // namespace easyscale::graph

@@ -1,11 +1,13 @@
-// Graph rewrites (fusion.h): which GELU chains fuse, and that a fused one
-// trains to the chain's bits.
+// Graph rewrites (fusion.h): which GELU chains and linear layers fuse, and
+// that a fused one trains to the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -54,6 +56,15 @@ std::vector<std::string> Ops(const Graph& g) {
   return ops;
 }
 
+// Another reader of `value`: a Relu into a new graph output r, at node index
+// `at` (the end by default).
+void AddReader(Graph& g, const std::string& value, size_t at = SIZE_MAX) {
+  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(std::min(at, g.nodes.size())),
+                 MakeNode("Relu", {value}, {"r"}));
+  g.values["r"] = g.values[value];
+  g.outputs.push_back("r");
+}
+
 TEST(FuseGeluChains, PyTorchsChainBecomesOneGeluNode) {
   Graph g = GeluGraph(5);
   EXPECT_EQ(FuseGeluChains(g), 1);
@@ -75,18 +86,8 @@ TEST(FuseGeluChains, LeavesWhatWouldChangeABit) {
       {"another addend", [](Graph& g) { g.initializers["one"].floats = {2.0f}; }},
       {"another factor", [](Graph& g) { g.initializers["half"].floats = {0.25f}; }},
       {"an inner value as a graph output", [](Graph& g) { g.outputs.push_back("p"); }},
-      {"an inner value read elsewhere",
-       [](Graph& g) {
-         g.nodes.push_back(MakeNode("Relu", {"e"}, {"r"}));
-         g.values["r"] = g.values["e"];
-         g.outputs.push_back("r");
-       }},
-      {"X read between the Div and the Mul",
-       [](Graph& g) {
-         g.nodes.insert(g.nodes.begin() + 2, MakeNode("Relu", {"h"}, {"r"}));
-         g.values["r"] = g.values["h"];
-         g.outputs.push_back("r");
-       }},
+      {"an inner value read elsewhere", [](Graph& g) { AddReader(g, "e"); }},
+      {"X read between the Div and the Mul", [](Graph& g) { AddReader(g, "h", 2); }},
       {"the Mul's operands swapped",
        [](Graph& g) {
          g.nodes[4].inputs = {"p", "h"};
@@ -107,19 +108,20 @@ TEST(FuseGeluChains, LeavesWhatWouldChangeABit) {
   // A reader of X after the chain keeps it fusable: X's gradient still adds
   // the Div's and the Mul's contributions first.
   Graph g = GeluGraph(5);
-  g.nodes.push_back(MakeNode("Relu", {"h"}, {"r"}));
-  g.values["r"] = g.values["h"];
-  g.outputs.push_back("r");
+  AddReader(g, "h");
   EXPECT_EQ(FuseGeluChains(g), 1);
 }
 
-// One forward and backward pass: y and w's gradient for input x and y's
-// gradient dy.
-struct Pass {
-  std::vector<float> y, dw;
-};
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits;
+  for (float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
+  return bits;
+}
 
-Pass RunPass(Graph g, const Value& x, const Value& dy) {
+// One forward and backward pass for input x and output 0's gradient dy: the
+// output's bits, then each of `params`' gradient's.
+std::vector<std::vector<uint32_t>> RunPass(Graph g, const Value& x, const Value& dy,
+                                           const std::vector<std::string>& params) {
   auto program = Program::Create(std::move(g));
   EXPECT_TRUE(program.ok()) << program.status();
   Program& p = **program;
@@ -128,15 +130,9 @@ Pass RunPass(Graph g, const Value& x, const Value& dy) {
   uint64_t counter = 0;
   ctx.dropout_counter = &counter;
   p.Forward(ctx);
-  Pass pass{p.Output(0).floats, {}};
+  std::vector<std::vector<uint32_t>> bits = {Bits(p.Output(0).floats)};
   p.Backward(ctx, 0, dy);
-  pass.dw = p.Gradient("w").floats;
-  return pass;
-}
-
-std::vector<uint32_t> Bits(const std::vector<float>& v) {
-  std::vector<uint32_t> bits;
-  for (float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
+  for (const std::string& name : params) bits.push_back(Bits(p.Gradient(name).floats));
   return bits;
 }
 
@@ -160,10 +156,102 @@ TEST(FuseGeluChains, TrainsToTheChainsBits) {
   Graph check = fused;
   ASSERT_EQ(FuseGeluChains(check), 1);
   ASSERT_EQ(FuseGeluChains(chain), 0);
-  const Pass want = RunPass(chain, x, dy);
-  const Pass got = RunPass(fused, x, dy);
-  EXPECT_EQ(Bits(got.y), Bits(want.y));
-  EXPECT_EQ(Bits(got.dw), Bits(want.dw));
+  EXPECT_EQ(RunPass(fused, x, dy, {"w"}), RunPass(chain, x, dy, {"w"}));
+}
+
+// z = x W + b as PyTorch exports a linear layer over [2, 3, k] (bias_first:
+// Add(b, y), as it writes it; else Add(y, b)).
+Graph LinearGraph(int64_t k, int64_t n, bool bias_first) {
+  Graph g;
+  g.opset = 17;
+  g.initializers["w"] = testing::ToConstant(RandomValue({k, n}, 21));
+  g.initializers["b"] = testing::ToConstant(RandomValue({n}, 22));
+  g.values["w"] = {DType::kFloat32, {k, n}};
+  g.values["b"] = {DType::kFloat32, {n}};
+  g.values["x"] = {DType::kFloat32, {2, 3, k}};
+  g.values["y"] = {DType::kFloat32, {2, 3, n}};
+  g.values["z"] = {DType::kFloat32, {2, 3, n}};
+  g.inputs = {"x"};
+  g.outputs = {"z"};
+  g.nodes = {
+      MakeNode("MatMul", {"x", "w"}, {"y"}),
+      MakeNode("Add",
+               bias_first ? std::vector<std::string>{"b", "y"} : std::vector<std::string>{"y", "b"},
+               {"z"})};
+  g.nodes[0].name = "/fc/MatMul";
+  g.nodes[1].name = "/fc/Add";
+  return g;
+}
+
+TEST(FuseMatMulBiases, ALinearLayerBecomesOneNodeWithTheBiasOrder) {
+  for (bool bias_first : {false, true}) {
+    Graph g = LinearGraph(5, 4, bias_first);
+    EXPECT_EQ(FuseMatMulBiases(g), 1);
+    EXPECT_EQ(Ops(g), std::vector<std::string>{"MatMul+Add"});
+    EXPECT_EQ(g.nodes[0].name, "/fc/MatMul+Add");
+    EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "w", "b"}));
+    EXPECT_EQ(g.nodes[0].outputs, std::vector<std::string>{"z"});
+    EXPECT_EQ(*g.nodes[0].Get<int64_t>("bias_first", -1), bias_first ? 1 : 0);
+    EXPECT_EQ(g.values.count("y"), 0u);
+    EXPECT_EQ(FuseMatMulBiases(g), 0) << "nothing left to fuse";
+  }
+}
+
+TEST(FuseMatMulBiases, LeavesWhatWouldChangeABit) {
+  struct Variant {
+    const char* what;
+    void (*change)(Graph&);
+  };
+  const Variant kVariants[] = {
+      {"the product as a graph output", [](Graph& g) { g.outputs.push_back("y"); }},
+      {"the product read elsewhere", [](Graph& g) { AddReader(g, "y"); }},
+      {"the bias read elsewhere", [](Graph& g) { AddReader(g, "b"); }},
+      {"a bias that is data",
+       [](Graph& g) {
+         g.initializers.erase("b");
+         g.inputs.push_back("b");
+       }},
+      {"a bias of shape [1, n]",
+       [](Graph& g) {
+         g.values["b"].shape = {1, 4};
+         g.initializers["b"].shape = {1, 4};
+       }},
+      {"a product's own sum",
+       [](Graph& g) {
+         g.nodes[1].inputs = {"y", "y"};
+       }},
+      {"a batched B",
+       [](Graph& g) {
+         g.values["w"].shape = {2, 5, 4};
+         g.initializers["w"] = testing::ToConstant(RandomValue({2, 5, 4}, 23));
+       }},
+  };
+  for (const Variant& v : kVariants) {
+    Graph g = LinearGraph(5, 4, false);
+    v.change(g);
+    const size_t nodes = g.nodes.size();
+    EXPECT_EQ(FuseMatMulBiases(g), 0) << v.what;
+    EXPECT_EQ(g.nodes.size(), nodes) << v.what;
+  }
+}
+
+TEST(FuseMatMulBiases, TrainsToTheTwoNodesBits) {
+  constexpr int64_t kK = 37, kN = 29;
+  const float inf = std::numeric_limits<float>::infinity();
+  Value x = RandomValue({2, 3, kK}, 24);
+  Value dz = RandomValue({2, 3, kN}, 25);
+  x.floats[3] = -0.0f, x.floats[40] = 1e30f, dz.floats[7] = -0.0f, dz.floats[11] = inf;
+  for (bool bias_first : {false, true}) {
+    Graph fused = LinearGraph(kK, kN, bias_first);
+    // The same graph with y also an output: the program runs the two nodes.
+    Graph apart = LinearGraph(kK, kN, bias_first);
+    apart.outputs.push_back("y");
+    Graph check = fused, check_apart = apart;
+    ASSERT_EQ(FuseMatMulBiases(check), 1);
+    ASSERT_EQ(FuseMatMulBiases(check_apart), 0);
+    EXPECT_EQ(RunPass(fused, x, dz, {"w", "b"}), RunPass(apart, x, dz, {"w", "b"}))
+        << "bias_first " << bias_first;
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ namespace {
 struct Entry {
   const char* op;
   OpFactory make;
+  bool fused = false;  // a node only graph/fusion.h makes, not an ONNX operator
 };
 
 // One line per op, kept sorted by name.
@@ -36,6 +37,7 @@ const std::vector<Entry>& Registry() {
       {"LayerNormalization", MakeLayerNormalization},
       {"LogSoftmax", MakeLogSoftmax},
       {"MatMul", MakeMatMul},
+      {"MatMul+Add", MakeMatMulAdd, true},
       {"MaxPool", MakeMaxPool},
       {"Mul", MakeMul},
       {"Pow", MakePow},
@@ -65,7 +67,9 @@ const std::vector<Entry>& Registry() {
 const std::vector<std::string>& SupportedOps() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
-    for (const Entry& e : Registry()) names.push_back(e.op);
+    for (const Entry& e : Registry()) {
+      if (!e.fused) names.push_back(e.op);
+    }
     return names;
   }();
   return kNames;

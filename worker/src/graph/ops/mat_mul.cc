@@ -14,12 +14,23 @@
 //   except where every batch shares one B (a weight): one product over every
 //   batch's rows, dB[k, j] = GemmOutput over the rows i ascending of
 //   A[i, k] * dY[i, j], from 0, in k blocks of formulas::WeightGradientKBlock.
+//
+// MatMul+Add (graph/fusion.h's FuseMatMulBiases: a linear layer's MatMul and
+// bias Add as one node, inputs A, B 2-D and bias [N], attribute bias_first):
+// the MatMul's Y and then the Add's Z = Y + bias (bias + Y with bias_first)
+// per element, dZ passed as dY, and d(bias) the Add's gradient rule
+// (broadcast.h's order, BinaryReductionBlock's blocks): the same bits as the
+// two nodes. On a device the GEMM adds the bias as it stores each output.
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/broadcast.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -28,6 +39,14 @@
 
 namespace easyscale::graph {
 namespace {
+
+// MatMul+Add's bias: the Add's broadcast (operands in its order) and the
+// bias's place in it.
+struct RowBias {
+  Broadcast bc;
+  int operand;    // the bias's: 0 (bias_first) or 1
+  int64_t block;  // its gradient's reduction blocks (BinaryReductionBlock)
+};
 
 class MatMul final : public Op {
  public:
@@ -40,11 +59,20 @@ class MatMul final : public Op {
         b_batch_(std::move(b_batch)),
         out_shape_(std::move(out_shape)) {}
 
+  // Makes this a MatMul+Add (its products' rows fold: checked by the factory).
+  void AddBias(RowBias bias) { bias_ = std::move(bias); }
+  bool FoldsIntoRows() const {
+    for (size_t t = 0; t < a_batch_.size(); ++t) {
+      if (a_batch_[t] != t || b_batch_[t] != 0) return false;
+    }
+    return true;
+  }
+
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
 
   void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
-    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], *in[1], *out[0]));
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, *in[0], *in[1], bias_ ? in[2] : nullptr, *out[0]));
     const float* a = in[0]->floats.data();
     const float* b = in[1]->floats.data();
     float* y = out[0]->floats.data();
@@ -55,6 +83,13 @@ class MatMul final : public Op {
       // One B for consecutive A batches: a single taller product, the same
       // chain for every element.
       cpu::Gemm(static_cast<int>(batches) * m_, n_, k_, a, k_, b, n_, y, n_, false);
+      if (bias_) {
+        const float* bias = in[2]->floats.data();
+        ForEachBroadcast(bias_->bc, [&](int64_t o, int64_t ia, int64_t ib) {
+          y[o] = bias_->operand == 1 ? AddFormula::Apply(y[ia], bias[ib])
+                                     : AddFormula::Apply(bias[ia], y[ib]);
+        });
+      }
       return;
     }
     for (size_t t = 0; t < batches; ++t) {
@@ -63,8 +98,8 @@ class MatMul final : public Op {
     }
   }
 
-  bool HasGradient(size_t i) const override { return i <= 1; }
-  bool BackwardReadsInput(size_t) const override { return true; }
+  bool HasGradient(size_t i) const override { return i <= (bias_ ? 2u : 1u); }
+  bool BackwardReadsInput(size_t i) const override { return i <= 1; }
   bool BackwardReadsOutput(size_t) const override { return false; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
@@ -72,6 +107,12 @@ class MatMul final : public Op {
                 const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
     ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *in[0], *in[1], *dout[0], din));
+    if (bias_ && din[2] != nullptr) {
+      const std::vector<float>& dz = dout[0]->floats;
+      ReduceToOperand(
+          bias_->bc, bias_->operand, [&](int64_t o, int64_t, int64_t) { return dz[o]; },
+          din[2]->floats, bias_->block);
+    }
     const float* a = in[0]->floats.data();
     const float* b = in[1]->floats.data();
     const float* dy = dout[0]->floats.data();
@@ -126,7 +167,8 @@ class MatMul final : public Op {
   // The CPU's products, in as few launches as keep each output's order: one
   // product for all batches where B is shared (rows folded) or one batched
   // launch where no operand broadcasts, else one cuda::Gemm per batch.
-  void ForwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, Value& yv) {
+  void ForwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value* bias_value,
+                       Value& yv) {
     const cudaStream_t st = StreamOf(ctx);
     const float* a = DeviceData(ctx, av);
     const float* b = DeviceData(ctx, bv);
@@ -135,9 +177,11 @@ class MatMul final : public Op {
     const size_t y_size = static_cast<size_t>(m_) * n_;
     const size_t batches = a_batch_.size();
     if (FoldsIntoRows()) {
-      CheckLaunch(
-          cuda::Gemm(static_cast<int>(batches) * m_, n_, k_, a, k_, b, n_, y, n_, false, st),
-          "MatMul");
+      const int rows = static_cast<int>(batches) * m_;
+      CheckLaunch(bias_ ? cuda::GemmBias(rows, n_, k_, a, k_, b, n_, DeviceData(ctx, *bias_value),
+                                         y, n_, st)
+                        : cuda::Gemm(rows, n_, k_, a, k_, b, n_, y, n_, false, st),
+                  "MatMul");
       return;
     }
     if (BatchesInOneLaunch(k_)) {
@@ -158,6 +202,12 @@ class MatMul final : public Op {
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
                         const std::vector<Value*>& din) {
     const float* dy = DeviceData(ctx, dyv);
+    if (bias_ && din[2] != nullptr) {
+      CheckLaunch(cuda_ops::BinaryBackward<AddFormula>(
+                      DeviceDims(bias_->bc), bias_->operand, din[2]->size(), nullptr, nullptr,
+                      nullptr, dy, DeviceData(ctx, *din[2]), bias_->block, StreamOf(ctx)),
+                  "MatMul+Add bias gradient");
+    }
     WeightBesideInput(
         ctx, din[1] != nullptr, din[0] != nullptr,
         [&](cudaStream_t st) { WeightGradientOnDevice(ctx, DeviceData(ctx, av), dy, *din[1], st); },
@@ -261,13 +311,6 @@ class MatMul final : public Op {
   }
 #endif
 
-  bool FoldsIntoRows() const {
-    for (size_t t = 0; t < a_batch_.size(); ++t) {
-      if (a_batch_[t] != t || b_batch_[t] != 0) return false;
-    }
-    return true;
-  }
-
   // The k block of B's gradient where rows fold (batches of m_ rows).
   int WeightGradientKBlock() const {
     return formulas::WeightGradientKBlock(static_cast<int64_t>(a_batch_.size()), m_, k_, n_);
@@ -276,13 +319,16 @@ class MatMul final : public Op {
   int m_, n_, k_;
   std::vector<size_t> a_batch_, b_batch_;  // by output batch: the operands' batch index
   Shape out_shape_;
+  std::optional<RowBias> bias_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
-                                         const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+namespace {
+
+// The product of inputs A and B (the arity checked by the caller).
+StatusOr<std::unique_ptr<MatMul>> MakeProduct(const Node& node,
+                                              const std::vector<OpInput>& inputs) {
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
   Shape a = inputs[0].info->shape, b = inputs[1].info->shape;
@@ -334,9 +380,40 @@ StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
   Shape out = batch;
   if (!a_vector) out.push_back(m);
   if (!b_vector) out.push_back(n);
-  return std::unique_ptr<Op>(new MatMul(static_cast<int>(m), static_cast<int>(n),
-                                        static_cast<int>(k), std::move(a_batch), std::move(b_batch),
-                                        std::move(out)));
+  return std::make_unique<MatMul>(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                                  std::move(a_batch), std::move(b_batch), std::move(out));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
+                                         const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs));
+  return std::unique_ptr<Op>(std::move(product));
+}
+
+StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t,
+                                            const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 3, 3, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 2, "bias", DType::kFloat32));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs));
+  const Shape y = product->OutputInfos()[0].shape;
+  if (!product->FoldsIntoRows() || inputs[1].info->shape.size() != 2 || y.size() < 2) {
+    return NodeError(node, "input B must be 2-D and A at least 2-D");
+  }
+  const Shape& bias = inputs[2].info->shape;
+  if (bias != Shape{y.back()}) {
+    return NodeError(
+        node, absl::StrCat("input bias must have shape [", y.back(), "], has ", ShapeString(bias)));
+  }
+  ES_ASSIGN_OR_RETURN(int64_t bias_first, node.Get<int64_t>("bias_first", 0));
+  const int operand = bias_first != 0 ? 0 : 1;
+  ES_ASSIGN_OR_RETURN(Broadcast bc,
+                      operand == 1 ? MakeBroadcast(node, y, bias) : MakeBroadcast(node, bias, y));
+  const int64_t block = BinaryReductionBlock(bc, operand);
+  product->AddBias(RowBias{std::move(bc), operand, block});
+  return std::unique_ptr<Op>(std::move(product));
 }
 
 }  // namespace easyscale::graph

@@ -152,5 +152,21 @@ TEST(MatMulTest, FactoryErrors) {
   EXPECT_NE(error({}, {3}).find("1-D"), std::string::npos);
 }
 
+// graph/fusion.h's node: a bias of Y's last dimension over a product whose
+// rows fold (fusion_test.cc checks its bits against MatMul and Add).
+TEST(MatMulTest, FusedBiasFactoryErrors) {
+  const Node node = MakeNode("MatMul+Add", {"a", "b", "bias"}, {"z"});
+  auto error = [&](Shape a, Shape b, Shape bias) {
+    testing::OpRun run = RunOp(node, {RandomValue(a, 1), RandomValue(b, 2), RandomValue(bias, 3)});
+    EXPECT_FALSE(run.status.ok());
+    return std::string(run.status.message());
+  };
+  EXPECT_NE(error({2, 3, 4}, {4, 5}, {4}).find("input bias must have shape [5], has [4]"),
+            std::string::npos);
+  EXPECT_NE(error({2, 3, 4}, {2, 4, 5}, {5}).find("B must be 2-D"), std::string::npos);
+  EXPECT_TRUE(RunOp(node, {RandomValue({2, 3, 4}, 1), RandomValue({4, 5}, 2), RandomValue({5}, 3)})
+                  .status.ok());
+}
+
 }  // namespace
 }  // namespace easyscale::graph
