@@ -444,6 +444,17 @@ TEST_F(OnnxLoaderTest, RefusesOtherDomains) {
               HasSubstr("node fancy: operator Fancy of domain com.example is not supported"));
 }
 
+// The runtime's registry also makes nodes only graph/fusion.h writes
+// ("MatMul+Add"); a file that names one is no ONNX model, and the checker
+// says so before any op is made.
+TEST_F(OnnxLoaderTest, RefusesTheRuntimesOwnFusedOps) {
+  onnx::ModelProto m = BaseModel();
+  AddNode(m.mutable_graph(), "MatMul+Add", {"X", "X", "X"}, {"f"}, "mine");
+  AddOutput(m.mutable_graph(), "f");
+  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
+              HasSubstr("the ONNX checker refuses it: No Op registered for MatMul+Add"));
+}
+
 TEST_F(OnnxLoaderTest, RefusesGraphAttributes) {
   onnx::ModelProto m = BaseModel();
   onnx::GraphProto* g = m.mutable_graph();
