@@ -6,6 +6,7 @@
 // atomics, no tensor cores; speed comes from the tiling around the chain.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 #include "cp_async.cuh"
@@ -599,9 +600,14 @@ BlockTile SoonestTile(int M, int N, int z) {
   if (1.5 / kTallTileRate * busiest(192, kTileN) < soonest) best = BlockTile::k192x128;
   return best;
 }
-}  // namespace
 
-namespace {
+// The block tile of the tiled kernel, where Gemm takes it for an M x N x K
+// product (its tiles mostly real and filling the chip); else nullopt.
+std::optional<BlockTile> TiledBlockTile(int M, int N, int K) {
+  if (M < kTileM / 2 || N < kTileN / 2 || !ManyTiles(M, N, 1)) return std::nullopt;
+  return SoonestTile(M, N, tiled::KBlocks(K));
+}
+
 // kBias: with GemmBias's bias (only for a product of one k block).
 template <int BK, int kMinBlocks, bool kWarpTiled, int kTM, int kTN, bool kBias = false>
 cudaError_t LaunchTiled(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -820,8 +826,8 @@ cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, i
   // (3.7-4.7 against 8.7-14 us in 64x64 tiles at 64-128 x 64-256), 4-row
   // strips for many outputs with short chains, one thread per output for the
   // rest.
-  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1)) {
-    switch (SoonestTile(M, N, tiled::KBlocks(K))) {
+  if (const std::optional<BlockTile> tile = TiledBlockTile(M, N, K)) {
+    switch (*tile) {
       case BlockTile::k192x128:
         return LaunchGemmTiles<192, kTileN>(M, N, K, A, lda, B, ldb, C, ldc, accumulate, stream);
       case BlockTile::k128x96:
@@ -848,17 +854,15 @@ cudaError_t GemmBias(int M, int N, int K, const float* A, int lda, const float* 
   if (!ValidShape(M, N, K, lda, ldb, ldc) || bias == nullptr) return cudaErrorInvalidValue;
   // Where Gemm takes the tiled kernel's 128x128 or 128x96 tiles for one k
   // block: the same kernel, adding the bias as it stores.
-  if (M >= kTileM / 2 && N >= kTileN / 2 && ManyTiles(M, N, 1) && tiled::KBlocks(K) == 1) {
-    switch (SoonestTile(M, N, 1)) {
-      case BlockTile::k128x128:
-        return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, kTileN, true>(
-            M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
-      case BlockTile::k128x96:
-        return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, 96, true>(
-            M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
-      case BlockTile::k192x128:
-        break;
-    }
+  const std::optional<BlockTile> tile =
+      tiled::KBlocks(K) == 1 ? TiledBlockTile(M, N, K) : std::nullopt;
+  if (tile == BlockTile::k128x128) {
+    return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, kTileN, true>(
+        M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
+  }
+  if (tile == BlockTile::k128x96) {
+    return LaunchTiled<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kTileM, 96, true>(
+        M, N, K, A, lda, B, ldb, C, ldc, false, stream, bias);
   }
   if (const cudaError_t err = Gemm(M, N, K, A, lda, B, ldb, C, ldc, false, stream);
       err != cudaSuccess || M == 0 || N == 0)

@@ -8,7 +8,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,24 @@ std::vector<std::string> Ops(const Graph& g) {
   return ops;
 }
 
+// A change to a fusable graph after which a rewrite must leave it as it is.
+struct Unfusable {
+  const char* what;
+  void (*change)(Graph&);
+};
+
+// Each variant's change of make()'s graph leaves `fuse` nothing to fuse.
+void ExpectNoneFused(const std::function<Graph()>& make, int (*fuse)(Graph&),
+                     std::span<const Unfusable> variants) {
+  for (const Unfusable& v : variants) {
+    Graph g = make();
+    v.change(g);
+    const size_t nodes = g.nodes.size();
+    EXPECT_EQ(fuse(g), 0) << v.what;
+    EXPECT_EQ(g.nodes.size(), nodes) << v.what;
+  }
+}
+
 // Another reader of `value`: a Relu into a new graph output r, at node index
 // `at` (the end by default).
 void AddReader(Graph& g, const std::string& value, size_t at = SIZE_MAX) {
@@ -76,11 +96,7 @@ TEST(FuseGeluChains, PyTorchsChainBecomesOneGeluNode) {
 }
 
 TEST(FuseGeluChains, LeavesWhatWouldChangeABit) {
-  struct Variant {
-    const char* what;
-    void (*change)(Graph&);
-  };
-  const Variant kVariants[] = {
+  const Unfusable kVariants[] = {
       {"another divisor", [](Graph& g) { g.initializers["sqrt2"].floats = {1.4142134f}; }},
       {"a divisor that trains", [](Graph& g) { g.constants.erase("sqrt2"); }},
       {"another addend", [](Graph& g) { g.initializers["one"].floats = {2.0f}; }},
@@ -98,13 +114,7 @@ TEST(FuseGeluChains, LeavesWhatWouldChangeABit) {
        }},
       {"an Add of one input (malformed)", [](Graph& g) { g.nodes[3].inputs = {"e"}; }},
   };
-  for (const Variant& v : kVariants) {
-    Graph g = GeluGraph(5);
-    v.change(g);
-    const size_t nodes = g.nodes.size();
-    EXPECT_EQ(FuseGeluChains(g), 0) << v.what;
-    EXPECT_EQ(g.nodes.size(), nodes) << v.what;
-  }
+  ExpectNoneFused([] { return GeluGraph(5); }, FuseGeluChains, kVariants);
   // A reader of X after the chain keeps it fusable: X's gradient still adds
   // the Div's and the Mul's contributions first.
   Graph g = GeluGraph(5);
@@ -198,11 +208,7 @@ TEST(FuseMatMulBiases, ALinearLayerBecomesOneNodeWithTheBiasOrder) {
 }
 
 TEST(FuseMatMulBiases, LeavesWhatWouldChangeABit) {
-  struct Variant {
-    const char* what;
-    void (*change)(Graph&);
-  };
-  const Variant kVariants[] = {
+  const Unfusable kVariants[] = {
       {"the product as a graph output", [](Graph& g) { g.outputs.push_back("y"); }},
       {"the product read elsewhere", [](Graph& g) { AddReader(g, "y"); }},
       {"the bias read elsewhere", [](Graph& g) { AddReader(g, "b"); }},
@@ -226,13 +232,7 @@ TEST(FuseMatMulBiases, LeavesWhatWouldChangeABit) {
          g.initializers["w"] = testing::ToConstant(RandomValue({2, 5, 4}, 23));
        }},
   };
-  for (const Variant& v : kVariants) {
-    Graph g = LinearGraph(5, 4, false);
-    v.change(g);
-    const size_t nodes = g.nodes.size();
-    EXPECT_EQ(FuseMatMulBiases(g), 0) << v.what;
-    EXPECT_EQ(g.nodes.size(), nodes) << v.what;
-  }
+  ExpectNoneFused([] { return LinearGraph(5, 4, false); }, FuseMatMulBiases, kVariants);
 }
 
 TEST(FuseMatMulBiases, TrainsToTheTwoNodesBits) {
