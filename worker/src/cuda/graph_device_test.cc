@@ -451,6 +451,22 @@ TEST_F(GraphDeviceTest, MatMulAdd) {
   }
 }
 
+TEST_F(GraphDeviceTest, TransposedWeights) {
+  // A weight stored [N, K] as PyTorch keeps it (graph/fusion.h): its
+  // gradient's blocks side by side (8 samples of 512 rows) or one product
+  // (2 of 4100 rows, thin), the encoder's 768 columns in 128x96 tiles.
+  for (int64_t bias_first : {0, 1}) {
+    Node node = MakeNode("Transpose+MatMul+Add", {"a", "w", "bias"}, {"z"});
+    node.attributes["bias_first"] = bias_first;
+    ExpectSameBits(
+        node, {RandomValue({8, 512, 64}, 41), RandomValue({768, 64}, 42), RandomValue({768}, 43)});
+  }
+  const Node product = MakeNode("Transpose+MatMul", {"a", "w"}, {"y"});
+  ExpectSameBits(product, {RandomValue({2, 4100, 3}, 44), RandomValue({5, 3}, 45)});
+  ExpectSameBits(product, {RandomValue({3, 16, 32}, 46), RandomValue({128, 32}, 47)});
+  ExpectSameBits(product, {RandomValue({16, 64, 256}, 48), RandomValue({256, 256}, 49)});
+}
+
 TEST_F(GraphDeviceTest, Gather) {
   // The encoder's embedding (repeated ids: the gradient adds them in
   // position order), negative indices, a middle axis.

@@ -22,6 +22,9 @@ class Readers {
       for (const std::string& in : g.nodes[n].inputs) {
         if (!in.empty()) readers_[in].push_back(n);
       }
+      for (const std::string& out : g.nodes[n].outputs) {
+        if (!out.empty()) writers_[out] = n;
+      }
     }
   }
 
@@ -40,6 +43,13 @@ class Readers {
 
   const std::vector<size_t>& Of(const std::string& value) const { return readers_.at(value); }
 
+  // The node that writes `value` (none for inputs and initializers).
+  std::optional<size_t> Writer(const std::string& value) const {
+    auto it = writers_.find(value);
+    if (it == writers_.end()) return {};
+    return it->second;
+  }
+
   // Whether `name` is a float32 scalar the loader made (never a parameter)
   // holding exactly `want`.
   bool IsConstant(const std::string& name, float want) const {
@@ -53,6 +63,7 @@ class Readers {
   const Graph& g_;
   std::set<std::string> outputs_;
   std::map<std::string, std::vector<size_t>> readers_;  // by value: reading nodes, ascending
+  std::map<std::string, size_t> writers_;               // by value: the node writing it
 };
 
 // The chain's nodes from its Div, when it is one FuseGeluChains may fuse.
@@ -139,7 +150,51 @@ std::optional<BiasedMatMul> BiasedMatMulAt(const Graph& g, const Readers& r, siz
   return BiasedMatMul{*add, bias_operand};
 }
 
+// The Transpose whose output the product at `product` reads as B, when
+// FuseTransposedWeights may fuse them.
+std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_t product) {
+  const Node& m = g.nodes[product];
+  const bool biased = m.op == "MatMul+Add";
+  if ((m.op != "MatMul" && !biased) || m.inputs.size() != (biased ? 3u : 2u)) return {};
+  const std::string& wt = m.inputs[1];
+  if (wt == m.inputs[0] || !r.OnlyReader(wt, m.op.c_str(), m.inputs.size())) return {};
+  const std::optional<size_t> transpose = r.Writer(wt);
+  if (!transpose) return {};
+  const Node& t = g.nodes[*transpose];
+  if (t.op != "Transpose" || t.inputs.size() != 1 || t.outputs.size() != 1) return {};
+  const auto w = g.values.find(t.inputs[0]);
+  if (w == g.values.end() || w->second.dtype != DType::kFloat32 || w->second.shape.size() != 2 ||
+      r.Of(t.inputs[0]).size() != 1) {
+    return {};
+  }
+  // A 2-D transpose's perm is [1, 0], or absent (reversed); a bad one is the
+  // Transpose's factory's to report.
+  const StatusOr<std::vector<int64_t>> perm = t.Get<std::vector<int64_t>>("perm", {1, 0});
+  if (!perm.ok() || *perm != std::vector<int64_t>{1, 0}) return {};
+  return transpose;
+}
+
 }  // namespace
+
+int FuseTransposedWeights(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the weights' transposes
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<size_t> t = TransposedWeightOf(graph, readers, n);
+    if (!t || dropped[*t]) continue;
+    Node& product = graph.nodes[n];
+    gone.push_back(product.inputs[1]);
+    product.inputs[1] = graph.nodes[*t].inputs[0];
+    product.op = "Transpose+" + product.op;
+    product.name = graph.nodes[*t].name + "+" + product.name;
+    dropped[*t] = true;
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
 
 int FuseMatMulBiases(Graph& graph) {
   const Readers readers(graph);

@@ -33,4 +33,15 @@ int FuseGeluChains(Graph& graph);
 // from the graph's values. Returns how many layers it fused.
 int FuseMatMulBiases(Graph& graph);
 
+// Replaces each weight's transpose as PyTorch exports a linear layer over more
+// than two dimensions, Wt = Transpose(W) with W 2-D and perm [1, 0], read by a
+// MatMul or MatMul+Add (after FuseMatMulBiases) as its B, by reading W there:
+// the node becomes a "Transpose+MatMul" or "Transpose+MatMul+Add" (X, W[, b])
+// (ops/mat_mul.cc multiplies by W's transpose, computes X's gradient from W
+// as stored and W's as the Transpose's gradient made it). Only where the
+// result is the same bits: Wt has no other reader and is no graph output, and
+// W has no other reader (its gradient is the product's alone). Drops the
+// Transpose and Wt. Returns how many it fused.
+int FuseTransposedWeights(Graph& graph);
+
 }  // namespace easyscale::graph

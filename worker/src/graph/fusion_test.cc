@@ -1,5 +1,5 @@
-// Graph rewrites (fusion.h): which GELU chains and linear layers fuse, and
-// that a fused one trains to the unfused nodes' bits.
+// Graph rewrites (fusion.h): which GELU chains, linear layers and weights'
+// transposes fuse, and that a fused one trains to the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -251,6 +251,106 @@ TEST(FuseMatMulBiases, TrainsToTheTwoNodesBits) {
     ASSERT_EQ(FuseMatMulBiases(check_apart), 0);
     EXPECT_EQ(RunPass(fused, x, dz, {"w", "b"}), RunPass(apart, x, dz, {"w", "b"}))
         << "bias_first " << bias_first;
+  }
+}
+
+// y = h Wt (+ b) as PyTorch exports a linear layer over [2, 3, k] with its
+// weight w stored [n, k]: Wt = Transpose(w), after h = Add(x, p) so that p's
+// gradient is x's.
+Graph TransposedLinearGraph(int64_t k, int64_t n, bool bias) {
+  Graph g;
+  g.opset = 17;
+  g.initializers["p"] = testing::ToConstant(RandomValue({2, 3, k}, 41));
+  g.initializers["w"] = testing::ToConstant(RandomValue({n, k}, 42));
+  g.values["p"] = g.values["x"] = g.values["h"] = {DType::kFloat32, {2, 3, k}};
+  g.values["w"] = {DType::kFloat32, {n, k}};
+  g.values["wt"] = {DType::kFloat32, {k, n}};
+  g.values["y"] = {DType::kFloat32, {2, 3, n}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {MakeNode("Add", {"x", "p"}, {"h"}), MakeNode("Transpose", {"w"}, {"wt"}),
+             MakeNode("MatMul", {"h", "wt"}, {"y"})};
+  g.nodes[1].name = "/fc/Transpose";
+  g.nodes[2].name = "/fc/MatMul";
+  if (bias) {
+    g.initializers["b"] = testing::ToConstant(RandomValue({n}, 43));
+    g.values["b"] = {DType::kFloat32, {n}};
+    g.values["z"] = g.values["y"];
+    g.outputs = {"z"};
+    g.nodes.push_back(MakeNode("Add", {"b", "y"}, {"z"}));
+  }
+  return g;
+}
+
+TEST(FuseTransposedWeights, ALinearLayerReadsItsWeightAsStored) {
+  for (bool bias : {false, true}) {
+    Graph g = TransposedLinearGraph(5, 4, bias);
+    EXPECT_EQ(FuseMatMulBiases(g), bias ? 1 : 0);
+    EXPECT_EQ(FuseTransposedWeights(g), 1);
+    const std::string op = bias ? "Transpose+MatMul+Add" : "Transpose+MatMul";
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", op}));
+    EXPECT_EQ(g.nodes[1].name, bias ? "/fc/Transpose+/fc/MatMul+Add" : "/fc/Transpose+/fc/MatMul");
+    EXPECT_EQ(g.nodes[1].inputs, bias ? (std::vector<std::string>{"h", "w", "b"})
+                                      : (std::vector<std::string>{"h", "w"}));
+    EXPECT_EQ(g.values.count("wt"), 0u);
+    EXPECT_EQ(FuseTransposedWeights(g), 0) << "nothing left to fuse";
+  }
+  // perm [1, 0] written out is the default's.
+  Graph g = TransposedLinearGraph(5, 4, false);
+  g.nodes[1].attributes["perm"] = std::vector<int64_t>{1, 0};
+  EXPECT_EQ(FuseTransposedWeights(g), 1);
+}
+
+TEST(FuseTransposedWeights, LeavesWhatWouldChangeABit) {
+  const Unfusable kVariants[] = {
+      {"the transpose as a graph output", [](Graph& g) { g.outputs.push_back("wt"); }},
+      {"the transpose read elsewhere", [](Graph& g) { AddReader(g, "wt"); }},
+      {"the weight read elsewhere", [](Graph& g) { AddReader(g, "w"); }},
+      {"a transpose that moves nothing",
+       [](Graph& g) {
+         g.nodes[1].attributes["perm"] = std::vector<int64_t>{0, 1};
+       }},
+      {"the transpose as the product's A",
+       [](Graph& g) {
+         g.nodes[2].inputs = {"wt", "h"};
+       }},
+      {"a batched weight",
+       [](Graph& g) {
+         g.values["w"].shape = {2, 4, 5};
+         g.values["wt"].shape = {5, 4, 2};
+       }},
+  };
+  for (bool bias : {false, true}) {
+    ExpectNoneFused(
+        [bias] {
+          Graph g = TransposedLinearGraph(5, 4, bias);
+          FuseMatMulBiases(g);
+          return g;
+        },
+        FuseTransposedWeights, kVariants);
+  }
+}
+
+TEST(FuseTransposedWeights, TrainsToTheTwoNodesBits) {
+  // 2 samples of 3 rows: the weight's gradient in two k blocks (one a sample).
+  constexpr int64_t kK = 37, kN = 29;
+  const float inf = std::numeric_limits<float>::infinity();
+  Value x = RandomValue({2, 3, kK}, 44);
+  Value dy = RandomValue({2, 3, kN}, 45);
+  x.floats[3] = -0.0f, x.floats[40] = 1e30f, dy.floats[7] = -0.0f, dy.floats[11] = inf;
+  for (bool bias : {false, true}) {
+    Graph fused = TransposedLinearGraph(kK, kN, bias);
+    // The same graph with Wt also an output: the program runs the Transpose.
+    Graph apart = TransposedLinearGraph(kK, kN, bias);
+    apart.outputs.push_back("wt");
+    Graph check = fused, check_apart = apart;
+    FuseMatMulBiases(check);
+    FuseMatMulBiases(check_apart);
+    ASSERT_EQ(FuseTransposedWeights(check), 1);
+    ASSERT_EQ(FuseTransposedWeights(check_apart), 0);
+    std::vector<std::string> params = {"p", "w"};
+    if (bias) params.push_back("b");
+    EXPECT_EQ(RunPass(fused, x, dy, params), RunPass(apart, x, dy, params)) << "bias " << bias;
   }
 }
 

@@ -445,14 +445,16 @@ TEST_F(OnnxLoaderTest, RefusesOtherDomains) {
 }
 
 // The runtime's registry also makes nodes only graph/fusion.h writes
-// ("MatMul+Add"); a file that names one is no ONNX model, and the checker
-// says so before any op is made.
+// ("MatMul+Add", "Transpose+MatMul", ...); a file that names one is no ONNX
+// model, and the checker says so before any op is made.
 TEST_F(OnnxLoaderTest, RefusesTheRuntimesOwnFusedOps) {
-  onnx::ModelProto m = BaseModel();
-  AddNode(m.mutable_graph(), "MatMul+Add", {"X", "X", "X"}, {"f"}, "mine");
-  AddOutput(m.mutable_graph(), "f");
-  EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
-              HasSubstr("the ONNX checker refuses it: No Op registered for MatMul+Add"));
+  for (const std::string op : {"MatMul+Add", "Transpose+MatMul", "Transpose+MatMul+Add"}) {
+    onnx::ModelProto m = BaseModel();
+    AddNode(m.mutable_graph(), op, {"X", "X", "X"}, {"f"}, "mine");
+    AddOutput(m.mutable_graph(), "f");
+    EXPECT_THAT(LoadError(m, {{"X", {2, 3, 4}}}),
+                HasSubstr("the ONNX checker refuses it: No Op registered for " + op));
+  }
 }
 
 TEST_F(OnnxLoaderTest, RefusesGraphAttributes) {

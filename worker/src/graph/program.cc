@@ -89,6 +89,7 @@ bool Program::IsParameterCandidate(const std::string& name) const {
 Status Program::Compile() {
   FuseGeluChains(graph_);
   FuseMatMulBiases(graph_);
+  FuseTransposedWeights(graph_);
   for (const auto& [name, info] : graph_.values) {
     const size_t id = values_.size();
     ids_[name] = id;

@@ -56,6 +56,8 @@ const std::vector<Entry>& Registry() {
       {"Sub", MakeSub},
       {"Tanh", MakeTanh},
       {"Transpose", MakeTranspose},
+      {"Transpose+MatMul", MakeTransposeMatMul, true},
+      {"Transpose+MatMul+Add", MakeTransposeMatMulAdd, true},
       {"Unsqueeze", MakeUnsqueeze},
   };
   // clang-format on

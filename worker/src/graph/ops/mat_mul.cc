@@ -21,6 +21,16 @@
 // per element, dZ passed as dY, and d(bias) the Add's gradient rule
 // (broadcast.h's order, BinaryReductionBlock's blocks): the same bits as the
 // two nodes. On a device the GEMM adds the bias as it stores each output.
+//
+// Transpose+MatMul and Transpose+MatMul+Add (graph/fusion.h's
+// FuseTransposedWeights: a weight's Transpose into the product that alone
+// reads it): input B is the 2-D weight as stored, [N, K], whose transpose the
+// product reads. The same bits as the two nodes: the forward multiplies the
+// transpose; dA's product reads the weight as stored (where the MatMul
+// transposed its B back); dB[j, k] = GemmOutput over the rows i of
+// dY[i, j] * A[i, k] in the same k blocks, each term the same product as
+// A[i, k] * dY[i, j], so dB is the MatMul's gradient transposed, as the
+// Transpose's gradient made it.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -50,14 +60,16 @@ struct RowBias {
 
 class MatMul final : public Op {
  public:
+  // b_transposed: input B is [N, K], its transpose the product's B (rows fold).
   MatMul(int m, int n, int k, std::vector<size_t> a_batch, std::vector<size_t> b_batch,
-         Shape out_shape)
+         Shape out_shape, bool b_transposed)
       : m_(m),
         n_(n),
         k_(k),
         a_batch_(std::move(a_batch)),
         b_batch_(std::move(b_batch)),
-        out_shape_(std::move(out_shape)) {}
+        out_shape_(std::move(out_shape)),
+        b_transposed_(b_transposed) {}
 
   // Makes this a MatMul+Add (its products' rows fold: checked by the factory).
   void AddBias(RowBias bias) { bias_ = std::move(bias); }
@@ -79,6 +91,12 @@ class MatMul final : public Op {
     const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
     const size_t y_size = static_cast<size_t>(m_) * n_;
     const size_t batches = a_batch_.size();
+    std::vector<float> b_buf;
+    if (b_transposed_) {
+      b_buf.resize(b_size);
+      cpu::Transpose(n_, k_, b, b_buf.data());
+      b = b_buf.data();
+    }
     if (FoldsIntoRows()) {
       // One B for consecutive A batches: a single taller product, the same
       // chain for every element.
@@ -123,26 +141,32 @@ class MatMul final : public Op {
     if (din[0] != nullptr) {
       float* da = din[0]->floats.data();
       std::vector<bool> started(din[0]->floats.size() / a_size, false);
-      t_buf.resize(b_size);
+      t_buf.resize(b_transposed_ ? 0 : b_size);
       for (size_t t = 0; t < batches; ++t) {
-        cpu::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf.data());
-        cpu::Gemm(m_, k_, n_, dy + t * y_size, n_, t_buf.data(), k_, da + a_batch_[t] * a_size, k_,
+        const float* bt = b;  // B^T, as stored where b_transposed_ (rows fold: one B)
+        if (!b_transposed_) {
+          cpu::Transpose(k_, n_, b + b_batch_[t] * b_size, t_buf.data());
+          bt = t_buf.data();
+        }
+        cpu::Gemm(m_, k_, n_, dy + t * y_size, n_, bt, k_, da + a_batch_[t] * a_size, k_,
                   started[a_batch_[t]]);
         started[a_batch_[t]] = true;
       }
     }
     if (din[1] != nullptr && FoldsIntoRows()) {
       // Block by block: each from 0 (cpu::Gemm's one chain), added in order.
+      // dB[p, q] = the rows' sum of L[i, p] * R[i, q] (WeightGradientFactors).
       float* db = din[1]->floats.data();
       const int k_block = WeightGradientKBlock(), all_rows = static_cast<int>(batches) * m_;
+      const auto [l, r, p_dim, q_dim] = WeightGradientFactors(a, dy);
       std::vector<float> part(all_rows > k_block ? b_size : 0);
-      t_buf.resize(static_cast<size_t>(std::min(k_block, all_rows)) * k_);
+      t_buf.resize(static_cast<size_t>(std::min(k_block, all_rows)) * p_dim);
       for (int r0 = 0; r0 < all_rows; r0 += k_block) {
         const int rows = std::min(k_block, all_rows - r0);
-        cpu::Transpose(rows, k_, a + static_cast<size_t>(r0) * k_, t_buf.data());
+        cpu::Transpose(rows, p_dim, l + static_cast<size_t>(r0) * p_dim, t_buf.data());
         float* p = r0 == 0 ? db : part.data();
-        cpu::Gemm(k_, n_, rows, t_buf.data(), rows, dy + static_cast<size_t>(r0) * n_, n_, p, n_,
-                  false);
+        cpu::Gemm(p_dim, q_dim, rows, t_buf.data(), rows, r + static_cast<size_t>(r0) * q_dim,
+                  q_dim, p, q_dim, false);
         if (r0 > 0) {
           for (size_t e = 0; e < b_size; ++e) db[e] = db[e] + p[e];
         }
@@ -176,6 +200,11 @@ class MatMul final : public Op {
     const size_t a_size = static_cast<size_t>(m_) * k_, b_size = static_cast<size_t>(k_) * n_;
     const size_t y_size = static_cast<size_t>(m_) * n_;
     const size_t batches = a_batch_.size();
+    if (b_transposed_) {  // the transpose in transient scratch slot 0
+      float* bt = TransientScratch(ctx, 0, b_size);
+      CheckLaunch(cuda::Transpose(n_, k_, b, bt, st), "MatMul");
+      b = bt;
+    }
     if (FoldsIntoRows()) {
       const int rows = static_cast<int>(batches) * m_;
       CheckLaunch(bias_ ? cuda::GemmBias(rows, n_, k_, a, k_, b, n_, DeviceData(ctx, *bias_value),
@@ -227,8 +256,12 @@ class MatMul final : public Op {
     float* da = DeviceData(ctx, dav);
     if (FoldsIntoRows()) {
       // Every batch's rows of dA against the one B^T: a single product.
-      float* bt = TransientScratch(ctx, 0, b_size);
-      CheckLaunch(cuda::Transpose(k_, n_, b, bt, st), "MatMul gradient");
+      const float* bt = b;  // as stored where b_transposed_
+      if (!b_transposed_) {
+        float* copy = TransientScratch(ctx, 0, b_size);
+        CheckLaunch(cuda::Transpose(k_, n_, b, copy, st), "MatMul gradient");
+        bt = copy;
+      }
       CheckLaunch(cuda::Gemm(batches * m_, k_, n_, dy, n_, bt, k_, da, k_, false, st),
                   "MatMul gradient");
     } else if (BatchesInOneLaunch(n_)) {
@@ -266,22 +299,23 @@ class MatMul final : public Op {
       // tiled kernel in tiles small enough to fill the GPU; cuda::Gemm for
       // products thinner than half a tile.
       const int k_block = WeightGradientKBlock(), all_rows = batches * m_;
+      const auto [l, r, p, q] = WeightGradientFactors(a, dy);
       if (k_block == formulas::kGemmKBlock) {
-        float* at = TransientScratch(ctx, 1, batches * a_size);
-        CheckLaunch(cuda::Transpose(all_rows, k_, a, at, st), "MatMul gradient");
+        float* lt = TransientScratch(ctx, 1, static_cast<size_t>(all_rows) * p);
+        CheckLaunch(cuda::Transpose(all_rows, p, l, lt, st), "MatMul gradient");
         const auto product =
-            k_ >= kTiledMinSide && n_ >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
-        CheckLaunch(product(k_, n_, all_rows, at, all_rows, dy, n_, db, n_, false, st),
+            p >= kTiledMinSide && q >= kTiledMinSide ? &cuda::GemmFillTiles : &cuda::Gemm;
+        CheckLaunch(product(p, q, all_rows, lt, all_rows, r, q, db, q, false, st),
                     "MatMul gradient");
       } else {
-        // Block z: A's rows z * k_block ... read as A^T where they are stored.
+        // Block z: L's rows z * k_block ... read as L^T where they are stored.
         const int blocks = all_rows / k_block;
         float* parts = TransientScratch(ctx, 2, blocks * b_size);
         CheckLaunch(cuda::GemmBatchedTransposed(
-                        blocks, k_, n_, k_block, a, k_, static_cast<size_t>(k_block) * k_, true, dy,
-                        n_, static_cast<size_t>(k_block) * n_, false, parts, n_, b_size, false, st),
+                        blocks, p, q, k_block, l, p, static_cast<size_t>(k_block) * p, true, r, q,
+                        static_cast<size_t>(k_block) * q, false, parts, q, b_size, false, st),
                     "MatMul gradient");
-        CheckLaunch(cuda::SumParts(k_, n_, blocks, parts, db, n_, st), "MatMul gradient");
+        CheckLaunch(cuda::SumParts(p, q, blocks, parts, db, q, st), "MatMul gradient");
       }
     } else if (BatchesInOneLaunch(m_)) {
       // dB = A^T dY, each A read as stored (no transposed copy).
@@ -315,6 +349,19 @@ class MatMul final : public Op {
   }
 #endif
 
+  // B's gradient where rows fold, as one product over the rows i:
+  // dB[p, q] = the sum of L[i, p] * R[i, q]; L = A and R = dY (dB is [K, N]),
+  // or where B is stored transposed, L = dY and R = A (dB is [N, K]).
+  struct WeightGradientProduct {
+    const float* l;
+    const float* r;
+    int p, q;  // L's and R's columns
+  };
+  WeightGradientProduct WeightGradientFactors(const float* a, const float* dy) const {
+    return b_transposed_ ? WeightGradientProduct{dy, a, n_, k_}
+                         : WeightGradientProduct{a, dy, k_, n_};
+  }
+
   // The k block of B's gradient where rows fold (batches of m_ rows).
   int WeightGradientKBlock() const {
     return formulas::WeightGradientKBlock(static_cast<int64_t>(a_batch_.size()), m_, k_, n_);
@@ -323,6 +370,7 @@ class MatMul final : public Op {
   int m_, n_, k_;
   std::vector<size_t> a_batch_, b_batch_;  // by output batch: the operands' batch index
   Shape out_shape_;
+  bool b_transposed_;
   std::optional<RowBias> bias_;
 };
 
@@ -330,13 +378,21 @@ class MatMul final : public Op {
 
 namespace {
 
-// The product of inputs A and B (the arity checked by the caller).
-StatusOr<std::unique_ptr<MatMul>> MakeProduct(const Node& node,
-                                              const std::vector<OpInput>& inputs) {
+// The product of inputs A and B, or with b_transposed of A and B's transpose
+// (the arity checked by the caller).
+StatusOr<std::unique_ptr<MatMul>> MakeProduct(const Node& node, const std::vector<OpInput>& inputs,
+                                              bool b_transposed) {
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
   Shape a = inputs[0].info->shape, b = inputs[1].info->shape;
   if (a.empty() || b.empty()) return NodeError(node, "inputs A and B must be at least 1-D");
+  if (b_transposed) {
+    if (b.size() != 2) {
+      return NodeError(node, absl::StrCat("input B must be 2-D (a weight read transposed), has ",
+                                          ShapeString(b)));
+    }
+    std::swap(b[0], b[1]);
+  }
   const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
   if (a_vector) a.insert(a.begin(), 1);
   if (b_vector) b.push_back(1);
@@ -385,23 +441,17 @@ StatusOr<std::unique_ptr<MatMul>> MakeProduct(const Node& node,
   if (!a_vector) out.push_back(m);
   if (!b_vector) out.push_back(n);
   return std::make_unique<MatMul>(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                                  std::move(a_batch), std::move(b_batch), std::move(out));
+                                  std::move(a_batch), std::move(b_batch), std::move(out),
+                                  b_transposed);
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
-                                         const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
-  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs));
-  return std::unique_ptr<Op>(std::move(product));
-}
-
-StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t,
-                                            const std::vector<OpInput>& inputs) {
+// MatMul+Add and Transpose+MatMul+Add: the product and its bias input.
+StatusOr<std::unique_ptr<Op>> MakeBiasedProduct(const Node& node,
+                                                const std::vector<OpInput>& inputs,
+                                                bool b_transposed) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 3, 3, 1));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 2, "bias", DType::kFloat32));
-  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs, b_transposed));
   const Shape y = product->OutputInfos()[0].shape;
   if (!product->FoldsIntoRows() || inputs[1].info->shape.size() != 2 || y.size() < 2) {
     return NodeError(node, "input B must be 2-D and A at least 2-D");
@@ -418,6 +468,32 @@ StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t,
   const int64_t block = BinaryReductionBlock(bc, operand);
   product->AddBias(RowBias{std::move(bc), operand, block});
   return std::unique_ptr<Op>(std::move(product));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
+                                         const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs, false));
+  return std::unique_ptr<Op>(std::move(product));
+}
+
+StatusOr<std::unique_ptr<Op>> MakeTransposeMatMul(const Node& node, int64_t,
+                                                  const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product, MakeProduct(node, inputs, true));
+  return std::unique_ptr<Op>(std::move(product));
+}
+
+StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t,
+                                            const std::vector<OpInput>& inputs) {
+  return MakeBiasedProduct(node, inputs, false);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeTransposeMatMulAdd(const Node& node, int64_t,
+                                                     const std::vector<OpInput>& inputs) {
+  return MakeBiasedProduct(node, inputs, true);
 }
 
 }  // namespace easyscale::graph

@@ -168,5 +168,31 @@ TEST(MatMulTest, FusedBiasFactoryErrors) {
                   .status.ok());
 }
 
+// B stored transposed (graph/fusion.h's FuseTransposedWeights): [N, K].
+TEST(MatMulTest, TransposedWeightFactoryErrors) {
+  const Node product = MakeNode("Transpose+MatMul", {"a", "w"}, {"y"});
+  const Node biased = MakeNode("Transpose+MatMul+Add", {"a", "w", "bias"}, {"z"});
+  auto error = [](const Node& node, std::vector<Value> inputs) {
+    testing::OpRun run = RunOp(node, std::move(inputs));
+    EXPECT_FALSE(run.status.ok());
+    return std::string(run.status.message());
+  };
+  EXPECT_NE(error(product, {RandomValue({2, 3, 4}, 1), RandomValue({2, 5, 4}, 2)})
+                .find("input B must be 2-D (a weight read transposed), has [2, 5, 4]"),
+            std::string::npos);
+  EXPECT_NE(error(product, {RandomValue({2, 3, 4}, 1), RandomValue({5, 3}, 2)})
+                .find("disagree on K: 4 and 3"),
+            std::string::npos);
+  EXPECT_NE(error(biased, {RandomValue({2, 3, 4}, 1), RandomValue({5, 4}, 2), RandomValue({4}, 3)})
+                .find("input bias must have shape [5], has [4]"),
+            std::string::npos);
+  const testing::OpRun run = RunOp(product, {RandomValue({2, 3, 4}, 1), RandomValue({5, 4}, 2)});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.infos[0].shape, (Shape{2, 3, 5}));
+  EXPECT_TRUE(
+      RunOp(biased, {RandomValue({2, 3, 4}, 1), RandomValue({5, 4}, 2), RandomValue({5}, 3)})
+          .status.ok());
+}
+
 }  // namespace
 }  // namespace easyscale::graph

@@ -56,9 +56,14 @@ StatusOr<std::unique_ptr<Op>> MakeLogSoftmax(const Node& node, int64_t opset,
                                              const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
-// "MatMul+Add": graph/fusion.h's FuseMatMulBiases's node (mat_mul.cc).
+// "MatMul+Add": graph/fusion.h's FuseMatMulBiases's node; "Transpose+MatMul"
+// and "Transpose+MatMul+Add": its FuseTransposedWeights's (mat_mul.cc).
 StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t opset,
                                             const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeTransposeMatMul(const Node& node, int64_t opset,
+                                                  const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeTransposeMatMulAdd(const Node& node, int64_t opset,
+                                                     const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMul(const Node& node, int64_t opset,
