@@ -299,6 +299,51 @@ int main(int argc, char** argv) {
     std::printf(" %9.1f %d\n", CublasMs(h, s, o, 20, Timing::kGraphed) * 1e3, bad);
   }
 
+  // Products whose B is stored transposed ([N, K], as PyTorch keeps a linear
+  // layer's weight) at the encoder's forward shapes: the tiled kernel reading
+  // it so (GemmBatchedTransposed's one entry, 128x128 tiles) against the same
+  // kernel on B as [K, N] (GemmTiled), the dispatch on B as [K, N], and
+  // cuBLAS on each; replayed from graphs. bits: outputs of the B^T kernel
+  // that differ from GemmTiled's.
+  std::printf("\nB stored transposed %19s %9s %9s %9s %9s %9s %s\n", "M x N x K, us:", "128",
+              "128 B^T", "Gemm", "cuBLAS", "cuBLAS B^T", "bits");
+  for (const Shape& s : EncoderShapes(32)) {
+    Operands o(s);
+    std::vector<float> bt(o.b.size());
+    for (int k = 0; k < s.K; ++k) {
+      for (int n = 0; n < s.N; ++n) {
+        bt[static_cast<size_t>(n) * s.K + k] = o.b[static_cast<size_t>(k) * s.N + n];
+      }
+    }
+    const DeviceBuffer<float> Bt(bt);
+    DeviceBuffer<float> Ct(static_cast<size_t>(s.M) * s.N);
+    const Call ours_t = [&](cudaStream_t st) {
+      ThrowIfError(ec::GemmBatchedTransposed(1, s.M, s.N, s.K, o.A.get(), s.K, 0, false, Bt.get(),
+                                             s.K, 0, true, Ct.get(), s.N, 0, false, st),
+                   "our gemm, B transposed");
+    };
+    const Call cublas_t = [&](cudaStream_t st) {
+      const float one = 1.0f, zero = 0.0f;
+      CheckCublas(cublasSetStream(h, st), "cublasSetStream");
+      CheckCublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, s.N, s.M, s.K, &one, Bt.get(), s.K,
+                              o.A.get(), s.K, &zero, o.C.get(), s.N),
+                  "cublasSgemm");
+    };
+    ThrowIfError(ec::GemmTiled(s.M, s.N, s.K, o.A.get(), s.K, o.B.get(), s.N, o.C.get(), s.N, false,
+                               nullptr),
+                 "our gemm");
+    ours_t(nullptr);
+    const std::vector<float> c = o.C.Download(), ct = Ct.Download();
+    int bad = 0;
+    for (size_t e = 0; e < c.size(); ++e) bad += std::memcmp(&c[e], &ct[e], sizeof c[e]) != 0;
+    std::printf("%-20s %5d x %5d x %5d %9.1f %9.1f %9.1f %9.1f %9.1f %d\n", s.name.c_str(), s.M,
+                s.N, s.K, OursMs(s, o, &ec::GemmTiled, 20, Timing::kGraphed) * 1e3,
+                MedianMs({ours_t}, 20, Timing::kGraphed) * 1e3,
+                OursMs(s, o, &ec::Gemm, 20, Timing::kGraphed) * 1e3,
+                CublasMs(h, s, o, 20, Timing::kGraphed) * 1e3,
+                MedianMs({cublas_t}, 20, Timing::kGraphed) * 1e3, bad);
+  }
+
   // Column order of the CNN tables.
   const Variant small_variants[] = {
       {"per-out", &ec::GemmPerOutput}, {"strip", &ec::GemmColumnStrip}, {"chain", &ec::GemmChain},
