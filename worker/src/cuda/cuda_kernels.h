@@ -79,6 +79,21 @@ cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A
                                   size_t stride_a, bool a_transposed, const float* B, int ldb,
                                   size_t stride_b, bool b_transposed, float* C, int ldc,
                                   size_t stride_c, bool accumulate, cudaStream_t stream = nullptr);
+// The entries of a batch laid out in two levels (each sample's heads in a
+// [B, S, H, D] tensor, say): entry e is entry e % inner of group e / inner,
+// and an operand's entry starts at group * (a, b or c) + entry * (a_inner,
+// b_inner or c_inner) elements past its pointer.
+struct GemmBatchStrides {
+  int inner = 1;
+  size_t a = 0, b = 0, c = 0;
+  size_t a_inner = 0, b_inner = 0, c_inner = 0;
+};
+// GemmBatchedTransposed over entries at those offsets. The caller keeps the
+// entries' outputs apart (the views of a permutation do).
+cudaError_t GemmBatchedStrided(int batch, int M, int N, int K, const float* A, int lda,
+                               bool a_transposed, const float* B, int ldb, bool b_transposed,
+                               float* C, int ldc, const GemmBatchStrides& strides, bool accumulate,
+                               cudaStream_t stream = nullptr);
 // C[i, j] (ldc apart) = parts[0][i][j] + parts[1][i][j] + ..., added in part
 // order: `blocks` dense M x N partial products laid end to end (a product's k
 // blocks, or the row groups of MatMul's weight gradient).

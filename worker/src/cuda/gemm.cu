@@ -63,6 +63,27 @@ __device__ __forceinline__ GemmArgs KBlockOf(GemmArgs g) {
   return g;
 }
 
+// GemmBatchedStrided's batch in two levels: entry z is entry z % batch_inner
+// of group z / batch_inner, batch_* (GemmArgs's) the steps between groups and
+// inner_* those between a group's entries. A type of its own, so the kernels
+// of one-level batches keep their registers (the 128x128 ones spilled with
+// these fields in GemmArgs).
+struct GemmGroupedArgs : GemmArgs {
+  int batch_inner = 1;
+  size_t inner_a = 0, inner_b = 0, inner_o = 0;
+};
+
+__device__ __forceinline__ GemmGroupedArgs KBlockOf(GemmGroupedArgs g) {
+  const int z = static_cast<int>(blockIdx.z);
+  const size_t group = static_cast<size_t>(z / g.batch_inner), entry = z % g.batch_inner;
+  g.A += group * g.batch_a + entry * g.inner_a;
+  g.B += group * g.batch_b + entry * g.inner_b;
+  const size_t o = group * g.batch_o + entry * g.inner_o;
+  if (g.init != nullptr) g.init += o;
+  g.out += o;
+  return g;
+}
+
 // The tiled kernel's operand moves. A matrix's four consecutive elements
 // (i, j..j+3) at p[i * ld + j] as a float4 (one 16-byte load when `full`:
 // aligned and all inside), zeros past `rows` or `cols`.
@@ -136,10 +157,12 @@ constexpr int TiledSharedBytes() {
 // kBias: adds args.bias[c] to each output as it stores it (GemmBias; a
 // template flag, so that the other instantiations keep their registers: a
 // runtime test spilled the 128x128 ones).
+// Args: GemmArgs, or GemmGroupedArgs for a batch in two levels.
 template <int BK, int kMinBlocks, bool kWarpTiled, bool kATransposed = false,
-          bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN, bool kBias = false>
+          bool kBTransposed = false, int kTM = kTileM, int kTN = kTileN, bool kBias = false,
+          class Args = GemmArgs>
 __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
-    GemmTiledKernel(const GemmArgs args, bool vector_ok) {
+    GemmTiledKernel(const Args args, bool vector_ok) {
   constexpr int kTileM = kTM, kTileN = kTN;  // this launch's tile
   static_assert(kTileM % 32 == 0 && kTileM >= 64 && kTileN % 32 == 0 && kTileN >= 64,
                 "the register tile is 4x4 sub-tiles 64 apart and a strip of 2");
@@ -151,7 +174,7 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
   constexpr int kBVec = (kBFloat4s + kTiledThreads - 1) / kTiledThreads;
   constexpr int kRM = kTileM / 16, kRN = kTileN / 16;  // the thread's register tile
   constexpr int kLdA = kTileM + kPadA;
-  const GemmArgs g = KBlockOf(args);
+  const Args g = KBlockOf(args);
   const int M = g.M, N = g.N, K = g.K, lda = g.lda, ldb = g.ldb;
   const float* __restrict__ const A = g.A;
   const float* __restrict__ const B = g.B;
@@ -305,9 +328,9 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
 // 128x128 tile (the model's conv layers have 8 or 16 output channels). A[i,k]
 // is a broadcast, B[k,j] a coalesced row read, used for kRowsPer chains.
 // kATransposed / kBTransposed as GemmTiledKernel's.
-template <int kRowsPer, bool kATransposed = false, bool kBTransposed = false>
-__global__ void GemmPerOutputKernel(const GemmArgs args) {
-  const GemmArgs g = KBlockOf(args);
+template <int kRowsPer, bool kATransposed = false, bool kBTransposed = false, class Args = GemmArgs>
+__global__ void GemmPerOutputKernel(const Args args) {
+  const Args g = KBlockOf(args);
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= g.N) return;
   for (int i0 = blockIdx.y * kRowsPer; i0 < g.M; i0 += gridDim.y * kRowsPer) {
@@ -770,8 +793,8 @@ cudaError_t GemmColumnStrip(int M, int N, int K, const float* A, int lda, const 
 }
 
 namespace {
-template <bool kATransposed, bool kBTransposed>
-cudaError_t LaunchGemmBatched(int batch, const GemmArgs& g, bool vector_ok, cudaStream_t stream) {
+template <bool kATransposed, bool kBTransposed, class Args>
+cudaError_t LaunchGemmBatched(int batch, const Args& g, bool vector_ok, cudaStream_t stream) {
   // The tiled kernel where Gemm would take it for the whole batch's tiles, else
   // one thread per output: both in GemmOutput's order.
   if (g.M >= kTileM / 2 && g.N >= kTileN / 2 && ManyTiles(g.M, g.N, batch)) {
@@ -783,7 +806,7 @@ cudaError_t LaunchGemmBatched(int batch, const GemmArgs& g, bool vector_ok, cuda
       const dim3 grid((g.N + kTN - 1) / kTN, (g.M + kTM - 1) / kTM, batch);
       if (grid.y > 65535) return cudaErrorInvalidValue;
       GemmTiledKernel<kTiledBK, kTiledMinBlocks, kTiledWarpTiled, kATransposed, kBTransposed, kTM,
-                      kTN>
+                      kTN, false, Args>
           <<<grid, kTiledThreads, TiledSharedBytes<kTiledBK, kTM, kTN>(), stream>>>(g, vector_ok);
       return cudaGetLastError();
     };
@@ -795,8 +818,28 @@ cudaError_t LaunchGemmBatched(int batch, const GemmArgs& g, bool vector_ok, cuda
   }
   constexpr int kThreads = 128;
   const dim3 grid((g.N + kThreads - 1) / kThreads, std::min(g.M, 65535), batch);
-  GemmPerOutputKernel<1, kATransposed, kBTransposed><<<grid, kThreads, 0, stream>>>(g);
+  GemmPerOutputKernel<1, kATransposed, kBTransposed, Args><<<grid, kThreads, 0, stream>>>(g);
   return cudaGetLastError();
+}
+
+template <class Args>
+cudaError_t LaunchGemmBatched(int batch, bool a_transposed, bool b_transposed, const Args& g,
+                              bool vector_ok, cudaStream_t stream) {
+  if (a_transposed) {
+    return b_transposed ? LaunchGemmBatched<true, true>(batch, g, vector_ok, stream)
+                        : LaunchGemmBatched<true, false>(batch, g, vector_ok, stream);
+  }
+  return b_transposed ? LaunchGemmBatched<false, true>(batch, g, vector_ok, stream)
+                      : LaunchGemmBatched<false, false>(batch, g, vector_ok, stream);
+}
+
+// The checks of a batch's operands common to both layouts: A stored
+// transposed is K rows of lda >= M, B stored transposed N rows of ldb >= K.
+bool ValidBatch(int batch, int M, int N, int K, int lda, bool a_transposed, int ldb,
+                bool b_transposed, int ldc) {
+  return ValidShape(M, N, K, a_transposed ? K : lda, b_transposed ? N : ldb, ldc) &&
+         (!a_transposed || lda >= M) && (!b_transposed || ldb >= K) && batch >= 0 &&
+         batch <= 65535 && K <= kGemmKBlock;
 }
 }  // namespace
 
@@ -811,11 +854,8 @@ cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A
                                   size_t stride_a, bool a_transposed, const float* B, int ldb,
                                   size_t stride_b, bool b_transposed, float* C, int ldc,
                                   size_t stride_c, bool accumulate, cudaStream_t stream) {
-  // A stored transposed is K rows of lda >= M, B stored transposed N rows of
-  // ldb >= K.
-  if (!ValidShape(M, N, K, a_transposed ? K : lda, b_transposed ? N : ldb, ldc) ||
-      (a_transposed && lda < M) || (b_transposed && ldb < K) || batch < 0 || batch > 65535 ||
-      K > kGemmKBlock || (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
+  if (!ValidBatch(batch, M, N, K, lda, a_transposed, ldb, b_transposed, ldc) ||
+      (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
     return cudaErrorInvalidValue;
   }
   if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
@@ -825,12 +865,32 @@ cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A
   g.batch_o = stride_c;
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
                          Aligned16(A) && Aligned16(B);
-  if (a_transposed) {
-    return b_transposed ? LaunchGemmBatched<true, true>(batch, g, vector_ok, stream)
-                        : LaunchGemmBatched<true, false>(batch, g, vector_ok, stream);
+  return LaunchGemmBatched(batch, a_transposed, b_transposed, g, vector_ok, stream);
+}
+
+cudaError_t GemmBatchedStrided(int batch, int M, int N, int K, const float* A, int lda,
+                               bool a_transposed, const float* B, int ldb, bool b_transposed,
+                               float* C, int ldc, const GemmBatchStrides& strides, bool accumulate,
+                               cudaStream_t stream) {
+  if (!ValidBatch(batch, M, N, K, lda, a_transposed, ldb, b_transposed, ldc) || strides.inner < 1 ||
+      batch % strides.inner != 0) {
+    return cudaErrorInvalidValue;
   }
-  return b_transposed ? LaunchGemmBatched<false, true>(batch, g, vector_ok, stream)
-                      : LaunchGemmBatched<false, false>(batch, g, vector_ok, stream);
+  if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
+  GemmGroupedArgs g;
+  static_cast<GemmArgs&>(g) =
+      GemmArgs{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
+  g.batch_a = strides.a;
+  g.batch_b = strides.b;
+  g.batch_o = strides.c;
+  g.batch_inner = strides.inner;
+  g.inner_a = strides.a_inner;
+  g.inner_b = strides.b_inner;
+  g.inner_o = strides.c_inner;
+  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && strides.a % 4 == 0 && strides.b % 4 == 0 &&
+                         strides.a_inner % 4 == 0 && strides.b_inner % 4 == 0 && Aligned16(A) &&
+                         Aligned16(B);
+  return LaunchGemmBatched(batch, a_transposed, b_transposed, g, vector_ok, stream);
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,

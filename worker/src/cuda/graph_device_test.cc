@@ -467,6 +467,24 @@ TEST_F(GraphDeviceTest, TransposedWeights) {
   ExpectSameBits(product, {RandomValue({16, 64, 256}, 48), RandomValue({256, 256}, 49)});
 }
 
+TEST_F(GraphDeviceTest, StridedMatMul) {
+  // The attention's products on views (graph/fusion.h): scores from the
+  // heads split in place and the keys read transposed, the context written
+  // with its heads merged (4 heads of 64, 128 positions); a rank-3 product
+  // whose output view is transposed (the product computed as C^T = B^T A^T).
+  const auto strided = [](std::vector<std::pair<std::string, std::vector<int64_t>>> perms) {
+    Node node = MakeNode("StridedMatMul", {"a", "b"}, {"y"});
+    for (auto& [name, perm] : perms) node.attributes[name] = std::move(perm);
+    return node;
+  };
+  ExpectSameBits(strided({{"perm_a", {0, 2, 1, 3}}, {"perm_b", {0, 2, 3, 1}}}),
+                 {RandomValue({2, 128, 4, 64}, 51), RandomValue({2, 128, 4, 64}, 52)});
+  ExpectSameBits(strided({{"perm_b", {0, 2, 1, 3}}, {"perm_y", {0, 2, 1, 3}}}),
+                 {RandomValue({2, 4, 128, 128}, 53), RandomValue({2, 128, 4, 64}, 54)});
+  ExpectSameBits(strided({{"perm_a", {0, 2, 1}}, {"perm_y", {0, 2, 1}}}),
+                 {RandomValue({4, 33, 20}, 55), RandomValue({4, 33, 17}, 56)});
+}
+
 TEST_F(GraphDeviceTest, Gather) {
   // The encoder's embedding (repeated ids: the gradient adds them in
   // position order), negative indices, a middle axis.

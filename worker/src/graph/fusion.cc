@@ -174,7 +174,103 @@ std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_
   return transpose;
 }
 
+// A Transpose's perm when it is a permutation of `rank` entries (absent:
+// reversed) that keeps the matrices' elements a unit step apart along their
+// rows or columns: as an operand (the tensor's last dimension is the view's
+// last or second last), or as the product's output (the product's last or
+// second last dimension is the output's last).
+enum class Side { kOperand, kOutput };
+std::optional<std::vector<int64_t>> MatrixPerm(const Node& t, size_t rank, Side side) {
+  std::vector<int64_t> reversed;
+  for (size_t d = rank; d-- > 0;) reversed.push_back(static_cast<int64_t>(d));
+  const StatusOr<std::vector<int64_t>> perm = t.Get<std::vector<int64_t>>("perm", reversed);
+  if (!perm.ok() || perm->size() != rank) return {};
+  std::vector<int64_t> sorted = *perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t d = 0; d < rank; ++d) {
+    if (sorted[d] != static_cast<int64_t>(d)) return {};
+  }
+  const int64_t last = static_cast<int64_t>(rank) - 1;
+  const bool unit_step = side == Side::kOperand
+                             ? (*perm)[rank - 1] == last || (*perm)[rank - 2] == last
+                             : (*perm)[rank - 1] == last || (*perm)[rank - 1] == last - 1;
+  if (!unit_step) return {};
+  return *perm;
+}
+
+// The Transpose writing operand `value` of the product at `product`, where
+// FuseTransposedOperands may read its input in place: the product alone
+// reads `value`, which is no graph output, and the Transpose alone reads its
+// float32 input (whose gradient is then the product's alone).
+std::optional<size_t> OperandTranspose(const Graph& g, const Readers& r, const std::string& value,
+                                       size_t product) {
+  const std::optional<size_t> t = r.Writer(value);
+  if (!t || g.nodes[*t].op != "Transpose" || g.nodes[*t].inputs.size() != 1 ||
+      !r.OnlyReader(value, "MatMul", 2) || r.Of(value)[0] != product) {
+    return {};
+  }
+  const std::string& source = g.nodes[*t].inputs[0];
+  const auto info = g.values.find(source);
+  if (info == g.values.end() || info->second.dtype != DType::kFloat32 || r.Of(source).size() != 1)
+    return {};
+  return t;
+}
+
 }  // namespace
+
+int FuseTransposedOperands(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the transposes' outputs, or the products'
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node& m = graph.nodes[n];
+    if (m.op != "MatMul" || m.inputs.size() != 2 || m.outputs.size() != 1 || m.outputs[0].empty())
+      continue;
+    const auto a = graph.values.find(m.inputs[0]), b = graph.values.find(m.inputs[1]);
+    const auto y = graph.values.find(m.outputs[0]);
+    if (a == graph.values.end() || b == graph.values.end() || y == graph.values.end()) continue;
+    const Shape &as = a->second.shape, &bs = b->second.shape;
+    const size_t rank = as.size();
+    // Batched, rank 3 or 4, no batch broadcast: cuda::GemmBatchedStrided's batches.
+    if (rank < 3 || rank > 4 || bs.size() != rank ||
+        !std::equal(as.begin(), as.end() - 2, bs.begin()))
+      continue;
+    Node strided = m;
+    bool any = false;
+    for (int i = 0; i < 2; ++i) {
+      const std::string& operand = m.inputs[i];
+      const std::optional<size_t> t = OperandTranspose(graph, readers, operand, n);
+      if (!t || dropped[*t]) continue;
+      const std::optional<std::vector<int64_t>> perm =
+          MatrixPerm(graph.nodes[*t], rank, Side::kOperand);
+      if (!perm) continue;
+      strided.attributes[i == 0 ? "perm_a" : "perm_b"] = *perm;
+      strided.inputs[i] = graph.nodes[*t].inputs[0];
+      gone.push_back(operand);
+      dropped[*t] = true;
+      any = true;
+    }
+    // The output's Transpose: the product writes its output in place.
+    const std::optional<size_t> out = readers.OnlyReader(m.outputs[0], "Transpose", 1);
+    if (out && !dropped[*out]) {
+      if (const std::optional<std::vector<int64_t>> perm =
+              MatrixPerm(graph.nodes[*out], rank, Side::kOutput)) {
+        strided.attributes["perm_y"] = *perm;
+        gone.push_back(m.outputs[0]);
+        strided.outputs = graph.nodes[*out].outputs;
+        dropped[*out] = true;
+        any = true;
+      }
+    }
+    if (!any) continue;
+    strided.op = "StridedMatMul";
+    m = std::move(strided);
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
 
 int FuseTransposedWeights(Graph& graph) {
   const Readers readers(graph);

@@ -44,4 +44,19 @@ int FuseMatMulBiases(Graph& graph);
 // Transpose and Wt. Returns how many it fused.
 int FuseTransposedWeights(Graph& graph);
 
+// Replaces the Transposes around a batched MatMul of rank 3 or 4 without
+// batch broadcast (the attention's head splits, its keys' transpose and its
+// heads' merge as PyTorch exports them) by reading and writing the tensors in
+// place: the MatMul becomes a "StridedMatMul" whose inputs are the
+// Transposes' inputs, with attributes perm_a and perm_b the Transposes'
+// perms, and whose output is the output Transpose's, with attribute perm_y
+// (ops/mat_mul.cc). An operand's Transpose fuses where the product alone
+// reads its output (no graph output) and it alone reads its float32 input,
+// and its perm keeps the tensor's last dimension the view's last or second
+// last; the output's where the product's output is read by that Transpose
+// alone (no graph output) and its perm puts the product's last or second
+// last dimension last. Drops the fused Transposes and the values between.
+// Returns how many products it fused.
+int FuseTransposedOperands(Graph& graph);
+
 }  // namespace easyscale::graph

@@ -1,5 +1,6 @@
-// Graph rewrites (fusion.h): which GELU chains, linear layers and weights'
-// transposes fuse, and that a fused one trains to the unfused nodes' bits.
+// Graph rewrites (fusion.h): which GELU chains, linear layers, weights'
+// transposes and attention transposes fuse, and that a fused one trains to
+// the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -352,6 +353,99 @@ TEST(FuseTransposedWeights, TrainsToTheTwoNodesBits) {
     if (bias) params.push_back("b");
     EXPECT_EQ(RunPass(fused, x, dy, params), RunPass(apart, x, dy, params)) << "bias " << bias;
   }
+}
+
+// An attention's products as PyTorch exports them over [B, S, H, D] =
+// [2, 5, 3, 4]: q = Transpose(x + p, (0, 2, 1, 3)), kt = Transpose(k,
+// (0, 2, 3, 1)), v likewise from w, s = q kt, c = s v, and the heads merged,
+// o = Transpose(c, (0, 2, 1, 3)); p, k and w parameters.
+Graph AttentionGraph() {
+  Graph g;
+  g.opset = 17;
+  const Shape split = {2, 5, 3, 4};
+  for (const char* name : {"p", "k", "w"}) {
+    g.initializers[name] = testing::ToConstant(RandomValue(split, name[0]));
+    g.values[name] = {DType::kFloat32, split};
+  }
+  g.values["x"] = g.values["xp"] = g.values["o"] = {DType::kFloat32, split};
+  g.values["q"] = g.values["v"] = g.values["c"] = {DType::kFloat32, {2, 3, 5, 4}};
+  g.values["kt"] = {DType::kFloat32, {2, 3, 4, 5}};
+  g.values["s"] = {DType::kFloat32, {2, 3, 5, 5}};
+  g.inputs = {"x"};
+  g.outputs = {"o"};
+  const auto transpose = [](const std::string& in, const std::string& out,
+                            std::vector<int64_t> perm) {
+    return MakeNode("Transpose", {in}, {out}, {{"perm", std::move(perm)}});
+  };
+  g.nodes = {MakeNode("Add", {"x", "p"}, {"xp"}),    transpose("xp", "q", {0, 2, 1, 3}),
+             transpose("k", "kt", {0, 2, 3, 1}),     transpose("w", "v", {0, 2, 1, 3}),
+             MakeNode("MatMul", {"q", "kt"}, {"s"}), MakeNode("MatMul", {"s", "v"}, {"c"}),
+             transpose("c", "o", {0, 2, 1, 3})};
+  return g;
+}
+
+TEST(FuseTransposedOperands, TheAttentionsProductsReadAndWriteInPlace) {
+  Graph g = AttentionGraph();
+  EXPECT_EQ(FuseTransposedOperands(g), 2);
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "StridedMatMul", "StridedMatMul"}));
+  const Node& scores = g.nodes[1];
+  const Node& context = g.nodes[2];
+  EXPECT_EQ(scores.inputs, (std::vector<std::string>{"xp", "k"}));
+  EXPECT_EQ(scores.outputs, std::vector<std::string>{"s"});
+  EXPECT_EQ(*scores.Get<std::vector<int64_t>>("perm_a", {}), (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(*scores.Get<std::vector<int64_t>>("perm_b", {}), (std::vector<int64_t>{0, 2, 3, 1}));
+  EXPECT_EQ(scores.attributes.count("perm_y"), 0u);
+  EXPECT_EQ(context.inputs, (std::vector<std::string>{"s", "w"}));
+  EXPECT_EQ(context.outputs, std::vector<std::string>{"o"});
+  EXPECT_EQ(context.attributes.count("perm_a"), 0u);
+  EXPECT_EQ(*context.Get<std::vector<int64_t>>("perm_y", {}), (std::vector<int64_t>{0, 2, 1, 3}));
+  for (const char* between : {"q", "kt", "v", "c"}) EXPECT_EQ(g.values.count(between), 0u);
+  EXPECT_EQ(FuseTransposedOperands(g), 0) << "nothing left to fuse";
+}
+
+TEST(FuseTransposedOperands, LeavesWhatWouldChangeABitOrHasNoView) {
+  const Unfusable kVariants[] = {
+      {"the transposes read elsewhere",
+       [](Graph& g) {
+         for (const char* v : {"q", "kt", "v"}) AddReader(g, v);
+         g.outputs.push_back("c");
+       }},
+      {"the sources read elsewhere",
+       [](Graph& g) {
+         for (const char* v : {"xp", "k", "w"}) AddReader(g, v);
+         g.outputs.push_back("c");
+       }},
+      {"views moving the matrices' elements apart",
+       [](Graph& g) {
+         for (size_t t : {1, 2, 3})
+           g.nodes[t].attributes["perm"] = std::vector<int64_t>{0, 3, 1, 2};
+         // The heads' dimension last: neither rows nor columns in place.
+         g.nodes[6].attributes["perm"] = std::vector<int64_t>{0, 2, 3, 1};
+       }},
+  };
+  ExpectNoneFused(AttentionGraph, FuseTransposedOperands, kVariants);
+  // A broadcast batch or rank 5: not cuda::GemmBatchedStrided's batches.
+  Graph g = AttentionGraph();
+  g.nodes[5].inputs = {"s", "w2"};
+  g.values["w2"] = {DType::kFloat32, {3, 5, 4}};
+  g.outputs.push_back("c");
+  EXPECT_EQ(FuseTransposedOperands(g), 1) << "the scores' product alone";
+}
+
+TEST(FuseTransposedOperands, TrainsToTheTransposesBits) {
+  Value x = RandomValue({2, 5, 3, 4}, 51);
+  Value dy = RandomValue({2, 5, 3, 4}, 52);
+  x.floats[3] = -0.0f, x.floats[40] = 1e30f, dy.floats[7] = -0.0f;
+  dy.floats[11] = std::numeric_limits<float>::infinity();
+  Graph fused = AttentionGraph();
+  // The same graph with the values between as outputs: the program runs the
+  // Transposes and the MatMuls.
+  Graph apart = AttentionGraph();
+  for (const char* between : {"q", "kt", "v", "c"}) apart.outputs.push_back(between);
+  Graph check = fused, check_apart = apart;
+  ASSERT_EQ(FuseTransposedOperands(check), 2);
+  ASSERT_EQ(FuseTransposedOperands(check_apart), 0);
+  EXPECT_EQ(RunPass(fused, x, dy, {"p", "k", "w"}), RunPass(apart, x, dy, {"p", "k", "w"}));
 }
 
 }  // namespace

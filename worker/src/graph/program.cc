@@ -90,6 +90,7 @@ Status Program::Compile() {
   FuseGeluChains(graph_);
   FuseMatMulBiases(graph_);
   FuseTransposedWeights(graph_);
+  FuseTransposedOperands(graph_);
   for (const auto& [name, info] : graph_.values) {
     const size_t id = values_.size();
     ids_[name] = id;

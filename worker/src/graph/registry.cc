@@ -53,6 +53,7 @@ const std::vector<Entry>& Registry() {
       {"Split", MakeSplit},
       {"Sqrt", MakeSqrt},
       {"Squeeze", MakeSqueeze},
+      {"StridedMatMul", MakeStridedMatMul, true},
       {"Sub", MakeSub},
       {"Tanh", MakeTanh},
       {"Transpose", MakeTranspose},

@@ -31,7 +31,16 @@
 // dY[i, j] * A[i, k] in the same k blocks, each term the same product as
 // A[i, k] * dY[i, j], so dB is the MatMul's gradient transposed, as the
 // Transpose's gradient made it.
+// StridedMatMul (graph/fusion.h's FuseTransposedOperands: the attention's
+// head splits and merge): a batched MatMul of rank 3 or 4 whose A is
+// Transpose(input 0, perm_a), B Transpose(input 1, perm_b) and output
+// Transpose(Y, perm_y), each where the attribute is given, and no batch
+// broadcast. The MatMul's order per output and per gradient element; the
+// CPU gathers the views into the MatMul's operands and scatters its results,
+// a GPU reads and writes them in place (cuda::GemmBatchedStrided): the two
+// Transposes' and the MatMul's bits.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -41,6 +50,7 @@
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/broadcast.h"
 #include "graph/ops/elementwise_formulas.h"
+#include "graph/ops/layout_util.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -374,6 +384,148 @@ class MatMul final : public Op {
   std::optional<RowBias> bias_;
 };
 
+// A batched matrix inside a tensor's elements: the view's shape
+// [batch..., rows, cols] and, per view dimension, its step in the tensor.
+struct MatrixView {
+  Shape shape;
+  std::vector<int64_t> strides;
+
+  int64_t rows() const { return shape[shape.size() - 2]; }
+  int64_t cols() const { return shape.back(); }
+  int64_t row_step() const { return strides[strides.size() - 2]; }
+  int64_t col_step() const { return strides.back(); }
+  // The same elements as the transposed matrices.
+  MatrixView Transposed() const {
+    MatrixView t = *this;
+    std::swap(t.shape[t.shape.size() - 2], t.shape.back());
+    std::swap(t.strides[t.strides.size() - 2], t.strides.back());
+    return t;
+  }
+};
+
+// A copy of `view`'s elements of `src`, in the view's row-major order.
+Value Gather(const Value& src, const MatrixView& view) {
+  Value v;
+  v.Reset(DType::kFloat32, view.shape);
+  ForEachStrided(view.shape, 0, view.strides,
+                 [&](int64_t dst, int64_t from) { v.floats[dst] = src.floats[from]; });
+  return v;
+}
+
+// Writes `v`'s elements to their places of `view` in `dst`.
+void Scatter(const Value& v, const MatrixView& view, Value& dst) {
+  ForEachStrided(view.shape, 0, view.strides,
+                 [&](int64_t from, int64_t to) { dst.floats[to] = v.floats[from]; });
+}
+
+class StridedMatMul final : public Op {
+ public:
+  // product: the MatMul of the views' shapes; out_shape: the node's output
+  // (Y's shape, or its transpose's).
+  StridedMatMul(std::unique_ptr<MatMul> product, MatrixView a, MatrixView b, MatrixView y,
+                Shape out_shape)
+      : product_(std::move(product)),
+        a_(std::move(a)),
+        b_(std::move(b)),
+        y_(std::move(y)),
+        out_shape_(std::move(out_shape)) {}
+
+  std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, out_shape_}}; }
+
+  void Forward(RunContext& ctx, const std::vector<const Value*>& in,
+               const std::vector<Value*>& out) override {
+    ES_RUN_ON_DEVICE(ctx,
+                     ProductOnDevice({DeviceData(ctx, *in[0]), a_}, {DeviceData(ctx, *in[1]), b_},
+                                     {DeviceData(ctx, *out[0]), y_}, StreamOf(ctx)));
+    const Value a = Gather(*in[0], a_), b = Gather(*in[1], b_);
+    Value y;
+    y.Reset(DType::kFloat32, y_.shape);
+    product_->Forward(ctx, {&a, &b}, {&y});
+    Scatter(y, y_, *out[0]);
+  }
+
+  bool HasGradient(size_t i) const override { return i <= 1; }
+  bool BackwardReadsOutput(size_t) const override { return false; }
+
+  void Backward(RunContext& ctx, const std::vector<const Value*>& in,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<Value*>& din) override {
+    if (dout[0] == nullptr) return;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *in[0], *in[1], *dout[0], din));
+    const Value a = Gather(*in[0], a_), b = Gather(*in[1], b_), dy = Gather(*dout[0], y_);
+    Value da, db;
+    if (din[0] != nullptr) da.Reset(DType::kFloat32, a_.shape);
+    if (din[1] != nullptr) db.Reset(DType::kFloat32, b_.shape);
+    product_->Backward(ctx, {&a, &b}, {}, {&dy},
+                       {din[0] != nullptr ? &da : nullptr, din[1] != nullptr ? &db : nullptr});
+    if (din[0] != nullptr) Scatter(da, a_, *din[0]);
+    if (din[1] != nullptr) Scatter(db, b_, *din[1]);
+  }
+
+  bool RunsOnDevice() const override { return true; }
+
+ private:
+#ifdef EASYSCALE_WITH_CUDA
+  struct Operand {
+    float* data;
+    MatrixView view;
+  };
+
+  // C = A B over the batch, each output's chain the MatMul's: C's rows as
+  // stored, or the product transposed (C^T = B^T A^T: the same terms in the
+  // same order) where C's columns are not.
+  static void ProductOnDevice(const Operand& a, const Operand& b, const Operand& c,
+                              cudaStream_t st) {
+    if (c.view.col_step() != 1) {
+      return ProductOnDevice({b.data, b.view.Transposed()}, {a.data, a.view.Transposed()},
+                             {c.data, c.view.Transposed()}, st);
+    }
+    const size_t rank = c.view.shape.size();
+    cuda::GemmBatchStrides strides;
+    strides.inner = rank == 4 ? static_cast<int>(c.view.shape[1]) : 1;
+    strides.a = static_cast<size_t>(a.view.strides[0]);
+    strides.b = static_cast<size_t>(b.view.strides[0]);
+    strides.c = static_cast<size_t>(c.view.strides[0]);
+    if (rank == 4) {
+      strides.a_inner = static_cast<size_t>(a.view.strides[1]);
+      strides.b_inner = static_cast<size_t>(b.view.strides[1]);
+      strides.c_inner = static_cast<size_t>(c.view.strides[1]);
+    }
+    // Each operand's rows as stored (unit column step), or stored transposed.
+    const bool a_t = a.view.col_step() != 1, b_t = b.view.col_step() != 1;
+    const int batch =
+        static_cast<int>(NumElements(Shape(c.view.shape.begin(), c.view.shape.end() - 2)));
+    CheckLaunch(cuda::GemmBatchedStrided(
+                    batch, static_cast<int>(c.view.rows()), static_cast<int>(c.view.cols()),
+                    static_cast<int>(a.view.cols()), a.data,
+                    static_cast<int>(a_t ? a.view.col_step() : a.view.row_step()), a_t, b.data,
+                    static_cast<int>(b_t ? b.view.col_step() : b.view.row_step()), b_t, c.data,
+                    static_cast<int>(c.view.row_step()), strides, false, st),
+                "StridedMatMul");
+  }
+
+  // dA = dY B^T beside dB = A^T dY, each written to its view.
+  void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
+                        const std::vector<Value*>& din) {
+    const Operand dy{DeviceData(ctx, dyv), y_};
+    WeightBesideInput(
+        ctx, din[1] != nullptr, din[0] != nullptr,
+        [&](cudaStream_t st) {
+          ProductOnDevice({DeviceData(ctx, av), a_.Transposed()}, dy,
+                          {DeviceData(ctx, *din[1]), b_}, st);
+        },
+        [&] {
+          ProductOnDevice(dy, {DeviceData(ctx, bv), b_.Transposed()},
+                          {DeviceData(ctx, *din[0]), a_}, StreamOf(ctx));
+        });
+  }
+#endif
+
+  std::unique_ptr<MatMul> product_;
+  MatrixView a_, b_, y_;
+  Shape out_shape_;
+};
+
 }  // namespace
 
 namespace {
@@ -470,6 +622,36 @@ StatusOr<std::unique_ptr<Op>> MakeBiasedProduct(const Node& node,
   return std::unique_ptr<Op>(std::move(product));
 }
 
+// The view of a tensor of `shape` as Transpose(tensor, attribute `attr`), or
+// as stored where the attribute is absent.
+StatusOr<MatrixView> PermutedView(const Node& node, const std::string& attr, const Shape& shape) {
+  ES_ASSIGN_OR_RETURN(const std::vector<int64_t> perm,
+                      node.Get<std::vector<int64_t>>(attr, std::vector<int64_t>{}));
+  const std::vector<int64_t> steps = Strides(shape);
+  if (perm.empty()) return MatrixView{shape, steps};
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> seen(shape.size(), false);
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    return NodeError(node, absl::StrCat("attribute ", attr, " has ", perm.size(),
+                                        " entries for a tensor of rank ", rank));
+  }
+  MatrixView view;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p]) {
+      return NodeError(node,
+                       absl::StrCat("attribute ", attr, " is not a permutation of 0..", rank - 1));
+    }
+    seen[p] = true;
+    view.shape.push_back(shape[p]);
+    view.strides.push_back(steps[p]);
+  }
+  return view;
+}
+
+// Whether a GEMM reads the view's matrices as stored: rows or columns one
+// element apart.
+bool HasUnitStep(const MatrixView& v) { return v.col_step() == 1 || v.row_step() == 1; }
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeMatMul(const Node& node, int64_t,
@@ -494,6 +676,52 @@ StatusOr<std::unique_ptr<Op>> MakeMatMulAdd(const Node& node, int64_t,
 StatusOr<std::unique_ptr<Op>> MakeTransposeMatMulAdd(const Node& node, int64_t,
                                                      const std::vector<OpInput>& inputs) {
   return MakeBiasedProduct(node, inputs, true);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeStridedMatMul(const Node& node, int64_t,
+                                                const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
+  ES_ASSIGN_OR_RETURN(const MatrixView a, PermutedView(node, "perm_a", inputs[0].info->shape));
+  ES_ASSIGN_OR_RETURN(const MatrixView b, PermutedView(node, "perm_b", inputs[1].info->shape));
+  const size_t rank = a.shape.size();
+  if (rank < 3 || rank > 4 || b.shape.size() != rank) {
+    return NodeError(node, absl::StrCat("the views of inputs A and B must both have rank 3 or 4, "
+                                        "have ",
+                                        ShapeString(a.shape), " and ", ShapeString(b.shape)));
+  }
+  if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
+    return NodeError(node, absl::StrCat("the views of inputs A and B must have the same batch "
+                                        "dimensions, have ",
+                                        ShapeString(a.shape), " and ", ShapeString(b.shape)));
+  }
+  if (!HasUnitStep(a) || !HasUnitStep(b)) {
+    return NodeError(node,
+                     "the view of input A or B moves the tensor's last dimension into its "
+                     "batch dimensions");
+  }
+  const ValueInfo a_info{DType::kFloat32, a.shape}, b_info{DType::kFloat32, b.shape};
+  ES_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> product,
+                      MakeProduct(node, {OpInput{&a_info}, OpInput{&b_info}}, false));
+  // Y's view inside the output Transpose(Y, perm_y): Y's dimension d is the
+  // output's dimension j where perm_y[j] = d.
+  const Shape y = product->OutputInfos()[0].shape;
+  ES_ASSIGN_OR_RETURN(const MatrixView placed, PermutedView(node, "perm_y", y));
+  MatrixView y_view{y, std::vector<int64_t>(rank)};
+  const std::vector<int64_t> out_steps = Strides(placed.shape);
+  ES_ASSIGN_OR_RETURN(const std::vector<int64_t> perm_y,
+                      node.Get<std::vector<int64_t>>("perm_y", std::vector<int64_t>{}));
+  for (size_t j = 0; j < rank; ++j) {
+    y_view.strides[perm_y.empty() ? j : static_cast<size_t>(perm_y[j])] = out_steps[j];
+  }
+  if (!HasUnitStep(y_view)) {
+    return NodeError(node,
+                     "attribute perm_y moves the product's rows and columns into the "
+                     "output's last dimension's place");
+  }
+  return std::unique_ptr<Op>(
+      std::make_unique<StridedMatMul>(std::move(product), a, b, std::move(y_view), placed.shape));
 }
 
 }  // namespace easyscale::graph

@@ -194,5 +194,31 @@ TEST(MatMulTest, TransposedWeightFactoryErrors) {
           .status.ok());
 }
 
+// Views of the operands and the output (graph/fusion.h's FuseTransposedOperands).
+TEST(MatMulTest, StridedFactoryErrors) {
+  auto error = [](std::vector<std::pair<std::string, std::vector<int64_t>>> perms, Shape a,
+                  Shape b) {
+    Node node = MakeNode("StridedMatMul", {"a", "b"}, {"y"});
+    for (auto& [name, perm] : perms) node.attributes[name] = std::move(perm);
+    testing::OpRun run = RunOp(node, {RandomValue(a, 1), RandomValue(b, 2)});
+    return run.status.ok() ? std::string("ok") : std::string(run.status.message());
+  };
+  const auto has = [](const std::string& message, const char* part) {
+    return message.find(part) != std::string::npos;
+  };
+  EXPECT_PRED2(has, error({{"perm_a", {0, 2, 1}}}, {2, 3, 4, 5}, {2, 3, 5, 4}),
+               "attribute perm_a has 3 entries for a tensor of rank 4");
+  EXPECT_PRED2(has, error({{"perm_b", {0, 1, 1, 3}}}, {2, 3, 4, 5}, {2, 3, 5, 4}),
+               "attribute perm_b is not a permutation of 0..3");
+  EXPECT_PRED2(has, error({}, {3, 4}, {4, 5}), "must both have rank 3 or 4, have [3, 4]");
+  EXPECT_PRED2(has, error({}, {2, 3, 4, 5}, {3, 2, 5, 4}), "the same batch dimensions");
+  EXPECT_PRED2(has, error({{"perm_a", {0, 3, 1, 2}}}, {2, 3, 4, 5}, {2, 5, 3, 4}),
+               "moves the tensor's last dimension into its batch dimensions");
+  EXPECT_PRED2(has, error({{"perm_y", {0, 2, 3, 1}}}, {2, 3, 4, 5}, {2, 3, 5, 4}),
+               "attribute perm_y moves the product's rows and columns");
+  EXPECT_EQ(error({{"perm_a", {0, 2, 1, 3}}, {"perm_y", {0, 2, 1, 3}}}, {2, 4, 3, 5}, {2, 3, 5, 6}),
+            "ok");
+}
+
 }  // namespace
 }  // namespace easyscale::graph

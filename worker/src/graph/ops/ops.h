@@ -64,6 +64,9 @@ StatusOr<std::unique_ptr<Op>> MakeTransposeMatMul(const Node& node, int64_t opse
                                                   const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeTransposeMatMulAdd(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs);
+// "StridedMatMul": graph/fusion.h's FuseTransposedOperands's node (mat_mul.cc).
+StatusOr<std::unique_ptr<Op>> MakeStridedMatMul(const Node& node, int64_t opset,
+                                                const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMaxPool(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeMul(const Node& node, int64_t opset,
