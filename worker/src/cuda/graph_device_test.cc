@@ -483,6 +483,18 @@ TEST_F(GraphDeviceTest, StridedMatMul) {
                  {RandomValue({2, 4, 128, 128}, 53), RandomValue({2, 128, 4, 64}, 54)});
   ExpectSameBits(strided({{"perm_a", {0, 2, 1}}, {"perm_y", {0, 2, 1}}}),
                  {RandomValue({4, 33, 20}, 55), RandomValue({4, 33, 17}, 56)});
+  // The heads split from and merged into rows of 256 (the Reshapes fused too).
+  const std::vector<int64_t> split = {2, 128, 4, 64};
+  ExpectSameBits(strided({{"perm_a", {0, 2, 1, 3}},
+                          {"shape_a", split},
+                          {"perm_b", {0, 2, 3, 1}},
+                          {"shape_b", split}}),
+                 {RandomValue({2, 128, 256}, 57), RandomValue({2, 128, 256}, 58)});
+  ExpectSameBits(strided({{"perm_b", {0, 2, 1, 3}},
+                          {"shape_b", split},
+                          {"perm_y", {0, 2, 1, 3}},
+                          {"shape_y", {2, 128, 256}}}),
+                 {RandomValue({2, 4, 128, 128}, 59), RandomValue({2, 128, 256}, 60)});
 }
 
 TEST_F(GraphDeviceTest, Gather) {

@@ -216,6 +216,25 @@ std::optional<size_t> OperandTranspose(const Graph& g, const Readers& r, const s
   return t;
 }
 
+// The Reshape writing `value` where FuseTransposedOperands may look through
+// it (its output and its input's elements are in the same order): `value`
+// is read by one Transpose alone and is no graph output, and the Reshape
+// alone reads its float32 input.
+std::optional<size_t> ReshapeBefore(const Graph& g, const Readers& r, const std::string& value) {
+  const std::optional<size_t> reshape = r.Writer(value);
+  if (!reshape || g.nodes[*reshape].op != "Reshape" || g.nodes[*reshape].inputs.empty() ||
+      !r.OnlyReader(value, "Transpose", 1)) {
+    return {};
+  }
+  const std::string& data = g.nodes[*reshape].inputs[0];
+  const auto info = g.values.find(data);
+  if (info == g.values.end() || info->second.dtype != DType::kFloat32 || r.Of(data).size() != 1)
+    return {};
+  return reshape;
+}
+
+std::vector<int64_t> AsInts(const Shape& shape) { return {shape.begin(), shape.end()}; }
+
 }  // namespace
 
 int FuseTransposedOperands(Graph& graph) {
@@ -246,7 +265,16 @@ int FuseTransposedOperands(Graph& graph) {
           MatrixPerm(graph.nodes[*t], rank, Side::kOperand);
       if (!perm) continue;
       strided.attributes[i == 0 ? "perm_a" : "perm_b"] = *perm;
-      strided.inputs[i] = graph.nodes[*t].inputs[0];
+      std::string source = graph.nodes[*t].inputs[0];
+      // The heads split from a projection's rows: its Reshape read in place too.
+      if (const std::optional<size_t> reshape = ReshapeBefore(graph, readers, source);
+          reshape && !dropped[*reshape]) {
+        strided.attributes[i == 0 ? "shape_a" : "shape_b"] = AsInts(graph.values.at(source).shape);
+        gone.push_back(source);
+        dropped[*reshape] = true;
+        source = graph.nodes[*reshape].inputs[0];
+      }
+      strided.inputs[i] = source;
       gone.push_back(operand);
       dropped[*t] = true;
       any = true;
@@ -261,6 +289,16 @@ int FuseTransposedOperands(Graph& graph) {
         strided.outputs = graph.nodes[*out].outputs;
         dropped[*out] = true;
         any = true;
+        // The heads merged into rows: written under the Reshape's shape.
+        const std::string& merged = strided.outputs[0];
+        if (const std::optional<size_t> reshape = readers.OnlyReader(merged, "Reshape", 2);
+            reshape && !dropped[*reshape] && graph.nodes[*reshape].inputs[0] == merged) {
+          strided.attributes["shape_y"] =
+              AsInts(graph.values.at(graph.nodes[*reshape].outputs[0]).shape);
+          gone.push_back(merged);
+          strided.outputs = graph.nodes[*reshape].outputs;
+          dropped[*reshape] = true;
+        }
       }
     }
     if (!any) continue;

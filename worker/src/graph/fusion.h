@@ -55,8 +55,12 @@ int FuseTransposedWeights(Graph& graph);
 // and its perm keeps the tensor's last dimension the view's last or second
 // last; the output's where the product's output is read by that Transpose
 // alone (no graph output) and its perm puts the product's last or second
-// last dimension last. Drops the fused Transposes and the values between.
-// Returns how many products it fused.
+// last dimension last. A Reshape before an operand's Transpose (the heads
+// split from a projection's rows) or after the output's (the heads merged)
+// fuses too where it alone reads its float32 input and its output is read
+// by that Transpose alone (no graph output), or reads the output alone:
+// attributes shape_a, shape_b and shape_y hold its shape. Drops the fused
+// nodes and the values between. Returns how many products it fused.
 int FuseTransposedOperands(Graph& graph);
 
 }  // namespace easyscale::graph

@@ -403,6 +403,62 @@ TEST(FuseTransposedOperands, TheAttentionsProductsReadAndWriteInPlace) {
   EXPECT_EQ(FuseTransposedOperands(g), 0) << "nothing left to fuse";
 }
 
+// AttentionGraph with its heads split from rows of 12 and merged back, as
+// PyTorch exports them: x, p, k and w are [2, 5, 12], each source Reshaped
+// to [2, 5, 3, 4] before its Transpose, and o Reshaped to rows r.
+Graph RowsAttentionGraph() {
+  Graph g = AttentionGraph();
+  const Shape rows = {2, 5, 12};
+  const auto shape_constant = [&](const std::string& name, std::vector<int64_t> dims) {
+    ConstantTensor c;
+    c.dtype = DType::kInt64;
+    c.shape = {static_cast<int64_t>(dims.size())};
+    c.ints = std::move(dims);
+    g.initializers[name] = c;
+    g.constants.insert(name);
+    g.values[name] = {DType::kInt64, c.shape};
+  };
+  shape_constant("split", {2, 5, 3, 4});
+  shape_constant("merge", {2, 5, 12});
+  std::vector<Node> reshapes;
+  for (const std::string name : {"k", "w"}) {
+    g.initializers.erase(name);
+    g.initializers[name + "r"] = testing::ToConstant(RandomValue(rows, name[0] + 1));
+    g.values[name + "r"] = {DType::kFloat32, rows};
+    reshapes.push_back(MakeNode("Reshape", {name + "r", "split"}, {name}));
+  }
+  g.values["x"] = g.values["p"] = g.values["xr"] = g.values["r"] = {DType::kFloat32, rows};
+  g.initializers["p"] = testing::ToConstant(RandomValue(rows, 'p'));
+  g.nodes[0].outputs = {"xr"};
+  reshapes.push_back(MakeNode("Reshape", {"xr", "split"}, {"xp"}));
+  g.nodes.insert(g.nodes.begin() + 1, reshapes.begin(), reshapes.end());
+  g.nodes.push_back(MakeNode("Reshape", {"o", "merge"}, {"r"}));
+  g.outputs = {"r"};
+  return g;
+}
+
+TEST(FuseTransposedOperands, TheirReshapesToAndFromRowsToo) {
+  Graph g = RowsAttentionGraph();
+  EXPECT_EQ(FuseTransposedOperands(g), 2);
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "StridedMatMul", "StridedMatMul"}));
+  const Node& scores = g.nodes[1];
+  const Node& context = g.nodes[2];
+  EXPECT_EQ(scores.inputs, (std::vector<std::string>{"xr", "kr"}));
+  EXPECT_EQ(context.inputs, (std::vector<std::string>{"s", "wr"}));
+  EXPECT_EQ(context.outputs, std::vector<std::string>{"r"});
+  const std::vector<int64_t> split = {2, 5, 3, 4};
+  EXPECT_EQ(*scores.Get<std::vector<int64_t>>("shape_a", {}), split);
+  EXPECT_EQ(*scores.Get<std::vector<int64_t>>("shape_b", {}), split);
+  EXPECT_EQ(*context.Get<std::vector<int64_t>>("shape_b", {}), split);
+  EXPECT_EQ(*context.Get<std::vector<int64_t>>("shape_y", {}), (std::vector<int64_t>{2, 5, 12}));
+  for (const char* between : {"xp", "k", "w", "o"}) EXPECT_EQ(g.values.count(between), 0u);
+  // Rows read elsewhere keep their Reshape (the Transpose still fuses).
+  Graph shared = RowsAttentionGraph();
+  AddReader(shared, "xr");
+  EXPECT_EQ(FuseTransposedOperands(shared), 2);
+  EXPECT_EQ(shared.nodes.size(), 5u) << "the split's Reshape and the reader stay";
+}
+
 TEST(FuseTransposedOperands, LeavesWhatWouldChangeABitOrHasNoView) {
   const Unfusable kVariants[] = {
       {"the transposes read elsewhere",
@@ -446,6 +502,15 @@ TEST(FuseTransposedOperands, TrainsToTheTransposesBits) {
   ASSERT_EQ(FuseTransposedOperands(check), 2);
   ASSERT_EQ(FuseTransposedOperands(check_apart), 0);
   EXPECT_EQ(RunPass(fused, x, dy, {"p", "k", "w"}), RunPass(apart, x, dy, {"p", "k", "w"}));
+  // With the Reshapes from and to rows.
+  Value rows_x = RandomValue({2, 5, 12}, 53), rows_dy = RandomValue({2, 5, 12}, 54);
+  Graph rows_apart = RowsAttentionGraph();
+  for (const char* between : {"xp", "k", "w", "o"}) rows_apart.outputs.push_back(between);
+  Graph rows_check = RowsAttentionGraph();
+  ASSERT_EQ(FuseTransposedOperands(rows_check), 2);
+  ASSERT_EQ(rows_check.nodes.size(), 3u);
+  EXPECT_EQ(RunPass(RowsAttentionGraph(), rows_x, rows_dy, {"p", "kr", "wr"}),
+            RunPass(rows_apart, rows_x, rows_dy, {"p", "kr", "wr"}));
 }
 
 }  // namespace

@@ -31,14 +31,17 @@
 // dY[i, j] * A[i, k] in the same k blocks, each term the same product as
 // A[i, k] * dY[i, j], so dB is the MatMul's gradient transposed, as the
 // Transpose's gradient made it.
+//
 // StridedMatMul (graph/fusion.h's FuseTransposedOperands: the attention's
 // head splits and merge): a batched MatMul of rank 3 or 4 whose A is
 // Transpose(input 0, perm_a), B Transpose(input 1, perm_b) and output
 // Transpose(Y, perm_y), each where the attribute is given, and no batch
-// broadcast. The MatMul's order per output and per gradient element; the
-// CPU gathers the views into the MatMul's operands and scatters its results,
-// a GPU reads and writes them in place (cuda::GemmBatchedStrided): the two
-// Transposes' and the MatMul's bits.
+// broadcast; shape_a, shape_b and shape_y reshape input 0, input 1 and the
+// output in their element order (a Reshape before or after). The MatMul's
+// order per output and per gradient element: the CPU gathers the views into
+// the MatMul's operands and scatters its results, a GPU reads and writes
+// them in place (cuda::GemmBatchedStrided); the Reshapes', Transposes' and
+// the MatMul's bits.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -648,6 +651,23 @@ StatusOr<MatrixView> PermutedView(const Node& node, const std::string& attr, con
   return view;
 }
 
+// The shape attribute `attr` (a Reshape's output, in the same element
+// order as `shape`), or `shape` where it is absent.
+StatusOr<Shape> ReshapedAs(const Node& node, const std::string& attr, const Shape& shape,
+                           const char* what) {
+  ES_ASSIGN_OR_RETURN(const std::vector<int64_t> dims,
+                      node.Get<std::vector<int64_t>>(attr, std::vector<int64_t>{}));
+  if (dims.empty()) return shape;
+  const Shape reshaped(dims.begin(), dims.end());
+  if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; }) ||
+      NumElements(reshaped) != NumElements(shape)) {
+    return NodeError(
+        node, absl::StrCat("attribute ", attr, " ", ShapeString(reshaped), " does not hold the ",
+                           NumElements(shape), " elements of ", what, " ", ShapeString(shape)));
+  }
+  return reshaped;
+}
+
 // Whether a GEMM reads the view's matrices as stored: rows or columns one
 // element apart.
 bool HasUnitStep(const MatrixView& v) { return v.col_step() == 1 || v.row_step() == 1; }
@@ -683,8 +703,12 @@ StatusOr<std::unique_ptr<Op>> MakeStridedMatMul(const Node& node, int64_t,
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 2, 2, 1));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "A", DType::kFloat32));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 1, "B", DType::kFloat32));
-  ES_ASSIGN_OR_RETURN(const MatrixView a, PermutedView(node, "perm_a", inputs[0].info->shape));
-  ES_ASSIGN_OR_RETURN(const MatrixView b, PermutedView(node, "perm_b", inputs[1].info->shape));
+  ES_ASSIGN_OR_RETURN(const Shape a_shape,
+                      ReshapedAs(node, "shape_a", inputs[0].info->shape, "input A"));
+  ES_ASSIGN_OR_RETURN(const Shape b_shape,
+                      ReshapedAs(node, "shape_b", inputs[1].info->shape, "input B"));
+  ES_ASSIGN_OR_RETURN(const MatrixView a, PermutedView(node, "perm_a", a_shape));
+  ES_ASSIGN_OR_RETURN(const MatrixView b, PermutedView(node, "perm_b", b_shape));
   const size_t rank = a.shape.size();
   if (rank < 3 || rank > 4 || b.shape.size() != rank) {
     return NodeError(node, absl::StrCat("the views of inputs A and B must both have rank 3 or 4, "
@@ -720,8 +744,9 @@ StatusOr<std::unique_ptr<Op>> MakeStridedMatMul(const Node& node, int64_t,
                      "attribute perm_y moves the product's rows and columns into the "
                      "output's last dimension's place");
   }
-  return std::unique_ptr<Op>(
-      std::make_unique<StridedMatMul>(std::move(product), a, b, std::move(y_view), placed.shape));
+  ES_ASSIGN_OR_RETURN(Shape out_shape, ReshapedAs(node, "shape_y", placed.shape, "the output"));
+  return std::unique_ptr<Op>(std::make_unique<StridedMatMul>(
+      std::move(product), a, b, std::move(y_view), std::move(out_shape)));
 }
 
 }  // namespace easyscale::graph

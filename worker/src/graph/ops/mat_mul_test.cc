@@ -216,7 +216,12 @@ TEST(MatMulTest, StridedFactoryErrors) {
                "moves the tensor's last dimension into its batch dimensions");
   EXPECT_PRED2(has, error({{"perm_y", {0, 2, 3, 1}}}, {2, 3, 4, 5}, {2, 3, 5, 4}),
                "attribute perm_y moves the product's rows and columns");
+  EXPECT_PRED2(
+      has, error({{"shape_a", {2, 3, 4, 6}}}, {2, 3, 20}, {2, 3, 5, 4}),
+      "attribute shape_a [2, 3, 4, 6] does not hold the 120 elements of input A [2, 3, 20]");
   EXPECT_EQ(error({{"perm_a", {0, 2, 1, 3}}, {"perm_y", {0, 2, 1, 3}}}, {2, 4, 3, 5}, {2, 3, 5, 6}),
+            "ok");
+  EXPECT_EQ(error({{"shape_a", {2, 3, 4, 5}}, {"shape_y", {2, 12, 4}}}, {2, 3, 20}, {2, 3, 5, 4}),
             "ok");
 }
 
