@@ -293,33 +293,15 @@ __global__ void __launch_bounds__(kTiledThreads, kMinBlocks)
     __syncthreads();  // one barrier: the other buffer's readers finished last round
   }
 
-  if constexpr (kBias) {
-    // Column by column, so that a column's bias is read once (read at each
-    // store, it is read again after every store to out, which may alias it for
-    // all the compiler knows) and one is held at a time (eight spilled the
-    // 128x128 tile). Row by row without a bias: column by column spilled the
-    // kATransposed 128x128 kernel.
+#pragma unroll
+  for (int i = 0; i < kRM; ++i) {
+    const int r = m0 + RegisterTileOffset<kTileM>(ty, i);
+    if (r >= M) continue;
 #pragma unroll
     for (int j = 0; j < kRN; ++j) {
       const int c = n0 + RegisterTileOffset<kTileN>(tx, j);
-      if (c >= N) continue;
-      const float bias = g.bias[c];
-#pragma unroll
-      for (int i = 0; i < kRM; ++i) {
-        const int r = m0 + RegisterTileOffset<kTileM>(ty, i);
-        if (r < M) g.out[static_cast<size_t>(r) * g.ldo + c] = acc[i][j] + bias;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kRM; ++i) {
-      const int r = m0 + RegisterTileOffset<kTileM>(ty, i);
-      if (r >= M) continue;
-#pragma unroll
-      for (int j = 0; j < kRN; ++j) {
-        const int c = n0 + RegisterTileOffset<kTileN>(tx, j);
-        if (c < N) g.out[static_cast<size_t>(r) * g.ldo + c] = acc[i][j];
-      }
+      if (c < N)
+        g.out[static_cast<size_t>(r) * g.ldo + c] = kBias ? acc[i][j] + g.bias[c] : acc[i][j];
     }
   }
 }
