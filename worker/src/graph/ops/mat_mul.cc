@@ -244,16 +244,20 @@ class MatMul final : public Op {
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
                         const std::vector<Value*>& din) {
     const float* dy = DeviceData(ctx, dyv);
-    if (bias_ && din[2] != nullptr) {
-      CheckLaunch(cuda_ops::BinaryBackward<AddFormula>(
-                      DeviceDims(bias_->bc), bias_->operand, din[2]->size(), nullptr, nullptr,
-                      nullptr, dy, DeviceData(ctx, *din[2]), bias_->block, StreamOf(ctx)),
-                  "MatMul+Add bias gradient");
-    }
+    const bool bias_wanted = bias_ && din[2] != nullptr;
+    // The bias's gradient after A's, beside B's: before them it held both back.
     WeightBesideInput(
-        ctx, din[1] != nullptr, din[0] != nullptr,
+        ctx, din[1] != nullptr, din[0] != nullptr || bias_wanted,
         [&](cudaStream_t st) { WeightGradientOnDevice(ctx, DeviceData(ctx, av), dy, *din[1], st); },
-        [&] { InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]); });
+        [&] {
+          if (din[0] != nullptr) InputGradientOnDevice(ctx, DeviceData(ctx, bv), dy, *din[0]);
+          if (bias_wanted) {
+            CheckLaunch(cuda_ops::BinaryBackward<AddFormula>(
+                            DeviceDims(bias_->bc), bias_->operand, din[2]->size(), nullptr, nullptr,
+                            nullptr, dy, DeviceData(ctx, *din[2]), bias_->block, StreamOf(ctx)),
+                        "MatMul+Add bias gradient");
+          }
+        });
   }
 
   // dA on the pass's stream, B^T (where copied) in transient scratch slot 0.
