@@ -380,6 +380,14 @@ TEST_F(GraphDeviceTest, Softmax) {
     ExpectSameBits(MakeNode(op, {"x"}, {"y"}, {{"axis", int64_t{1}}}), {RandomValue({3, 4, 5}, 3)},
                    {}, true, /*opset=*/11);
   }
+  // Mul+Softmax (graph/fusion.h): the attention's scale on staged rows of 128
+  // and 33, and on rows `inner` apart (scaled by a pass of their own).
+  for (const auto& [shape, axis] :
+       {std::pair{Shape{3, 5, 7, 128}, int64_t{-1}}, std::pair{Shape{70, 33}, int64_t{-1}},
+        std::pair{Shape{3, 7, 5}, int64_t{1}}}) {
+    ExpectSameBits(MakeNode("Mul+Softmax", {"x"}, {"y"}, {{"axis", axis}, {"scale", 0.125f}}),
+                   {RandomValue(shape, 9)});
+  }
 }
 
 TEST_F(GraphDeviceTest, LayerNormalization) {

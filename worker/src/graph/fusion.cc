@@ -50,13 +50,20 @@ class Readers {
     return it->second;
   }
 
-  // Whether `name` is a float32 scalar the loader made (never a parameter)
-  // holding exactly `want`.
-  bool IsConstant(const std::string& name, float want) const {
+  // The value of `name` where it is a float32 scalar the loader made (never
+  // a parameter).
+  std::optional<float> ConstantScalar(const std::string& name) const {
     auto it = g_.initializers.find(name);
-    return it != g_.initializers.end() && g_.constants.count(name) != 0 &&
-           it->second.dtype == DType::kFloat32 && it->second.floats.size() == 1 &&
-           std::bit_cast<uint32_t>(it->second.floats[0]) == std::bit_cast<uint32_t>(want);
+    if (it == g_.initializers.end() || g_.constants.count(name) == 0 ||
+        it->second.dtype != DType::kFloat32 || it->second.floats.size() != 1) {
+      return {};
+    }
+    return it->second.floats[0];
+  }
+  // Whether `name` is such a scalar holding exactly `want`.
+  bool IsConstant(const std::string& name, float want) const {
+    const std::optional<float> v = ConstantScalar(name);
+    return v && std::bit_cast<uint32_t>(*v) == std::bit_cast<uint32_t>(want);
   }
 
  private:
@@ -235,7 +242,59 @@ std::optional<size_t> ReshapeBefore(const Graph& g, const Readers& r, const std:
 
 std::vector<int64_t> AsInts(const Shape& shape) { return {shape.begin(), shape.end()}; }
 
+// The Softmax after the Mul at `mul` and the Mul's scale, where
+// FuseScaledSoftmax may fuse them.
+struct ScaledSoftmax {
+  size_t softmax;
+  int operand;  // the Mul's scaled operand: 0 or 1
+  float scale;
+};
+
+std::optional<ScaledSoftmax> ScaledSoftmaxAt(const Graph& g, const Readers& r, size_t mul) {
+  const Node& m = g.nodes[mul];
+  if (m.op != "Mul" || m.inputs.size() != 2 || m.outputs.size() != 1 || m.outputs[0].empty())
+    return {};
+  for (int operand = 0; operand < 2; ++operand) {
+    const std::optional<float> scale = r.ConstantScalar(m.inputs[1 - operand]);
+    const auto x = g.values.find(m.inputs[operand]);
+    const auto y = g.values.find(m.outputs[0]);
+    if (!scale || x == g.values.end() || y == g.values.end() ||
+        x->second.dtype != DType::kFloat32 || x->second.shape != y->second.shape) {
+      continue;
+    }
+    const std::optional<size_t> softmax = r.OnlyReader(m.outputs[0], "Softmax", 1);
+    if (softmax) return ScaledSoftmax{*softmax, operand, *scale};
+  }
+  return {};
+}
+
 }  // namespace
+
+int FuseScaledSoftmax(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the scaled values
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<ScaledSoftmax> f = ScaledSoftmaxAt(graph, readers, n);
+    if (!f || dropped[f->softmax]) continue;
+    Node& mul = graph.nodes[n];
+    const Node& softmax = graph.nodes[f->softmax];
+    gone.push_back(mul.outputs[0]);
+    Node fused_node;
+    fused_node.name = mul.name + "+Softmax";
+    fused_node.op = "Mul+Softmax";
+    fused_node.inputs = {mul.inputs[f->operand]};
+    fused_node.outputs = softmax.outputs;
+    fused_node.attributes = softmax.attributes;  // its axis
+    fused_node.attributes["scale"] = f->scale;
+    mul = std::move(fused_node);
+    dropped[f->softmax] = true;
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
 
 int FuseTransposedOperands(Graph& graph) {
   const Readers readers(graph);

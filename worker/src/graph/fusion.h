@@ -63,4 +63,14 @@ int FuseTransposedWeights(Graph& graph);
 // nodes and the values between. Returns how many products it fused.
 int FuseTransposedOperands(Graph& graph);
 
+// Replaces each Mul of a value X by a float32 scalar constant c (the loader's,
+// either operand) whose product a Softmax alone reads, with X's shape (the
+// attention's scores times 1/sqrt(d)), by one "Mul+Softmax" node X -> the
+// Softmax's output at the Mul's place, with the Softmax's attributes and
+// "scale" = c (ops/softmax.cc multiplies each element by c before the rows'
+// formulas, and each gradient element after them, as the Mul did). Only
+// where the result is the same bits: the product is no graph output. Drops
+// the product. Returns how many it fused.
+int FuseScaledSoftmax(Graph& graph);
+
 }  // namespace easyscale::graph

@@ -1,6 +1,6 @@
 // Graph rewrites (fusion.h): which GELU chains, linear layers, weights'
-// transposes and attention transposes fuse, and that a fused one trains to
-// the unfused nodes' bits.
+// transposes, attention transposes and scaled softmaxes fuse, and that a
+// fused one trains to the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -511,6 +511,81 @@ TEST(FuseTransposedOperands, TrainsToTheTransposesBits) {
   ASSERT_EQ(rows_check.nodes.size(), 3u);
   EXPECT_EQ(RunPass(RowsAttentionGraph(), rows_x, rows_dy, {"p", "kr", "wr"}),
             RunPass(rows_apart, rows_x, rows_dy, {"p", "kr", "wr"}));
+}
+
+// y = Softmax(h * c) over [2, 3, 8] rows, h = x + p, c the loader's scalar
+// 1/sqrt(8) (scale_first: Mul(c, h)).
+Graph ScaledSoftmaxGraph(bool scale_first) {
+  Graph g;
+  g.opset = 17;
+  ConstantTensor c;
+  c.floats = {0.35355338f};
+  g.initializers["c"] = c;
+  g.constants.insert("c");
+  g.values["c"] = {DType::kFloat32, {}};
+  g.initializers["p"] = testing::ToConstant(RandomValue({2, 3, 8}, 61));
+  for (const char* name : {"x", "p", "h", "m", "y"}) g.values[name] = {DType::kFloat32, {2, 3, 8}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {MakeNode("Add", {"x", "p"}, {"h"}),
+             MakeNode("Mul",
+                      scale_first ? std::vector<std::string>{"c", "h"}
+                                  : std::vector<std::string>{"h", "c"},
+                      {"m"}),
+             MakeNode("Softmax", {"m"}, {"y"}, {{"axis", int64_t{-1}}})};
+  g.nodes[1].name = "/attn/Mul";
+  return g;
+}
+
+TEST(FuseScaledSoftmax, TheScoresScaleBecomesTheSoftmaxs) {
+  for (bool scale_first : {false, true}) {
+    Graph g = ScaledSoftmaxGraph(scale_first);
+    EXPECT_EQ(FuseScaledSoftmax(g), 1);
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "Mul+Softmax"}));
+    const Node& fused = g.nodes[1];
+    EXPECT_EQ(fused.name, "/attn/Mul+Softmax");
+    EXPECT_EQ(fused.inputs, std::vector<std::string>{"h"});
+    EXPECT_EQ(fused.outputs, std::vector<std::string>{"y"});
+    EXPECT_EQ(*fused.Get<float>("scale", 0.0f), 0.35355338f);
+    EXPECT_EQ(*fused.Get<int64_t>("axis", 0), -1);
+    EXPECT_EQ(g.values.count("m"), 0u);
+    EXPECT_EQ(FuseScaledSoftmax(g), 0) << "nothing left to fuse";
+  }
+}
+
+TEST(FuseScaledSoftmax, LeavesWhatWouldChangeABit) {
+  const Unfusable kVariants[] = {
+      {"the product as a graph output", [](Graph& g) { g.outputs.push_back("m"); }},
+      {"the product read elsewhere", [](Graph& g) { AddReader(g, "m"); }},
+      {"a scale that trains", [](Graph& g) { g.constants.erase("c"); }},
+      {"a scale per column",
+       [](Graph& g) {
+         g.initializers["c"].floats.assign(8, 0.5f);
+         g.initializers["c"].shape = {8};
+         g.values["c"].shape = {8};
+       }},
+      {"a broadcast X",
+       [](Graph& g) {
+         g.values["h"].shape = {1, 3, 8};
+       }},
+  };
+  ExpectNoneFused([] { return ScaledSoftmaxGraph(false); }, FuseScaledSoftmax, kVariants);
+}
+
+TEST(FuseScaledSoftmax, TrainsToTheTwoNodesBits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Value x = RandomValue({2, 3, 8}, 62), dy = RandomValue({2, 3, 8}, 63);
+  x.floats[3] = -0.0f, x.floats[9] = 1e30f, x.floats[17] = -inf, dy.floats[5] = -0.0f;
+  for (bool scale_first : {false, true}) {
+    Graph fused = ScaledSoftmaxGraph(scale_first);
+    Graph apart = ScaledSoftmaxGraph(scale_first);
+    apart.outputs.push_back("m");
+    Graph check = fused, check_apart = apart;
+    ASSERT_EQ(FuseScaledSoftmax(check), 1);
+    ASSERT_EQ(FuseScaledSoftmax(check_apart), 0);
+    EXPECT_EQ(RunPass(fused, x, dy, {"p"}), RunPass(apart, x, dy, {"p"}))
+        << "scale_first " << scale_first;
+  }
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ Status Program::Compile() {
   FuseMatMulBiases(graph_);
   FuseTransposedWeights(graph_);
   FuseTransposedOperands(graph_);
+  FuseScaledSoftmax(graph_);
   for (const auto& [name, info] : graph_.values) {
     const size_t id = values_.size();
     ids_[name] = id;

@@ -40,6 +40,7 @@ const std::vector<Entry>& Registry() {
       {"MatMul+Add", MakeMatMulAdd, true},
       {"MaxPool", MakeMaxPool},
       {"Mul", MakeMul},
+      {"Mul+Softmax", MakeScaledSoftmax, true},
       {"Pow", MakePow},
       {"Range", MakeRange},
       {"ReduceMean", MakeReduceMean},

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/row_formulas.h"
 
 namespace easyscale::graph::cuda_ops {
 
@@ -144,11 +145,13 @@ cudaError_t ClipBackward(size_t n, float lo, float hi, const float* x, const flo
                          cudaStream_t stream);
 
 // softmax.cu, rows of n elements `inner` apart (rows are (outer, inner)
-// pairs), each by one thread: softmax.cc's order.
-cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
-                           cudaStream_t stream);
-cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
-                            const float* dy, float* dx, cudaStream_t stream);
+// pairs), each by one thread: softmax.cc's order. `scale`, where given (Mul+
+// Softmax), multiplies each x before the row's formulas and each dx after
+// them (MulFormula's forward and gradient).
+cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
+                           const float* x, float* y, cudaStream_t stream);
+cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
+                            const float* y, const float* dy, float* dx, cudaStream_t stream);
 
 // layer_normalization.cu, rows of n elements (null scale: 1, null bias: 0):
 // the per-row mean and invstd, then y; backward dscale and dbias (each

@@ -89,6 +89,9 @@ StatusOr<std::unique_ptr<Op>> MakeSlice(const Node& node, int64_t opset,
                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+// "Mul+Softmax": graph/fusion.h's FuseScaledSoftmax's node (softmax.cc).
+StatusOr<std::unique_ptr<Op>> MakeScaledSoftmax(const Node& node, int64_t opset,
+                                                const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxCrossEntropyLoss(const Node& node, int64_t opset,
                                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,

@@ -13,6 +13,13 @@
 
 namespace easyscale::graph {
 
+// Mul+Softmax's scale (softmax.cc): where given, each x is multiplied by it
+// before a row's formulas and each dx after them.
+struct SoftmaxScale {
+  bool given = false;
+  float value = 1.0f;
+};
+
 // A softmax row's parts, shared by the whole-row functions below and the
 // CUDA kernels that fold rows a chunk at a time: the max's step (a NaN is
 // kept only where it comes first), an element's exponential given the row's

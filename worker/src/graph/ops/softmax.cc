@@ -7,10 +7,16 @@
 //   s = sum of e_j from +0; Softmax y_j = e_j / s; LogSoftmax y_j = (x_j - m) - Log(s).
 // Backward, per row: Softmax t = sum of dy_j * y_j from +0, dx_j = y_j * (dy_j - t);
 //   LogSoftmax t = sum of dy_j from +0, dx_j = dy_j - Exp(y_j) * t.
+//
+// Mul+Softmax (graph/fusion.h's FuseScaledSoftmax: attention's scores times
+// their scale, then their softmax): x_j = a_j * scale (MulFormula) before the
+// row's order, and da_j = dx_j * scale (MulFormula's gradient) after it: the
+// Mul's and the Softmax's bits.
 #include "graph/ops/softmax.h"
 
 #include <algorithm>
 
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/row_formulas.h"
@@ -24,21 +30,26 @@ namespace {
 class SoftmaxOp final : public Op {
  public:
   // Rows are (outer, inner) pairs; a row's n elements are `inner` apart.
-  SoftmaxOp(Shape shape, int64_t outer, int64_t n, int64_t inner, bool log)
-      : shape_(std::move(shape)), outer_(outer), n_(n), inner_(inner), log_(log) {}
+  SoftmaxOp(Shape shape, int64_t outer, int64_t n, int64_t inner, bool log, SoftmaxScale scale)
+      : shape_(std::move(shape)), outer_(outer), n_(n), inner_(inner), log_(log), scale_(scale) {}
 
   std::vector<ValueInfo> OutputInfos() const override { return {{DType::kFloat32, shape_}}; }
 
   void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
-    ES_RUN_ON_DEVICE(ctx,
-                     CheckLaunch(cuda_ops::SoftmaxForward(
-                                     static_cast<size_t>(outer_), static_cast<size_t>(n_),
-                                     static_cast<size_t>(inner_), log_, DeviceData(ctx, *in[0]),
-                                     DeviceData(ctx, *out[0]), StreamOf(ctx)),
-                                 "Softmax"));
+    ES_RUN_ON_DEVICE(
+        ctx, CheckLaunch(cuda_ops::SoftmaxForward(
+                             static_cast<size_t>(outer_), static_cast<size_t>(n_),
+                             static_cast<size_t>(inner_), log_, scale_, DeviceData(ctx, *in[0]),
+                             DeviceData(ctx, *out[0]), StreamOf(ctx)),
+                         "Softmax"));
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
+    if (scale_.given) {  // the scaled input in y, the rows then in place
+      for (size_t e = 0; e < out[0]->floats.size(); ++e)
+        y[e] = MulFormula::Apply(x[e], scale_.value);
+      x = y;
+    }
     ForEachRow([&](int64_t base) { SoftmaxRow(x + base, y + base, n_, inner_, log_); });
   }
 
@@ -61,6 +72,9 @@ class SoftmaxOp final : public Op {
     ForEachRow([&](int64_t base) {
       SoftmaxRowGradient(y + base, dy + base, dx + base, n_, inner_, log_);
     });
+    if (scale_.given) {
+      for (float& d : din[0]->floats) d = MulFormula::GradA(0.0f, scale_.value, 0.0f, d);
+    }
   }
 
   bool RunsOnDevice() const override { return true; }
@@ -69,10 +83,11 @@ class SoftmaxOp final : public Op {
 #ifdef EASYSCALE_WITH_CUDA
   void BackwardOnDevice(RunContext& ctx, const Value& y, const Value* dy, Value& dx) {
     if (dy == nullptr) return;  // dx is zeroed
-    CheckLaunch(cuda_ops::SoftmaxBackward(static_cast<size_t>(outer_), static_cast<size_t>(n_),
-                                          static_cast<size_t>(inner_), log_, DeviceData(ctx, y),
-                                          DeviceData(ctx, *dy), DeviceData(ctx, dx), StreamOf(ctx)),
-                "Softmax gradient");
+    CheckLaunch(
+        cuda_ops::SoftmaxBackward(static_cast<size_t>(outer_), static_cast<size_t>(n_),
+                                  static_cast<size_t>(inner_), log_, scale_, DeviceData(ctx, y),
+                                  DeviceData(ctx, *dy), DeviceData(ctx, dx), StreamOf(ctx)),
+        "Softmax gradient");
   }
 #endif
 
@@ -87,12 +102,14 @@ class SoftmaxOp final : public Op {
   Shape shape_;
   int64_t outer_, n_, inner_;
   bool log_;
+  SoftmaxScale scale_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
-                                            const std::vector<OpInput>& inputs, bool log) {
+                                            const std::vector<OpInput>& inputs, bool log,
+                                            std::optional<float> scale) {
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, 1, 1));
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "input", DType::kFloat32));
   const Shape& shape = inputs[0].info->shape;
@@ -111,12 +128,21 @@ StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
     }
   }
   if (n == 0) outer = 0;  // no rows to read a first element from
-  return std::unique_ptr<Op>(new SoftmaxOp(shape, outer, n, inner, log));
+  SoftmaxScale row_scale;
+  if (scale) row_scale = {true, *scale};
+  return std::unique_ptr<Op>(new SoftmaxOp(shape, outer, n, inner, log, row_scale));
 }
 
 StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs) {
   return MakeSoftmaxOp(node, opset, inputs, /*log=*/false);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeScaledSoftmax(const Node& node, int64_t opset,
+                                                const std::vector<OpInput>& inputs) {
+  if (node.attributes.count("scale") == 0) return NodeError(node, "attribute scale is missing");
+  ES_ASSIGN_OR_RETURN(const float scale, node.Get<float>("scale", 1.0f));
+  return MakeSoftmaxOp(node, opset, inputs, /*log=*/false, scale);
 }
 
 }  // namespace easyscale::graph

@@ -14,6 +14,7 @@
 // Loads go 8 at a time into registers before their stores, so that a warp
 // has 8 in flight. Other rows (`inner` apart) keep one thread a row.
 #include "graph/ops/cuda_ops.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
 
@@ -67,7 +68,8 @@ __device__ void MoveRows(Global* global, float* tile, int rows, int n, int ld) {
 }
 
 // One warp a block; block b takes groups b, b + gridDim.x, ... of 32 rows.
-__global__ void SoftmaxStagedKernel(size_t rows, int n, bool log, const float* x, float* y) {
+__global__ void SoftmaxStagedKernel(size_t rows, int n, bool log, SoftmaxScale scale,
+                                    const float* x, float* y) {
   extern __shared__ float tile[];  // [32][ld]
   const int ld = static_cast<int>(StagedLd(n)), lane = static_cast<int>(threadIdx.x);
   for (size_t r0 = static_cast<size_t>(blockIdx.x) * kWarpRows; r0 < rows;
@@ -76,7 +78,13 @@ __global__ void SoftmaxStagedKernel(size_t rows, int n, bool log, const float* x
     MoveRows<true>(x + r0 * n, tile, count, n, ld);
     __syncwarp();
     // In place: SoftmaxRow reads each x[j] before it writes y[j].
-    if (lane < count) SoftmaxRow(tile + lane * ld, tile + lane * ld, n, 1, log);
+    if (lane < count) {
+      float* const row = tile + lane * ld;
+      if (scale.given) {
+        for (int j = 0; j < n; ++j) row[j] = MulFormula::Apply(row[j], scale.value);
+      }
+      SoftmaxRow(row, row, n, 1, log);
+    }
     __syncwarp();
     MoveRows<false>(y + r0 * n, tile, count, n, ld);
     __syncwarp();  // the next group's loads overwrite the tile
@@ -96,8 +104,8 @@ size_t StagedBytes(size_t n) {
 constexpr int kGradientWarps = 4;
 
 __global__ void __launch_bounds__(kWarpRows* kGradientWarps)
-    SoftmaxGradientRowsKernel(int64_t rows, int n, bool log, const float* y, const float* dy,
-                              float* dx) {
+    SoftmaxGradientRowsKernel(int64_t rows, int n, bool log, SoftmaxScale scale, const float* y,
+                              const float* dy, float* dx) {
   __shared__ float tiles[kGradientWarps][kWarpRows][kWarpRows + 1];
   const int lane = static_cast<int>(threadIdx.x) % kWarpRows;
   float(*const tile)[kWarpRows + 1] = tiles[threadIdx.x / kWarpRows];
@@ -138,6 +146,7 @@ __global__ void __launch_bounds__(kWarpRows* kGradientWarps)
         for (int i = 0; i < kLoadsInFlight; ++i) {
           const int64_t e = first + static_cast<int64_t>(r0 + i) * n + c;
           out[i] = r0 + i < count ? SoftmaxGradOutput(y[e], dy[e], row_t[i], log) : 0.0f;
+          if (scale.given) out[i] = MulFormula::GradA(0.0f, scale.value, 0.0f, out[i]);
         }
 #pragma unroll
         for (int i = 0; i < kLoadsInFlight; ++i) {
@@ -148,15 +157,25 @@ __global__ void __launch_bounds__(kWarpRows* kGradientWarps)
   }
 }
 
+// y = x * scale, each element (the rows' formulas then run in place on y).
+cudaError_t ScaleInto(size_t count, float scale, const float* x, float* y, cudaStream_t stream) {
+  return cuda::LaunchForEach(count, stream,
+                             [=] __device__(size_t e) { y[e] = MulFormula::Apply(x[e], scale); });
+}
+
 }  // namespace
 
-cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const float* x, float* y,
-                           cudaStream_t stream) {
+cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
+                           const float* x, float* y, cudaStream_t stream) {
   if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
   if (Staged(n, inner)) {
     SoftmaxStagedKernel<<<StagedBlocks(outer), kWarpRows, StagedBytes(n), stream>>>(
-        outer, static_cast<int>(n), log, x, y);
+        outer, static_cast<int>(n), log, scale, x, y);
     return cudaGetLastError();
+  }
+  if (scale.given) {
+    if (const cudaError_t err = ScaleInto(outer * n * inner, scale.value, x, y, stream)) return err;
+    x = y;  // SoftmaxRow runs in place too
   }
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
     const size_t base = r / inner * n * inner + r % inner;
@@ -164,21 +183,29 @@ cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, const
   });
 }
 
-cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, const float* y,
-                            const float* dy, float* dx, cudaStream_t stream) {
+cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
+                            const float* y, const float* dy, float* dx, cudaStream_t stream) {
   if (outer == 0 || n == 0 || inner == 0) return cudaSuccess;
   if (inner == 1 && n <= 0x7fffffff) {
     const size_t groups = (outer + kWarpRows - 1) / kWarpRows;
     SoftmaxGradientRowsKernel<<<cuda::GridStrideBlocks((groups + kGradientWarps - 1) /
                                                        kGradientWarps),
                                 kWarpRows * kGradientWarps, 0, stream>>>(
-        static_cast<int64_t>(outer), static_cast<int>(n), log, y, dy, dx);
+        static_cast<int64_t>(outer), static_cast<int>(n), log, scale, y, dy, dx);
     return cudaGetLastError();
   }
-  return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
-    const size_t base = r / inner * n * inner + r % inner;
-    SoftmaxRowGradient(y + base, dy + base, dx + base, static_cast<int64_t>(n),
-                       static_cast<int64_t>(inner), log);
+  if (const cudaError_t err = cuda::LaunchForEach(
+          outer * inner, stream,
+          [=] __device__(size_t r) {
+            const size_t base = r / inner * n * inner + r % inner;
+            SoftmaxRowGradient(y + base, dy + base, dx + base, static_cast<int64_t>(n),
+                               static_cast<int64_t>(inner), log);
+          });
+      err != cudaSuccess || !scale.given) {
+    return err;
+  }
+  return cuda::LaunchForEach(outer * n * inner, stream, [=] __device__(size_t e) {
+    dx[e] = MulFormula::GradA(0.0f, scale.value, 0.0f, dx[e]);
   });
 }
 

@@ -5,14 +5,17 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graph/op.h"
 
 namespace easyscale::graph {
 
-// The op of a Softmax (log false) or LogSoftmax (log true) node.
+// The op of a Softmax (log false) or LogSoftmax (log true) node, or with
+// `scale` of a Mul+Softmax (softmax.cc).
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxOp(const Node& node, int64_t opset,
-                                            const std::vector<OpInput>& inputs, bool log);
+                                            const std::vector<OpInput>& inputs, bool log,
+                                            std::optional<float> scale = std::nullopt);
 
 }  // namespace easyscale::graph

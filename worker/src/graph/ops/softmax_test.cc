@@ -73,6 +73,16 @@ TEST(Softmax, FactoryErrors) {
     run = RunOp(MakeNode(op, {"x"}, {"y"}), {testing::IntValue({2}, {1, 2})});
     EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
   }
+  // Mul+Softmax (graph/fusion.h) needs its scale.
+  testing::OpRun run = RunOp(MakeNode("Mul+Softmax", {"x"}, {"y"}), {RandomValue({2, 3}, 1)});
+  EXPECT_NE(run.status.message().find("attribute scale is missing"), std::string::npos)
+      << run.status;
+  run = RunOp(MakeNode("Mul+Softmax", {"x"}, {"y"}, {{"scale", int64_t{2}}}),
+              {RandomValue({2, 3}, 1)});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+  EXPECT_TRUE(
+      RunOp(MakeNode("Mul+Softmax", {"x"}, {"y"}, {{"scale", 0.125f}}), {RandomValue({2, 3}, 1)})
+          .status.ok());
 }
 
 }  // namespace
