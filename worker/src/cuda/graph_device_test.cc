@@ -491,6 +491,9 @@ TEST_F(GraphDeviceTest, StridedMatMul) {
                  {RandomValue({2, 4, 128, 128}, 53), RandomValue({2, 128, 4, 64}, 54)});
   ExpectSameBits(strided({{"perm_a", {0, 2, 1}}, {"perm_y", {0, 2, 1}}}),
                  {RandomValue({4, 33, 20}, 55), RandomValue({4, 33, 17}, 56)});
+  // More entries than a launch's grid holds (65535): two launches.
+  ExpectSameBits(strided({{"perm_a", {0, 2, 1}}}),
+                 {RandomValue({70000, 2, 1}, 61), RandomValue({70000, 2, 3}, 62)});
   // The heads split from and merged into rows of 256 (the Reshapes fused too).
   const std::vector<int64_t> split = {2, 128, 4, 64};
   ExpectSameBits(strided({{"perm_a", {0, 2, 1, 3}},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/elementwise_formulas.h"
 
 namespace easyscale::graph {
@@ -310,10 +311,15 @@ int FuseTransposedOperands(Graph& graph) {
     if (a == graph.values.end() || b == graph.values.end() || y == graph.values.end()) continue;
     const Shape &as = a->second.shape, &bs = b->second.shape;
     const size_t rank = as.size();
-    // Batched, rank 3 or 4, no batch broadcast: cuda::GemmBatchedStrided's batches.
+    // Batched, rank 3 or 4, no batch broadcast, M, K and N each at most a
+    // k block and at most 65535 heads: the forward's and both gradients'
+    // products as cuda::GemmBatchedStrided runs them (one k block, a grid's z).
     if (rank < 3 || rank > 4 || bs.size() != rank ||
-        !std::equal(as.begin(), as.end() - 2, bs.begin()))
+        !std::equal(as.begin(), as.end() - 2, bs.begin()) ||
+        std::max({as[rank - 2], as[rank - 1], bs[rank - 1]}) > formulas::kGemmKBlock ||
+        (rank == 4 && as[1] > 65535)) {
       continue;
+    }
     Node strided = m;
     bool any = false;
     for (int i = 0; i < 2; ++i) {

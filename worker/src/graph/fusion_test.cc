@@ -480,6 +480,13 @@ TEST(FuseTransposedOperands, LeavesWhatWouldChangeABitOrHasNoView) {
        }},
   };
   ExpectNoneFused(AttentionGraph, FuseTransposedOperands, kVariants);
+  // Products longer than a k block: a GPU runs those per batch entry.
+  Graph long_rows = AttentionGraph();
+  long_rows.values["q"].shape = {2, 3, 5, 5000};
+  long_rows.values["kt"].shape = {2, 3, 5000, 5};
+  long_rows.values["s"].shape = {2, 3, 5, 5000};
+  long_rows.values["v"].shape = {2, 3, 5000, 4};
+  EXPECT_EQ(FuseTransposedOperands(long_rows), 0);
   // A broadcast batch or rank 5: not cuda::GemmBatchedStrided's batches.
   Graph g = AttentionGraph();
   g.nodes[5].inputs = {"s", "w2"};

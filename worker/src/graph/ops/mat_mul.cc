@@ -496,16 +496,24 @@ class StridedMatMul final : public Op {
     }
     // Each operand's rows as stored (unit column step), or stored transposed.
     const bool a_t = a.view.col_step() != 1, b_t = b.view.col_step() != 1;
-    const int batch =
-        static_cast<int>(NumElements(Shape(c.view.shape.begin(), c.view.shape.end() - 2)));
-    CheckLaunch(cuda::GemmBatchedStrided(
-                    batch, static_cast<int>(c.view.rows()), static_cast<int>(c.view.cols()),
-                    static_cast<int>(a.view.cols()), a.data,
-                    static_cast<int>(a_t ? a.view.col_step() : a.view.row_step()), a_t, b.data,
-                    static_cast<int>(b_t ? b.view.col_step() : b.view.row_step()), b_t, c.data,
-                    static_cast<int>(c.view.row_step()), strides, false, st),
-                "StridedMatMul");
+    // Whole groups a launch, at most kMaxBatch entries (a grid's z).
+    const int64_t groups = c.view.shape[0];
+    const int64_t per_launch = std::max<int64_t>(1, kMaxBatch / strides.inner);
+    for (int64_t g0 = 0; g0 < groups; g0 += per_launch) {
+      const int64_t count = std::min(per_launch, groups - g0);
+      CheckLaunch(
+          cuda::GemmBatchedStrided(static_cast<int>(count * strides.inner),
+                                   static_cast<int>(c.view.rows()), static_cast<int>(c.view.cols()),
+                                   static_cast<int>(a.view.cols()), a.data + g0 * strides.a,
+                                   static_cast<int>(a_t ? a.view.col_step() : a.view.row_step()),
+                                   a_t, b.data + g0 * strides.b,
+                                   static_cast<int>(b_t ? b.view.col_step() : b.view.row_step()),
+                                   b_t, c.data + g0 * strides.c,
+                                   static_cast<int>(c.view.row_step()), strides, false, st),
+          "StridedMatMul");
+    }
   }
+  static constexpr int64_t kMaxBatch = 65535;  // cuda::GemmBatchedStrided's batch
 
   // dA = dY B^T beside dB = A^T dY, each written to its view.
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
