@@ -44,20 +44,22 @@ int FuseMatMulBiases(Graph& graph);
 // Transpose and Wt. Returns how many it fused.
 int FuseTransposedWeights(Graph& graph);
 
-// Replaces the Transposes around a batched MatMul of rank 3 or 4 without
-// batch broadcast, M, K and N at most formulas::kGemmKBlock and at most 65535
-// entries in a rank-4 batch's second dimension (the attention's head splits,
-// its keys' transpose and its heads' merge as PyTorch exports them) by reading and writing the
-// tensors in place: the MatMul becomes a "StridedMatMul" whose inputs are the Transposes' inputs,
-// with attributes perm_a and perm_b the Transposes' perms, and whose output is the output
-// Transpose's, with attribute perm_y (ops/mat_mul.cc). An operand's Transpose fuses where the
-// product alone reads its output (no graph output) and it alone reads its float32 input, and its
-// perm keeps the tensor's last dimension the view's last or second last; the output's where the
-// product's output is read by that Transpose alone (no graph output) and its perm puts the
-// product's last or second last dimension last. A Reshape before an operand's Transpose (the heads
-// split from a projection's rows) or after the output's (the heads merged)
-// fuses too where it alone reads its float32 input and its output is read
-// by that Transpose alone (no graph output), or reads the output alone:
+// Replaces the Transposes around a batched MatMul (the attention's head
+// splits, its keys' transpose and its heads' merge as PyTorch exports them)
+// by reading and writing the tensors in place: the MatMul becomes a
+// "StridedMatMul" whose inputs are the Transposes' inputs, with attributes
+// perm_a and perm_b their perms, and whose output is the output Transpose's,
+// with attribute perm_y (ops/mat_mul.cc). The MatMul: rank 3 or 4, no batch
+// broadcast, M, K and N at most formulas::kGemmKBlock, at most 65535 entries
+// in a rank-4 batch's second dimension. An operand's Transpose fuses where
+// the product alone reads its output (no graph output), it alone reads its
+// float32 input, and its perm keeps the tensor's last dimension the view's
+// last or second last; the output's where it alone reads the product's
+// output (no graph output) and its perm puts the product's last or second
+// last dimension last. A Reshape before an operand's Transpose (the heads
+// split from a projection's rows) fuses too where it alone reads its float32
+// input and that Transpose alone reads its output (no graph output), and one
+// after the output's (the heads merged) where it alone reads that output:
 // attributes shape_a, shape_b and shape_y hold its shape. Drops the fused
 // nodes and the values between. Returns how many products it fused.
 int FuseTransposedOperands(Graph& graph);
