@@ -10,14 +10,20 @@
 
 #include "easyscale/worker/detmath.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/elementwise_formulas.h"
 
 namespace easyscale::graph {
 
 // Mul+Softmax's scale (softmax.cc): where given, each x is multiplied by it
-// before a row's formulas and each dx after them.
+// before a row's formulas and each dx after them, as the Mul did.
 struct SoftmaxScale {
   bool given = false;
   float value = 1.0f;
+
+  ES_HD float Input(float x) const { return given ? MulFormula::Apply(x, value) : x; }
+  ES_HD float Gradient(float dx) const {
+    return given ? MulFormula::GradA(0.0f, value, 0.0f, dx) : dx;
+  }
 };
 
 // A softmax row's parts, shared by the whole-row functions below and the

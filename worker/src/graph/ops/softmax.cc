@@ -16,7 +16,6 @@
 
 #include <algorithm>
 
-#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #include "graph/ops/row_formulas.h"
@@ -46,8 +45,7 @@ class SoftmaxOp final : public Op {
     const float* x = in[0]->floats.data();
     float* y = out[0]->floats.data();
     if (scale_.given) {  // the scaled input in y, the rows then in place
-      for (size_t e = 0; e < out[0]->floats.size(); ++e)
-        y[e] = MulFormula::Apply(x[e], scale_.value);
+      for (size_t e = 0; e < out[0]->floats.size(); ++e) y[e] = scale_.Input(x[e]);
       x = y;
     }
     ForEachRow([&](int64_t base) { SoftmaxRow(x + base, y + base, n_, inner_, log_); });
@@ -73,7 +71,7 @@ class SoftmaxOp final : public Op {
       SoftmaxRowGradient(y + base, dy + base, dx + base, n_, inner_, log_);
     });
     if (scale_.given) {
-      for (float& d : din[0]->floats) d = MulFormula::GradA(0.0f, scale_.value, 0.0f, d);
+      for (float& d : din[0]->floats) d = scale_.Gradient(d);
     }
   }
 

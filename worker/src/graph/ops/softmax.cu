@@ -14,7 +14,6 @@
 // Loads go 8 at a time into registers before their stores, so that a warp
 // has 8 in flight. Other rows (`inner` apart) keep one thread a row.
 #include "graph/ops/cuda_ops.h"
-#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/row_formulas.h"
 #include "launch.cuh"
 
@@ -81,7 +80,7 @@ __global__ void SoftmaxStagedKernel(size_t rows, int n, bool log, SoftmaxScale s
     if (lane < count) {
       float* const row = tile + lane * ld;
       if (scale.given) {
-        for (int j = 0; j < n; ++j) row[j] = MulFormula::Apply(row[j], scale.value);
+        for (int j = 0; j < n; ++j) row[j] = scale.Input(row[j]);
       }
       SoftmaxRow(row, row, n, 1, log);
     }
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(kWarpRows* kGradientWarps)
         for (int i = 0; i < kLoadsInFlight; ++i) {
           const int64_t e = first + static_cast<int64_t>(r0 + i) * n + c;
           out[i] = r0 + i < count ? SoftmaxGradOutput(y[e], dy[e], row_t[i], log) : 0.0f;
-          if (scale.given) out[i] = MulFormula::GradA(0.0f, scale.value, 0.0f, out[i]);
+          out[i] = scale.Gradient(out[i]);
         }
 #pragma unroll
         for (int i = 0; i < kLoadsInFlight; ++i) {
@@ -157,10 +156,10 @@ __global__ void __launch_bounds__(kWarpRows* kGradientWarps)
   }
 }
 
-// y = x * scale, each element (the rows' formulas then run in place on y).
-cudaError_t ScaleInto(size_t count, float scale, const float* x, float* y, cudaStream_t stream) {
-  return cuda::LaunchForEach(count, stream,
-                             [=] __device__(size_t e) { y[e] = MulFormula::Apply(x[e], scale); });
+// y = x scaled, each element (the rows' formulas then run in place on y).
+cudaError_t ScaleInto(size_t count, SoftmaxScale scale, const float* x, float* y,
+                      cudaStream_t stream) {
+  return cuda::LaunchForEach(count, stream, [=] __device__(size_t e) { y[e] = scale.Input(x[e]); });
 }
 
 }  // namespace
@@ -174,7 +173,7 @@ cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, Softm
     return cudaGetLastError();
   }
   if (scale.given) {
-    if (const cudaError_t err = ScaleInto(outer * n * inner, scale.value, x, y, stream)) return err;
+    if (const cudaError_t err = ScaleInto(outer * n * inner, scale, x, y, stream)) return err;
     x = y;  // SoftmaxRow runs in place too
   }
   return cuda::LaunchForEach(outer * inner, stream, [=] __device__(size_t r) {
@@ -204,9 +203,8 @@ cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, Soft
       err != cudaSuccess || !scale.given) {
     return err;
   }
-  return cuda::LaunchForEach(outer * n * inner, stream, [=] __device__(size_t e) {
-    dx[e] = MulFormula::GradA(0.0f, scale.value, 0.0f, dx[e]);
-  });
+  return cuda::LaunchForEach(outer * n * inner, stream,
+                             [=] __device__(size_t e) { dx[e] = scale.Gradient(dx[e]); });
 }
 
 }  // namespace easyscale::graph::cuda_ops
