@@ -158,6 +158,21 @@ std::optional<BiasedMatMul> BiasedMatMulAt(const Graph& g, const Readers& r, siz
   return BiasedMatMul{*add, bias_operand};
 }
 
+// A Transpose's perm over `rank` dimensions (absent: reversed), where it is a
+// permutation of them (a bad one is the Transpose's factory's to report).
+std::optional<std::vector<int64_t>> TransposePerm(const Node& t, size_t rank) {
+  std::vector<int64_t> reversed;
+  for (size_t d = rank; d-- > 0;) reversed.push_back(static_cast<int64_t>(d));
+  const StatusOr<std::vector<int64_t>> perm = t.Get<std::vector<int64_t>>("perm", reversed);
+  if (!perm.ok() || perm->size() != rank) return {};
+  std::vector<int64_t> sorted = *perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t d = 0; d < rank; ++d) {
+    if (sorted[d] != static_cast<int64_t>(d)) return {};
+  }
+  return *perm;
+}
+
 // The Transpose whose output the product at `product` reads as B, when
 // FuseTransposedWeights may fuse them.
 std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_t product) {
@@ -175,29 +190,19 @@ std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_
       r.Of(t.inputs[0]).size() != 1) {
     return {};
   }
-  // A 2-D transpose's perm is [1, 0], or absent (reversed); a bad one is the
-  // Transpose's factory's to report.
-  const StatusOr<std::vector<int64_t>> perm = t.Get<std::vector<int64_t>>("perm", {1, 0});
-  if (!perm.ok() || *perm != std::vector<int64_t>{1, 0}) return {};
+  const std::optional<std::vector<int64_t>> perm = TransposePerm(t, 2);
+  if (!perm || *perm != std::vector<int64_t>{1, 0}) return {};
   return transpose;
 }
 
-// A Transpose's perm when it is a permutation of `rank` entries (absent:
-// reversed) that keeps the matrices' elements a unit step apart along their
-// rows or columns: as an operand (the tensor's last dimension is the view's
-// last or second last), or as the product's output (the product's last or
-// second last dimension is the output's last).
+// A Transpose's perm (TransposePerm) where it keeps the matrices' elements a
+// unit step apart along their rows or columns: as an operand (the tensor's
+// last dimension is the view's last or second last), or as the product's
+// output (the product's last or second last dimension is the output's last).
 enum class Side { kOperand, kOutput };
 std::optional<std::vector<int64_t>> MatrixPerm(const Node& t, size_t rank, Side side) {
-  std::vector<int64_t> reversed;
-  for (size_t d = rank; d-- > 0;) reversed.push_back(static_cast<int64_t>(d));
-  const StatusOr<std::vector<int64_t>> perm = t.Get<std::vector<int64_t>>("perm", reversed);
-  if (!perm.ok() || perm->size() != rank) return {};
-  std::vector<int64_t> sorted = *perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t d = 0; d < rank; ++d) {
-    if (sorted[d] != static_cast<int64_t>(d)) return {};
-  }
+  const std::optional<std::vector<int64_t>> perm = TransposePerm(t, rank);
+  if (!perm) return {};
   const int64_t last = static_cast<int64_t>(rank) - 1;
   const bool unit_step = side == Side::kOperand
                              ? (*perm)[rank - 1] == last || (*perm)[rank - 2] == last
