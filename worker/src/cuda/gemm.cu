@@ -836,43 +836,38 @@ cudaError_t GemmBatchedTransposed(int batch, int M, int N, int K, const float* A
                                   size_t stride_a, bool a_transposed, const float* B, int ldb,
                                   size_t stride_b, bool b_transposed, float* C, int ldc,
                                   size_t stride_c, bool accumulate, cudaStream_t stream) {
-  if (!ValidBatch(batch, M, N, K, lda, a_transposed, ldb, b_transposed, ldc) ||
-      (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N)) {
-    return cudaErrorInvalidValue;
-  }
-  if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
-  GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
-  g.batch_a = stride_a;
-  g.batch_b = stride_b;
-  g.batch_o = stride_c;
-  const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && stride_a % 4 == 0 && stride_b % 4 == 0 &&
-                         Aligned16(A) && Aligned16(B);
-  return LaunchGemmBatched(batch, a_transposed, b_transposed, g, vector_ok, stream);
+  if (batch > 1 && stride_c < static_cast<size_t>(M - 1) * ldc + N) return cudaErrorInvalidValue;
+  GemmBatchStrides strides;
+  strides.a = stride_a, strides.b = stride_b, strides.c = stride_c;
+  return GemmBatchedStrided(batch, M, N, K, A, lda, a_transposed, B, ldb, b_transposed, C, ldc,
+                            strides, accumulate, stream);
 }
 
 cudaError_t GemmBatchedStrided(int batch, int M, int N, int K, const float* A, int lda,
                                bool a_transposed, const float* B, int ldb, bool b_transposed,
                                float* C, int ldc, const GemmBatchStrides& strides, bool accumulate,
                                cudaStream_t stream) {
+  // Outputs at one place for every group, or for a group's every entry,
+  // would overlap (and a zero step between groups reads as k blocks).
   if (!ValidBatch(batch, M, N, K, lda, a_transposed, ldb, b_transposed, ldc) || strides.inner < 1 ||
-      batch % strides.inner != 0) {
+      batch % strides.inner != 0 || (batch / strides.inner > 1 && strides.c == 0) ||
+      (strides.inner > 1 && strides.c_inner == 0)) {
     return cudaErrorInvalidValue;
   }
   if (batch == 0 || M == 0 || N == 0) return cudaSuccess;
-  GemmGroupedArgs g;
-  static_cast<GemmArgs&>(g) =
-      GemmArgs{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
+  GemmArgs g{M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc};
   g.batch_a = strides.a;
   g.batch_b = strides.b;
   g.batch_o = strides.c;
-  g.batch_inner = strides.inner;
-  g.inner_a = strides.a_inner;
-  g.inner_b = strides.b_inner;
-  g.inner_o = strides.c_inner;
   const bool vector_ok = lda % 4 == 0 && ldb % 4 == 0 && strides.a % 4 == 0 && strides.b % 4 == 0 &&
                          strides.a_inner % 4 == 0 && strides.b_inner % 4 == 0 && Aligned16(A) &&
                          Aligned16(B);
-  return LaunchGemmBatched(batch, a_transposed, b_transposed, g, vector_ok, stream);
+  // One level: GemmArgs's kernels (the grouped ones hold more registers).
+  if (strides.inner == 1)
+    return LaunchGemmBatched(batch, a_transposed, b_transposed, g, vector_ok, stream);
+  const GemmGroupedArgs grouped{g, strides.inner, strides.a_inner, strides.b_inner,
+                                strides.c_inner};
+  return LaunchGemmBatched(batch, a_transposed, b_transposed, grouped, vector_ok, stream);
 }
 
 cudaError_t Gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
