@@ -477,8 +477,8 @@ class StridedMatMul final : public Op {
   // C = A B over the batch, each output's chain the MatMul's: C's rows as
   // stored, or the product transposed (C^T = B^T A^T: the same terms in the
   // same order) where C's columns are not.
-  static void ProductOnDevice(const Operand& a, const Operand& b, const Operand& c,
-                              cudaStream_t st) {
+  static void ProductOnDevice(Operand a, Operand b, Operand c, cudaStream_t st) {
+    for (Operand* o : {&a, &b, &c}) o->view = Stepped(o->view);
     if (c.view.col_step() != 1) {
       return ProductOnDevice({b.data, b.view.Transposed()}, {a.data, a.view.Transposed()},
                              {c.data, c.view.Transposed()}, st);
@@ -514,6 +514,16 @@ class StridedMatMul final : public Op {
     }
   }
   static constexpr int64_t kMaxBatch = 65535;  // cuda::GemmBatchedStrided's batch
+
+  // `view` with the steps of its dimensions of one element as a contiguous
+  // matrix's: a view may give them any step (a transposed [K, 1] matrix's
+  // single row steps by 1), which the GEMM would read as leading dimensions.
+  static MatrixView Stepped(MatrixView view) {
+    const size_t rank = view.shape.size();
+    if (view.cols() == 1) view.strides[rank - 1] = 1;
+    if (view.rows() == 1) view.strides[rank - 2] = view.cols() * view.col_step();
+    return view;
+  }
 
   // dA = dY B^T beside dB = A^T dY, each written to its view.
   void BackwardOnDevice(RunContext& ctx, const Value& av, const Value& bv, const Value& dyv,
