@@ -259,14 +259,14 @@ TEST(SoftmaxCrossEntropy, LossAndGradient) {
 TEST(Dropout, MaskDependsOnlyOnKeyAndCounter) {
   std::vector<float> x(1000, 1.0f), y1(1000), y2(1000);
   std::vector<uint8_t> m1(1000), m2(1000);
-  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y1.data(), m1.data());
-  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), y2.data(), m2.data());
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), nullptr, y1.data(), m1.data());
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 40, x.data(), nullptr, y2.data(), m2.data());
   EXPECT_EQ(y1, y2);
   int dropped = 0;
   for (float v : y1) dropped += v == 0.0f;
   EXPECT_GT(dropped, 180);
   EXPECT_LT(dropped, 320);
-  cpu::Dropout(x.size(), 0.25f, 1, 2, 41, x.data(), y2.data(), m2.data());
+  cpu::Dropout(x.size(), 0.25f, 1, 2, 41, x.data(), nullptr, y2.data(), m2.data());
   EXPECT_NE(y1, y2);
 }
 

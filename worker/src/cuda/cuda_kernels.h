@@ -125,10 +125,10 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
 
 // The Philox counter of the first block is *counter_slot + counter_offset, read
 // on the device (a replayed CUDA graph finds each step's value there), or
-// counter_offset alone when counter_slot is null.
+// counter_offset alone when counter_slot is null. residual as cpu::Dropout's.
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, float* y, uint8_t* kept,
-                    cudaStream_t stream = nullptr);
+                    uint64_t counter_offset, const float* x, const float* residual, float* y,
+                    uint8_t* kept, cudaStream_t stream = nullptr);
 cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx,
                             cudaStream_t stream = nullptr);
 // out = a + b element-wise (the graph runtime's gradient sums).

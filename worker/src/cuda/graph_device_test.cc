@@ -283,6 +283,14 @@ TEST_F(GraphDeviceTest, Dropout) {
     ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2});
     ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2}, /*training=*/false);
   }
+  // A residual connection (graph/fusion.h's Dropout+Add): float4 moves and a
+  // size that is no multiple of four.
+  for (const Shape& shape : {Shape{4, 256}, Shape{3, 7}}) {
+    const Node n = MakeNode("Dropout+Add", {"x", "r", "t", "p"}, {"y"});
+    ExpectSameBits(n, {RandomValue(shape, 2), ratio, mode, RandomValue(shape, 3)}, {1, 2});
+    ExpectSameBits(n, {RandomValue(shape, 2), ratio, mode, RandomValue(shape, 3)}, {1, 2},
+                   /*training=*/false);
+  }
 }
 
 // A value of `shape` with elements in [lo, lo + 2) (positive bases, variances).

@@ -299,28 +299,32 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
     const size_t n = static_cast<size_t>(s.B) * s.C * s.P;
     const std::string shape =
         " " + std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.P);
-    Run(&out, "Dropout" + shape, [&] {
-      const auto x = Random(n, seed++), g = Random(n, seed++);
-      const uint64_t base = (1ull << 33) + 5 + seed;
-      std::vector<float> y(n), gx(n);
-      std::vector<uint8_t> kept(n);
-      cpu::Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), base, x.data(),
-                   y.data(), kept.data());
-      cpu::DropoutBackward(n, 0.3f, kept.data(), g.data(), gx.data());
-      // The counter as a replayed graph finds it: most of it in device memory.
-      DeviceBuffer<uint64_t> slot(std::vector<uint64_t>{base - 7});
-      DeviceBuffer<float> dx(x), dy(n), dg(g), dgx(n);
-      DeviceBuffer<uint8_t> dkept(n);
-      ThrowIfError(Dropout(n, 0.3f, 0x1234u, 0x9876u + static_cast<uint32_t>(seed), slot.get(), 7,
-                           dx.get(), dy.get(), dkept.get()),
-                   "launch");
-      ThrowIfError(DropoutBackward(n, 0.3f, dkept.get(), dg.get(), dgx.get()), "launch");
-      std::string d;
-      Compare(&d, "y", y, dy);
-      Compare(&d, "kept", kept, dkept);
-      Compare(&d, "dx", gx, dgx);
-      return d;
-    });
+    // Plain, and with a residual added (a Dropout+Add).
+    for (const bool with_residual : {false, true}) {
+      Run(&out, (with_residual ? "Dropout+Add" : "Dropout") + shape, [&] {
+        const auto x = Random(n, seed++), g = Random(n, seed++), r = Random(n, seed++);
+        const uint64_t base = (1ull << 33) + 5 + seed;
+        const uint32_t key1 = 0x9876u + static_cast<uint32_t>(seed);
+        std::vector<float> y(n), gx(n);
+        std::vector<uint8_t> kept(n);
+        cpu::Dropout(n, 0.3f, 0x1234u, key1, base, x.data(), with_residual ? r.data() : nullptr,
+                     y.data(), kept.data());
+        cpu::DropoutBackward(n, 0.3f, kept.data(), g.data(), gx.data());
+        // The counter as a replayed graph finds it: most of it in device memory.
+        DeviceBuffer<uint64_t> slot(std::vector<uint64_t>{base - 7});
+        DeviceBuffer<float> dx(x), dr(r), dy(n), dg(g), dgx(n);
+        DeviceBuffer<uint8_t> dkept(n);
+        ThrowIfError(Dropout(n, 0.3f, 0x1234u, key1, slot.get(), 7, dx.get(),
+                             with_residual ? dr.get() : nullptr, dy.get(), dkept.get()),
+                     "launch");
+        ThrowIfError(DropoutBackward(n, 0.3f, dkept.get(), dg.get(), dgx.get()), "launch");
+        std::string d;
+        Compare(&d, "y", y, dy);
+        Compare(&d, "kept", kept, dkept);
+        Compare(&d, "dx", gx, dgx);
+        return d;
+      });
+    }
     // The runtime's sum of a value's gradients, in place as the program runs it.
     Run(&out, "Add" + shape, [&] {
       const auto a = Random(n, seed++), b = Random(n, seed++);

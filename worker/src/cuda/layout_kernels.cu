@@ -56,15 +56,16 @@ cudaError_t Transpose(int rows, int cols, const float* src, float* dst, cudaStre
 }
 
 cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, float* y, uint8_t* kept,
-                    cudaStream_t stream) {
+                    uint64_t counter_offset, const float* x, const float* residual, float* y,
+                    uint8_t* kept, cudaStream_t stream) {
   const float scale = 1.0f / (1.0f - p);
   // One thread per Philox block of four elements, moved as one float4 and one
   // uchar4 where they are aligned (each thread's four scalar loads left a
   // warp's accesses 16 bytes apart: the encoder's dropouts took 1.2 ms a step
   // on an H100, about three times their bytes' time).
-  const bool vectors =
-      n % 4 == 0 && Aligned16(x) && Aligned16(y) && reinterpret_cast<uintptr_t>(kept) % 4 == 0;
+  const bool vectors = n % 4 == 0 && Aligned16(x) && Aligned16(y) &&
+                       (residual == nullptr || Aligned16(residual)) &&
+                       reinterpret_cast<uintptr_t>(kept) % 4 == 0;
   return LaunchForEach((n + 3) / 4, stream, [=] __device__(size_t g) {
     const uint64_t base = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
     uint32_t bits[4];
@@ -73,9 +74,14 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
       const float4 in = reinterpret_cast<const float4*>(x)[g];
       const bool k0 = formulas::DropoutKeeps(bits[0], p), k1 = formulas::DropoutKeeps(bits[1], p),
                  k2 = formulas::DropoutKeeps(bits[2], p), k3 = formulas::DropoutKeeps(bits[3], p);
-      reinterpret_cast<float4*>(y)[g] = make_float4(
+      float4 out = make_float4(
           in.x * formulas::DropoutScale(k0, scale), in.y * formulas::DropoutScale(k1, scale),
           in.z * formulas::DropoutScale(k2, scale), in.w * formulas::DropoutScale(k3, scale));
+      if (residual != nullptr) {
+        const float4 r = reinterpret_cast<const float4*>(residual)[g];
+        out = make_float4(r.x + out.x, r.y + out.y, r.z + out.z, r.w + out.w);
+      }
+      reinterpret_cast<float4*>(y)[g] = out;
       reinterpret_cast<uchar4*>(kept)[g] = make_uchar4(k0, k1, k2, k3);
       return;
     }
@@ -84,7 +90,8 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
       if (i >= n) break;
       const bool keeps = formulas::DropoutKeeps(bits[lane], p);
       kept[i] = keeps;
-      y[i] = x[i] * formulas::DropoutScale(keeps, scale);
+      const float dropped = x[i] * formulas::DropoutScale(keeps, scale);
+      y[i] = residual != nullptr ? residual[i] + dropped : dropped;
     }
   });
 }

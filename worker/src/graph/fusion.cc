@@ -43,6 +43,10 @@ class Readers {
   }
 
   const std::vector<size_t>& Of(const std::string& value) const { return readers_.at(value); }
+  // Whether a node reads `value` or it is a graph output.
+  bool Read(const std::string& value) const {
+    return outputs_.count(value) != 0 || readers_.count(value) != 0;
+  }
 
   // The node that writes `value` (none for inputs and initializers).
   std::optional<size_t> Writer(const std::string& value) const {
@@ -296,6 +300,74 @@ int FuseScaledSoftmax(Graph& graph) {
     fused_node.attributes["scale"] = f->scale;
     mul = std::move(fused_node);
     dropped[f->softmax] = true;
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
+
+namespace {
+
+// The Add reading the Dropout at `dropout` and its residual operand (0 or 1),
+// when FuseDropoutAdds may fuse them.
+struct ResidualDropout {
+  size_t add;
+  int residual_operand;
+};
+
+std::optional<ResidualDropout> ResidualDropoutAt(const Graph& g, const Readers& r, size_t dropout) {
+  const Node& d = g.nodes[dropout];
+  if (d.op != "Dropout" || d.inputs.empty() || d.inputs.size() > 3 || d.outputs.empty() ||
+      d.outputs.size() > 2 || d.outputs[0].empty()) {
+    return {};
+  }
+  if (d.outputs.size() == 2 && !d.outputs[1].empty() && r.Read(d.outputs[1])) return {};
+  const std::optional<size_t> add = r.OnlyReader(d.outputs[0], "Add", 2);
+  if (!add) return {};
+  const Node& a = g.nodes[*add];
+  const int residual_operand = a.inputs[0] == d.outputs[0] ? 1 : 0;
+  const std::string& residual = a.inputs[residual_operand];
+  if (residual == d.outputs[0]) return {};
+  const auto p = g.values.find(residual), y = g.values.find(d.outputs[0]);
+  const auto z = g.values.find(a.outputs[0]);
+  if (p == g.values.end() || y == g.values.end() || z == g.values.end() ||
+      p->second.dtype != DType::kFloat32 || y->second.dtype != DType::kFloat32 ||
+      p->second.shape != y->second.shape || z->second.shape != y->second.shape) {
+    return {};
+  }
+  const std::optional<size_t> writer = r.Writer(residual);
+  if (writer && *writer > dropout) return {};
+  for (size_t reader : r.Of(residual)) {
+    if (reader > dropout && reader < *add) return {};
+  }
+  return ResidualDropout{*add, residual_operand};
+}
+
+}  // namespace
+
+int FuseDropoutAdds(Graph& graph) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;  // the dropouts' outputs and unread masks
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<ResidualDropout> f = ResidualDropoutAt(graph, readers, n);
+    if (!f || dropped[f->add]) continue;
+    Node& dropout = graph.nodes[n];
+    const Node& add = graph.nodes[f->add];
+    gone.push_back(dropout.outputs[0]);
+    if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
+      gone.push_back(dropout.outputs[1]);
+    Node fused_node;
+    fused_node.name = dropout.name + "+Add";
+    fused_node.op = "Dropout+Add";
+    fused_node.inputs = dropout.inputs;
+    fused_node.inputs.resize(3);  // absent ratio and training_mode stay ""
+    fused_node.inputs.push_back(add.inputs[f->residual_operand]);
+    fused_node.outputs = add.outputs;
+    fused_node.attributes = dropout.attributes;  // its ratio before opset 12
+    dropout = std::move(fused_node);
+    dropped[f->add] = true;
     ++fused;
   }
   if (fused > 0) DropNodes(graph, dropped, gone);

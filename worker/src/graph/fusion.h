@@ -74,4 +74,16 @@ int FuseTransposedOperands(Graph& graph);
 // the product. Returns how many it fused.
 int FuseScaledSoftmax(Graph& graph);
 
+// Replaces each residual connection as PyTorch exports it, D = Dropout(X)
+// and Z = Add(P, D) or Add(D, P) with P, D and Z float32 of one shape, by one
+// "Dropout+Add" node (X, ratio, training_mode, P) -> Z at the Dropout's place
+// (ops/dropout.cc adds each dropped element to P's as the Add did; the
+// Dropout keeps its place among the dropouts, so each EST's mask stays its
+// own). Only where the result is the same bits: D has no other reader and is
+// no graph output, the Dropout's mask is unread, P exists at the Dropout
+// (an input, an initializer or an earlier node's output) and no node between
+// the Dropout and the Add reads it (P's gradient adds its readers'
+// contributions in node order). Drops D. Returns how many it fused.
+int FuseDropoutAdds(Graph& graph);
+
 }  // namespace easyscale::graph

@@ -1,6 +1,6 @@
 // Graph rewrites (fusion.h): which GELU chains, linear layers, weights'
-// transposes, attention transposes and scaled softmaxes fuse, and that a
-// fused one trains to the unfused nodes' bits.
+// transposes, attention transposes, scaled softmaxes and residual dropouts
+// fuse, and that a fused one trains to the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -592,6 +592,107 @@ TEST(FuseScaledSoftmax, TrainsToTheTwoNodesBits) {
     ASSERT_EQ(FuseScaledSoftmax(check_apart), 0);
     EXPECT_EQ(RunPass(fused, x, dy, {"p"}), RunPass(apart, x, dy, {"p"}))
         << "scale_first " << scale_first;
+  }
+}
+
+// z = h + Dropout(h * w) over [2, 3, 8] as PyTorch exports a residual
+// connection, h = x + p; ratio 0.25 and training_mode the loader's constants
+// (residual_first: Add(h, d), else Add(d, h)).
+Graph ResidualDropoutGraph(bool residual_first, bool training_mode = true) {
+  Graph g;
+  g.opset = 17;
+  ConstantTensor ratio, train;
+  ratio.floats = {0.25f};
+  train.dtype = DType::kBool;
+  train.ints = {training_mode ? 1 : 0};
+  g.initializers["ratio"] = ratio;
+  g.initializers["train"] = train;
+  g.constants.insert({"ratio", "train"});
+  g.values["ratio"] = {DType::kFloat32, {}};
+  g.values["train"] = {DType::kBool, {}};
+  g.initializers["p"] = testing::ToConstant(RandomValue({2, 3, 8}, 71));
+  g.initializers["w"] = testing::ToConstant(RandomValue({2, 3, 8}, 72));
+  for (const char* name : {"x", "p", "w", "h", "m", "d", "z"}) {
+    g.values[name] = {DType::kFloat32, {2, 3, 8}};
+  }
+  g.inputs = {"x"};
+  g.outputs = {"z"};
+  g.nodes = {MakeNode("Add", {"x", "p"}, {"h"}), MakeNode("Mul", {"h", "w"}, {"m"}),
+             MakeNode("Dropout", {"m", "ratio", "train"}, {"d"}),
+             MakeNode("Add",
+                      residual_first ? std::vector<std::string>{"h", "d"}
+                                     : std::vector<std::string>{"d", "h"},
+                      {"z"})};
+  g.nodes[2].name = "/drop/Dropout";
+  return g;
+}
+
+TEST(FuseDropoutAdds, TheResidualsAddBecomesTheDropouts) {
+  for (bool residual_first : {false, true}) {
+    Graph g = ResidualDropoutGraph(residual_first);
+    EXPECT_EQ(FuseDropoutAdds(g), 1);
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "Mul", "Dropout+Add"}));
+    const Node& fused = g.nodes[2];
+    EXPECT_EQ(fused.name, "/drop/Dropout+Add");
+    EXPECT_EQ(fused.inputs, (std::vector<std::string>{"m", "ratio", "train", "h"}));
+    EXPECT_EQ(fused.outputs, std::vector<std::string>{"z"});
+    EXPECT_EQ(g.values.count("d"), 0u);
+    EXPECT_EQ(FuseDropoutAdds(g), 0) << "nothing left to fuse";
+  }
+  // Absent optional inputs stay absent, an unread mask goes.
+  Graph g = ResidualDropoutGraph(true);
+  g.nodes[2].inputs = {"m"};
+  g.nodes[2].outputs = {"d", "mask"};
+  g.values["mask"] = {DType::kBool, {2, 3, 8}};
+  EXPECT_EQ(FuseDropoutAdds(g), 1);
+  EXPECT_EQ(g.nodes[2].inputs, (std::vector<std::string>{"m", "", "", "h"}));
+  EXPECT_EQ(g.values.count("mask"), 0u);
+}
+
+TEST(FuseDropoutAdds, LeavesWhatWouldChangeABit) {
+  const Unfusable kVariants[] = {
+      {"the dropout's output as a graph output", [](Graph& g) { g.outputs.push_back("d"); }},
+      {"the dropout's output read elsewhere", [](Graph& g) { AddReader(g, "d"); }},
+      {"the mask read",
+       [](Graph& g) {
+         g.nodes[2].outputs = {"d", "mask"};
+         g.values["mask"] = {DType::kBool, {2, 3, 8}};
+         g.outputs.push_back("mask");
+       }},
+      {"the residual read between the Dropout and the Add", [](Graph& g) { AddReader(g, "h", 3); }},
+      {"the residual written after the Dropout",
+       [](Graph& g) {
+         g.nodes.insert(g.nodes.begin() + 3, MakeNode("Relu", {"h"}, {"q"}));
+         g.values["q"] = g.values["h"];
+         g.nodes[4].inputs = {"q", "d"};
+       }},
+      {"a broadcast residual",
+       [](Graph& g) {
+         g.nodes[3].inputs = {"b", "d"};
+         g.initializers["b"] = testing::ToConstant(RandomValue({8}, 73));
+         g.values["b"] = {DType::kFloat32, {8}};
+       }},
+      {"the dropout added to itself",
+       [](Graph& g) {
+         g.nodes[3].inputs = {"d", "d"};
+       }},
+  };
+  ExpectNoneFused([] { return ResidualDropoutGraph(true); }, FuseDropoutAdds, kVariants);
+}
+
+TEST(FuseDropoutAdds, TrainsToTheTwoNodesBits) {
+  const Value x = RandomValue({2, 3, 8}, 74), dy = RandomValue({2, 3, 8}, 75);
+  for (bool residual_first : {false, true}) {
+    for (bool training_mode : {true, false}) {
+      Graph fused = ResidualDropoutGraph(residual_first, training_mode);
+      Graph apart = ResidualDropoutGraph(residual_first, training_mode);
+      apart.outputs.push_back("d");
+      Graph check = fused, check_apart = apart;
+      ASSERT_EQ(FuseDropoutAdds(check), 1);
+      ASSERT_EQ(FuseDropoutAdds(check_apart), 0);
+      EXPECT_EQ(RunPass(fused, x, dy, {"p", "w"}), RunPass(apart, x, dy, {"p", "w"}))
+          << "residual_first " << residual_first << " training_mode " << training_mode;
+    }
   }
 }
 

@@ -27,6 +27,7 @@ const std::vector<Entry>& Registry() {
       {"Conv", MakeConv},
       {"Div", MakeDiv},
       {"Dropout", MakeDropout},
+      {"Dropout+Add", MakeDropoutAdd, true},
       {"Erf", MakeErf},
       {"Flatten", MakeFlatten},
       {"Gather", MakeGather},

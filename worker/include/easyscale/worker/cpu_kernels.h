@@ -81,9 +81,10 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
                        float* dbeta);
 
 // Inverted dropout: keep element i when Uniform(key, counter_base + i/4, lane i%4) >= p,
-// scaled by 1/(1-p). kept[i] is 1 for a kept element, else 0.
+// scaled by 1/(1-p). kept[i] is 1 for a kept element, else 0. With a residual
+// (a Dropout+Add), y[i] = residual[i] + the dropped x[i], the Add's one sum.
 void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
-             float* y, uint8_t* kept);
+             const float* residual, float* y, uint8_t* kept);
 // Its gradient: dx = dy times the forward's scale of each element (0 or 1/(1-p)).
 void DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx);
 

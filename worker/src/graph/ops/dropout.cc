@@ -9,6 +9,11 @@
 // so the mask depends on the EST, not on the machine or the thread count. The
 // node's seed attribute is ignored for that reason.
 //
+// Dropout+Add (graph/fusion.h's FuseDropoutAdds: a residual connection):
+// inputs (data, ratio, training_mode, residual), one output, residual + the
+// dropped data per element as the Add summed them; the residual's gradient is
+// the output's (handed on), the data's the Dropout's.
+//
 // Training is RunContext.training and, since opset 12, the training_mode
 // input (a constant; absent means false, as ONNX). ratio (default 0.5) is a
 // constant input since opset 12, an attribute before. Backward: dx = dy * scale,
@@ -24,23 +29,36 @@
 namespace easyscale::graph {
 namespace {
 
+// Dropout+Add's residual input.
+constexpr size_t kResidual = 3;
+
 class DropoutOp : public Op {
  public:
-  DropoutOp(Shape shape, float ratio, bool training_mode)
-      : shape_(std::move(shape)), ratio_(ratio), training_mode_(training_mode) {}
+  DropoutOp(Shape shape, float ratio, bool training_mode, bool residual)
+      : shape_(std::move(shape)),
+        ratio_(ratio),
+        training_mode_(training_mode),
+        residual_(residual) {}
 
   std::vector<ValueInfo> OutputInfos() const override {
+    if (residual_) return {{DType::kFloat32, shape_}};
     return {{DType::kFloat32, shape_}, {DType::kBool, shape_}};
   }
   void Forward(RunContext& ctx, const std::vector<const Value*>& in,
                const std::vector<Value*>& out) override {
     const Value& x = *in[0];
+    const Value* residual = residual_ ? in[kResidual] : nullptr;
     const size_t n = x.size();
     dropped_ = ctx.training && training_mode_;
-    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, out));
+    ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, residual, out));
     if (!dropped_) {
       kept_.clear();
-      if (out[0] != nullptr) out[0]->floats = x.floats;
+      if (out[0] != nullptr) {
+        out[0]->floats = x.floats;
+        if (residual != nullptr) {
+          for (size_t i = 0; i < n; ++i) out[0]->floats[i] = residual->floats[i] + x.floats[i];
+        }
+      }
       if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(n, 1);
       return;
     }
@@ -48,19 +66,28 @@ class DropoutOp : public Op {
     kept_.resize(n);
     std::vector<float> y(n);
     cpu::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter,
-                 x.floats.data(), y.data(), kept_.data());
+                 x.floats.data(), residual != nullptr ? residual->floats.data() : nullptr, y.data(),
+                 kept_.data());
     *ctx.dropout_counter += (n + 3) / 4;
     if (out[0] != nullptr) out[0]->floats = std::move(y);
     if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(kept_.begin(), kept_.end());
   }
   bool OutputOptional(size_t o) const override { return o == 1; }
-  bool HasGradient(size_t i) const override { return i == 0; }
+  bool HasGradient(size_t i) const override { return i == 0 || (residual_ && i == kResidual); }
+  std::optional<size_t> GradientOfOutput(size_t i) const override {
+    if (residual_ && i == kResidual) return 0;
+    return std::nullopt;
+  }
   bool BackwardReadsInput(size_t) const override { return false; }
   bool BackwardReadsOutput(size_t) const override { return false; }
   void Backward(RunContext& ctx, const std::vector<const Value*>&, const std::vector<const Value*>&,
                 const std::vector<const Value*>& dout, const std::vector<Value*>& din) override {
-    if (din[0] == nullptr || dout[0] == nullptr) return;
-    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *dout[0], *din[0]));
+    if (dout[0] == nullptr) return;  // the gradients are zeroed
+    Value* dresidual = residual_ ? din[kResidual] : nullptr;
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, *dout[0], din[0], dresidual));
+    // The residual's where the runtime did not hand dY on (a parameter's).
+    if (dresidual != nullptr) dresidual->floats = dout[0]->floats;
+    if (din[0] == nullptr) return;
     if (!dropped_) {
       din[0]->floats = dout[0]->floats;
       return;
@@ -73,17 +100,24 @@ class DropoutOp : public Op {
 
  private:
 #ifdef EASYSCALE_WITH_CUDA
-  void ForwardOnDevice(RunContext& ctx, const Value& x, const std::vector<Value*>& out) {
+  void ForwardOnDevice(RunContext& ctx, const Value& x, const Value* residual,
+                       const std::vector<Value*>& out) {
     const size_t n = x.size();
     Value* y = out[0];
     Value* mask = out.size() > 1 ? out[1] : nullptr;
+    const float* r = residual != nullptr ? DeviceData(ctx, *residual) : nullptr;
     if (!dropped_) {
-      if (y != nullptr) ctx.device->Copy(x.bytes(), DeviceData(ctx, x), DeviceData(ctx, *y));
+      if (y != nullptr && r != nullptr) {
+        CheckLaunch(cuda::Add(n, r, DeviceData(ctx, x), DeviceData(ctx, *y), StreamOf(ctx)),
+                    "Dropout+Add");
+      } else if (y != nullptr) {
+        ctx.device->Copy(x.bytes(), DeviceData(ctx, x), DeviceData(ctx, *y));
+      }
     } else {
       ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
       CheckLaunch(
           cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, ctx.dropout_counter_slot,
-                        *ctx.dropout_counter - ctx.dropout_counter_start, DeviceData(ctx, x),
+                        *ctx.dropout_counter - ctx.dropout_counter_start, DeviceData(ctx, x), r,
                         y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
                         KeptOnDevice(ctx, n), StreamOf(ctx)),
           "Dropout");
@@ -94,13 +128,17 @@ class DropoutOp : public Op {
                                             DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
                 "Dropout mask");
   }
-  void BackwardOnDevice(RunContext& ctx, const Value& dy, Value& dx) {
+  void BackwardOnDevice(RunContext& ctx, const Value& dy, Value* dx, Value* dresidual) {
+    if (dresidual != nullptr) {
+      ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, *dresidual));
+    }
+    if (dx == nullptr) return;
     if (!dropped_) {
-      ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, dx));
+      ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, *dx));
       return;
     }
     CheckLaunch(cuda::DropoutBackward(dy.size(), ratio_, KeptOnDevice(ctx, dy.size()),
-                                      DeviceData(ctx, dy), DeviceData(ctx, dx), StreamOf(ctx)),
+                                      DeviceData(ctx, dy), DeviceData(ctx, *dx), StreamOf(ctx)),
                 "Dropout gradient");
   }
   // The last forward's kept flags on the device, one byte an element.
@@ -112,15 +150,14 @@ class DropoutOp : public Op {
   Shape shape_;
   float ratio_;
   bool training_mode_;
+  bool residual_;                  // a Dropout+Add
   DeviceMirror kept_dev_, y_dev_;  // on a device: the last forward's kept_, an unread output
   bool dropped_ = false;           // whether the last forward dropped (trained)
   std::vector<uint8_t> kept_;      // which elements it kept (1) or dropped (0)
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
-                                          const std::vector<OpInput>& inputs) {
+StatusOr<std::unique_ptr<Op>> MakeDropoutOp(const Node& node, int64_t opset,
+                                            const std::vector<OpInput>& inputs, bool residual) {
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "data", DType::kFloat32));
   const ValueInfo* x = inputs[0].info;
   float ratio = 0.5f;
@@ -149,7 +186,23 @@ StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
   if (!(ratio >= 0.0f && ratio < 1.0f)) {
     return NodeError(node, absl::StrCat("ratio ", ratio, " is not in [0, 1)"));
   }
-  return std::make_unique<DropoutOp>(x->shape, ratio, training_mode);
+  return std::make_unique<DropoutOp>(x->shape, ratio, training_mode, residual);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
+                                          const std::vector<OpInput>& inputs) {
+  return MakeDropoutOp(node, opset, inputs, /*residual=*/false);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeDropoutAdd(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, kResidual, "residual", DType::kFloat32));
+  if (inputs[kResidual].info->shape != inputs[0].info->shape) {
+    return NodeError(node, "residual's shape differs from data's");
+  }
+  return MakeDropoutOp(node, opset, inputs, /*residual=*/true);
 }
 
 }  // namespace easyscale::graph

@@ -36,6 +36,9 @@ StatusOr<std::unique_ptr<Op>> MakeDiv(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeDropout(const Node& node, int64_t opset,
                                           const std::vector<OpInput>& inputs);
+// "Dropout+Add": graph/fusion.h's FuseDropoutAdds's node (dropout.cc).
+StatusOr<std::unique_ptr<Op>> MakeDropoutAdd(const Node& node, int64_t opset,
+                                             const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeErf(const Node& node, int64_t opset,
                                       const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeFlatten(const Node& node, int64_t opset,
