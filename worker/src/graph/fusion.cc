@@ -128,6 +128,30 @@ void DropNodes(Graph& graph, const std::vector<bool>& dropped,
   for (const std::string& value : gone) graph.values.erase(value);
 }
 
+// A rewrite that fuses a node with one other: in node order, find(graph,
+// readers, n) says whether node n fuses and with which node (the result's
+// `partner` member), and rewrite(node n, that node, the result, gone) turns
+// node n into the fused node and lists the values that go. The partners are
+// dropped; a node whose partner is already dropped stays as it is. Returns
+// how many it fused.
+template <typename Found, typename Find, typename Rewrite>
+int FusePairs(Graph& graph, Find find, size_t Found::*partner, Rewrite rewrite) {
+  const Readers readers(graph);
+  std::vector<bool> dropped(graph.nodes.size(), false);
+  std::vector<std::string> gone;
+  int fused = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::optional<Found> f = find(graph, readers, n);
+    if (!f || dropped[(*f).*partner]) continue;
+    const size_t p = (*f).*partner;
+    rewrite(graph.nodes[n], graph.nodes[p], *f, gone);
+    dropped[p] = true;
+    ++fused;
+  }
+  if (fused > 0) DropNodes(graph, dropped, gone);
+  return fused;
+}
+
 // The Add of the MatMul at `matmul` and its bias operand (0 or 1), when
 // FuseMatMulBiases may fuse them.
 struct BiasedMatMul {
@@ -179,7 +203,12 @@ std::optional<std::vector<int64_t>> TransposePerm(const Node& t, size_t rank) {
 
 // The Transpose whose output the product at `product` reads as B, when
 // FuseTransposedWeights may fuse them.
-std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_t product) {
+struct TransposedWeight {
+  size_t transpose;
+};
+
+std::optional<TransposedWeight> TransposedWeightOf(const Graph& g, const Readers& r,
+                                                   size_t product) {
   const Node& m = g.nodes[product];
   const bool biased = m.op == "MatMul+Add";
   if ((m.op != "MatMul" && !biased) || m.inputs.size() != (biased ? 3u : 2u)) return {};
@@ -196,7 +225,7 @@ std::optional<size_t> TransposedWeightOf(const Graph& g, const Readers& r, size_
   }
   const std::optional<std::vector<int64_t>> perm = TransposePerm(t, 2);
   if (!perm || *perm != std::vector<int64_t>{1, 0}) return {};
-  return transpose;
+  return TransposedWeight{*transpose};
 }
 
 // A Transpose's perm (TransposePerm) where it keeps the matrices' elements a
@@ -281,29 +310,19 @@ std::optional<ScaledSoftmax> ScaledSoftmaxAt(const Graph& g, const Readers& r, s
 }  // namespace
 
 int FuseScaledSoftmax(Graph& graph) {
-  const Readers readers(graph);
-  std::vector<bool> dropped(graph.nodes.size(), false);
-  std::vector<std::string> gone;  // the scaled values
-  int fused = 0;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    const std::optional<ScaledSoftmax> f = ScaledSoftmaxAt(graph, readers, n);
-    if (!f || dropped[f->softmax]) continue;
-    Node& mul = graph.nodes[n];
-    const Node& softmax = graph.nodes[f->softmax];
-    gone.push_back(mul.outputs[0]);
-    Node fused_node;
-    fused_node.name = mul.name + "+Softmax";
-    fused_node.op = "Mul+Softmax";
-    fused_node.inputs = {mul.inputs[f->operand]};
-    fused_node.outputs = softmax.outputs;
-    fused_node.attributes = softmax.attributes;  // its axis
-    fused_node.attributes["scale"] = f->scale;
-    mul = std::move(fused_node);
-    dropped[f->softmax] = true;
-    ++fused;
-  }
-  if (fused > 0) DropNodes(graph, dropped, gone);
-  return fused;
+  return FusePairs(
+      graph, ScaledSoftmaxAt, &ScaledSoftmax::softmax,
+      [](Node& mul, const Node& softmax, const ScaledSoftmax& f, std::vector<std::string>& gone) {
+        gone.push_back(mul.outputs[0]);  // the scaled values
+        Node fused_node;
+        fused_node.name = mul.name + "+Softmax";
+        fused_node.op = "Mul+Softmax";
+        fused_node.inputs = {mul.inputs[f.operand]};
+        fused_node.outputs = softmax.outputs;
+        fused_node.attributes = softmax.attributes;  // its axis
+        fused_node.attributes["scale"] = f.scale;
+        mul = std::move(fused_node);
+      });
 }
 
 namespace {
@@ -346,32 +365,23 @@ std::optional<ResidualDropout> ResidualDropoutAt(const Graph& g, const Readers& 
 }  // namespace
 
 int FuseDropoutAdds(Graph& graph) {
-  const Readers readers(graph);
-  std::vector<bool> dropped(graph.nodes.size(), false);
-  std::vector<std::string> gone;  // the dropouts' outputs and unread masks
-  int fused = 0;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    const std::optional<ResidualDropout> f = ResidualDropoutAt(graph, readers, n);
-    if (!f || dropped[f->add]) continue;
-    Node& dropout = graph.nodes[n];
-    const Node& add = graph.nodes[f->add];
-    gone.push_back(dropout.outputs[0]);
-    if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
-      gone.push_back(dropout.outputs[1]);
-    Node fused_node;
-    fused_node.name = dropout.name + "+Add";
-    fused_node.op = "Dropout+Add";
-    fused_node.inputs = dropout.inputs;
-    fused_node.inputs.resize(3);  // absent ratio and training_mode stay ""
-    fused_node.inputs.push_back(add.inputs[f->residual_operand]);
-    fused_node.outputs = add.outputs;
-    fused_node.attributes = dropout.attributes;  // its ratio before opset 12
-    dropout = std::move(fused_node);
-    dropped[f->add] = true;
-    ++fused;
-  }
-  if (fused > 0) DropNodes(graph, dropped, gone);
-  return fused;
+  return FusePairs(
+      graph, ResidualDropoutAt, &ResidualDropout::add,
+      [](Node& dropout, const Node& add, const ResidualDropout& f, std::vector<std::string>& gone) {
+        // The dropout's output and its unread mask.
+        gone.push_back(dropout.outputs[0]);
+        if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
+          gone.push_back(dropout.outputs[1]);
+        Node fused_node;
+        fused_node.name = dropout.name + "+Add";
+        fused_node.op = "Dropout+Add";
+        fused_node.inputs = dropout.inputs;
+        fused_node.inputs.resize(3);  // absent ratio and training_mode stay ""
+        fused_node.inputs.push_back(add.inputs[f.residual_operand]);
+        fused_node.outputs = add.outputs;
+        fused_node.attributes = dropout.attributes;  // its ratio before opset 12
+        dropout = std::move(fused_node);
+      });
 }
 
 int FuseTransposedOperands(Graph& graph) {
@@ -453,48 +463,29 @@ int FuseTransposedOperands(Graph& graph) {
 }
 
 int FuseTransposedWeights(Graph& graph) {
-  const Readers readers(graph);
-  std::vector<bool> dropped(graph.nodes.size(), false);
-  std::vector<std::string> gone;  // the weights' transposes
-  int fused = 0;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    const std::optional<size_t> t = TransposedWeightOf(graph, readers, n);
-    if (!t || dropped[*t]) continue;
-    Node& product = graph.nodes[n];
-    gone.push_back(product.inputs[1]);
-    product.inputs[1] = graph.nodes[*t].inputs[0];
-    product.op = "Transpose+" + product.op;
-    product.name = graph.nodes[*t].name + "+" + product.name;
-    dropped[*t] = true;
-    ++fused;
-  }
-  if (fused > 0) DropNodes(graph, dropped, gone);
-  return fused;
+  return FusePairs(graph, TransposedWeightOf, &TransposedWeight::transpose,
+                   [](Node& product, const Node& transpose, const TransposedWeight&,
+                      std::vector<std::string>& gone) {
+                     gone.push_back(product.inputs[1]);  // the weight's transpose
+                     product.inputs[1] = transpose.inputs[0];
+                     product.op = "Transpose+" + product.op;
+                     product.name = transpose.name + "+" + product.name;
+                   });
 }
 
 int FuseMatMulBiases(Graph& graph) {
-  const Readers readers(graph);
-  std::vector<bool> dropped(graph.nodes.size(), false);
-  std::vector<std::string> gone;  // the products before their bias
-  int fused = 0;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    const std::optional<BiasedMatMul> f = BiasedMatMulAt(graph, readers, n);
-    if (!f || dropped[f->add]) continue;
-    Node& matmul = graph.nodes[n];
-    const Node& add = graph.nodes[f->add];
-    gone.push_back(matmul.outputs[0]);
-    Node fused_node;
-    fused_node.name = matmul.name + "+Add";
-    fused_node.op = "MatMul+Add";
-    fused_node.inputs = {matmul.inputs[0], matmul.inputs[1], add.inputs[f->bias_operand]};
-    fused_node.outputs = {add.outputs[0]};
-    fused_node.attributes["bias_first"] = int64_t{f->bias_operand == 0 ? 1 : 0};
-    matmul = std::move(fused_node);
-    dropped[f->add] = true;
-    ++fused;
-  }
-  if (fused > 0) DropNodes(graph, dropped, gone);
-  return fused;
+  return FusePairs(
+      graph, BiasedMatMulAt, &BiasedMatMul::add,
+      [](Node& matmul, const Node& add, const BiasedMatMul& f, std::vector<std::string>& gone) {
+        gone.push_back(matmul.outputs[0]);  // the product before its bias
+        Node fused_node;
+        fused_node.name = matmul.name + "+Add";
+        fused_node.op = "MatMul+Add";
+        fused_node.inputs = {matmul.inputs[0], matmul.inputs[1], add.inputs[f.bias_operand]};
+        fused_node.outputs = {add.outputs[0]};
+        fused_node.attributes["bias_first"] = int64_t{f.bias_operand == 0 ? 1 : 0};
+        matmul = std::move(fused_node);
+      });
 }
 
 int FuseGeluChains(Graph& graph) {

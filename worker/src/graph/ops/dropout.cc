@@ -53,11 +53,10 @@ class DropoutOp : public Op {
     ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, residual, out));
     if (!dropped_) {
       kept_.clear();
-      if (out[0] != nullptr) {
+      if (out[0] != nullptr && residual != nullptr) {
+        for (size_t i = 0; i < n; ++i) out[0]->floats[i] = residual->floats[i] + x.floats[i];
+      } else if (out[0] != nullptr) {
         out[0]->floats = x.floats;
-        if (residual != nullptr) {
-          for (size_t i = 0; i < n; ++i) out[0]->floats[i] = residual->floats[i] + x.floats[i];
-        }
       }
       if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(n, 1);
       return;
