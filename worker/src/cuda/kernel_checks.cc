@@ -1,5 +1,6 @@
 #include "kernel_checks.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -462,35 +463,46 @@ std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
   std::vector<KernelCheck> out;
   KernelBackend& cpu = CpuKernelBackend();
   // Eight lanes' passes folded at once, and three sources: two segments each
-  // (a gradient and a loss), one source's gradient holding a NaN.
-  for (const int sources : {1, 3, 8}) {
-    Run(&out, "AccumulateFixedPoint " + std::to_string(sources) + " sources", [&] {
-      const size_t sizes[] = {100003, 1};
-      std::vector<std::vector<float>> data;
-      for (int j = 0; j < sources; ++j) {
-        data.push_back(Random(sizes[0], seed++));
-        data.push_back(Random(sizes[1], seed++));
-      }
-      if (sources > 1) data[2][777] = std::numeric_limits<float>::quiet_NaN();
-      std::vector<const float*> host_segments;
-      for (const auto& d : data) host_segments.push_back(d.data());
-      std::vector<int64_t> acc(sizes[0] + sizes[1], 5);
-      std::vector<int32_t> flags(data.size(), 0);
-      DeviceBuffer<int64_t> dacc(acc);
-      DeviceBuffer<int32_t> dflags(flags);
-      cpu.AccumulateFixedPoint(host_segments, sizes, 8, acc.data(), flags.data());
-      std::vector<DeviceBuffer<float>> device_data;
-      device_data.reserve(data.size());
-      std::vector<const float*> device_segments;
-      for (const auto& d : data) device_segments.push_back(device_data.emplace_back(d).get());
-      ThrowIfError(AccumulateFixedPoint(2, sources, device_segments.data(), sizes, 8, dacc.get(),
-                                        dflags.get(), 2),
-                   "launch");
-      std::string d;
-      Compare(&d, "sums", acc, dacc);
-      Compare(&d, "flags", flags, dflags);
-      return d;
-    });
+  // (a gradient and a loss), one source's gradient holding a NaN; and a
+  // launch's most segments, of sizes far apart, some empty.
+  std::vector<size_t> segments;
+  for (int i = 0; i < kMaxFixedPointSegments; ++i)
+    segments.push_back(i == 5 ? 300001 : i % 7 == 3 ? 0 : i * 331 % 5000);
+  for (const std::vector<size_t>& sizes : {std::vector<size_t>{100003, 1}, segments}) {
+    const int count = static_cast<int>(sizes.size());
+    for (const int sources : {1, 3, 8}) {
+      Run(&out,
+          "AccumulateFixedPoint " + std::to_string(sources) + " sources, " + std::to_string(count) +
+              " segments",
+          [&] {
+            std::vector<std::vector<float>> data;
+            for (int j = 0; j < sources; ++j) {
+              for (size_t size : sizes) data.push_back(Random(size, seed++));
+            }
+            const size_t largest = std::max_element(sizes.begin(), sizes.end()) - sizes.begin();
+            if (sources > 1) data[count + largest][777] = std::numeric_limits<float>::quiet_NaN();
+            std::vector<const float*> host_segments;
+            for (const auto& d : data) host_segments.push_back(d.data());
+            size_t total = 0;
+            for (size_t size : sizes) total += size;
+            std::vector<int64_t> acc(total, 5);
+            std::vector<int32_t> flags(data.size(), 0);
+            DeviceBuffer<int64_t> dacc(acc);
+            DeviceBuffer<int32_t> dflags(flags);
+            cpu.AccumulateFixedPoint(host_segments, sizes, 8, acc.data(), flags.data());
+            std::vector<DeviceBuffer<float>> device_data;
+            device_data.reserve(data.size());
+            std::vector<const float*> device_segments;
+            for (const auto& d : data) device_segments.push_back(device_data.emplace_back(d).get());
+            ThrowIfError(AccumulateFixedPoint(count, sources, device_segments.data(), sizes.data(),
+                                              8, dacc.get(), dflags.get(), count),
+                         "launch");
+            std::string d;
+            Compare(&d, "sums", acc, dacc);
+            Compare(&d, "flags", flags, dflags);
+            return d;
+          });
+    }
   }
   // A step's update over parameters laid out as `sizes` (one part each, end
   // to end in one buffer): a single one, and more parts than one launch takes
