@@ -39,13 +39,11 @@ class CpuBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     cpu::Argmax(rows, classes, logits, out);
   }
-  void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) override {
-    for (const formulas::ParamPart& p : parts)
-      easyscale::DecodeFixedPointMean(p.sums, p.n, terms, p.grad);
-  }
+  // The means decoded into grad first (a loop that vectorises), then the rule.
   void UpdateParams(const formulas::UpdateRule& rule,
                     std::span<const formulas::ParamPart> parts) override {
     for (const formulas::ParamPart& p : parts) {
+      if (rule.mean_of > 0) easyscale::DecodeFixedPointMean(p.sums, p.n, rule.mean_of, p.grad);
       if (rule.adam) {
         for (size_t i = 0; i < p.n; ++i)
           formulas::AdamUpdate(rule, p.grad[i], &p.value[i], &p.state1[i], &p.state2[i]);

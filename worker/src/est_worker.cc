@@ -13,7 +13,6 @@
 #include "easyscale/common/sha256.h"
 #include "easyscale/worker/fixed_point.h"
 #include "easyscale/worker/predict.h"
-#include "param_chunks.h"
 #if defined(EASYSCALE_WITH_CUDA)
 #include "resident_backend.h"
 #endif
@@ -547,24 +546,9 @@ StatusOr<StepStats> EstWorker::Step(bool stop_vote) {
   UnpackContexts();
   KernelBackend& k = update_on_backend_ ? kernels() : CpuKernelBackend();
   try {
-    const int64_t* sums = k.At(accum_);
-    size_t first = 0;  // parameter i's first sum
-    std::vector<size_t> firsts;
-    for (const Param* p : params) {
-      firsts.push_back(first);
-      first += p->grad.size();
-    }
-    ForEachParamBatch(
-        k, params,
-        [&](size_t i, size_t begin, size_t end) {
-          return formulas::ParamPart{.n = end - begin,
-                                     .sums = sums + firsts[i] + begin,
-                                     .grad = k.At(params[i]->grad) + begin};
-        },
-        [&](std::span<const formulas::ParamPart> parts) {
-          k.DecodeFixedPointMeans(parts, config_.total_ests);
-        });
-    optimizer_->Step(k, params, LearningRate(config_.args, step_));
+    // The sums' means decoded as the update reads them.
+    optimizer_->Step(k, params, LearningRate(config_.args, step_), k.At(accum_),
+                     config_.total_ests);
     k.Wait();
   } catch (const std::exception& e) {
     return absl::InternalError(

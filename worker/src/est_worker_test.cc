@@ -7,6 +7,7 @@
 
 #include "easyscale/common/checks.h"
 #include "easyscale/worker/fixed_point.h"
+#include "easyscale/worker/optimizer.h"
 #include "testing/threaded_training.h"
 
 namespace easyscale {
@@ -45,6 +46,46 @@ TEST(FixedPoint, SumIsOrderIndependentAndSaturates) {
   EXPECT_EQ(mean[1], FixedPointMean(big[1], 3));
   const float nan[] = {1.0f, std::nanf("")};
   EXPECT_FALSE(AccumulateFixedPoint(nan, 2, 8, acc));
+}
+
+// The update from the step's fixed-point sums (the worker's) gives the bits
+// of the update from their decoded means: two parameters end to end, sums of
+// every magnitude, SGD and Adam over two steps.
+TEST(OptimizerStep, FromSumsEqualsFromTheirDecodedMeans) {
+  const std::vector<int64_t> sums = {
+      4294967296LL * 3, -7, 123456789012LL, int64_t{1} << 60, -(int64_t{1} << 55) - 7, 0, 99,
+      -4294967296LL};
+  for (const char* name : {"sgd", "adam"}) {
+    TrainingArgs args;
+    args.optimizer = name;
+    std::vector<Param> from_sums(2), from_means(2);
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<int> shape = {i == 0 ? 5 : 3};
+      for (std::vector<Param>* ps : {&from_sums, &from_means}) {
+        Param& p = (*ps)[i];
+        p.value = Tensor(shape);
+        p.grad = Tensor(shape);
+        for (size_t e = 0; e < p.value.size(); ++e) p.value.data[e] = 0.25f * (e + 1) - i;
+      }
+    }
+    std::vector<Param*> sums_params = {&from_sums[0], &from_sums[1]};
+    std::vector<Param*> means_params = {&from_means[0], &from_means[1]};
+    auto a = MakeOptimizer(args, sums_params), b = MakeOptimizer(args, means_params);
+    KernelBackend& k = CpuKernelBackend();
+    for (int step = 0; step < 2; ++step) {
+      a->Step(k, sums_params, 0.1f, sums.data(), 3);
+      size_t at = 0;
+      for (Param* p : means_params) {
+        for (float& g : p->grad.data) g = FixedPointMean(sums[at++], 3);
+      }
+      b->Step(k, means_params, 0.1f);
+    }
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(0, std::memcmp(from_sums[i].value.ptr(), from_means[i].value.ptr(),
+                               from_sums[i].value.bytes()))
+          << name << " parameter " << i;
+    }
+  }
 }
 
 class EstWorkerTest : public testing::ThreadedTraining {

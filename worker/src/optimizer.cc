@@ -96,13 +96,22 @@ std::vector<Tensor*> Optimizer::StateTensors() {
   return out;
 }
 
-void Optimizer::Step(KernelBackend& k, const std::vector<Param*>& params, float lr) {
-  const formulas::UpdateRule rule = NextRule(lr);
+void Optimizer::Step(KernelBackend& k, const std::vector<Param*>& params, float lr,
+                     const int64_t* sums, int ests) {
+  formulas::UpdateRule rule = NextRule(lr);
+  if (sums != nullptr) rule.mean_of = ests;
+  std::vector<size_t> firsts;  // parameter i's first sum
+  size_t first = 0;
+  for (const Param* p : params) {
+    firsts.push_back(first);
+    first += p->grad.size();
+  }
   ForEachParamBatch(
       k, params,
       [&](size_t i, size_t begin, size_t end) {
         auto [s1, s2] = StateOf(i);
         return formulas::ParamPart{.n = end - begin,
+                                   .sums = sums != nullptr ? sums + firsts[i] + begin : nullptr,
                                    .grad = k.At(params[i]->grad) + begin,
                                    .value = k.At(params[i]->value) + begin,
                                    .state1 = k.At(*s1) + begin,

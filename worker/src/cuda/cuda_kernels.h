@@ -158,15 +158,12 @@ cudaError_t AccumulateFixedPoint(int count, int sources, const float* const* seg
 // dst[i] += src[i] over n fixed-point sums.
 cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst,
                               cudaStream_t stream = nullptr);
-// KernelBackend::DecodeFixedPointMeans: each part's grad[i] =
-// FixedPointMean(sums[i], terms), one launch for up to kMaxParamParts parts
-// (a model's hundreds of parameters: one launch each cost more than their
-// bytes).
-inline constexpr int kMaxParamParts = 64;
-cudaError_t DecodeFixedPointMeans(const formulas::ParamPart* parts, size_t count, int terms,
-                                  cudaStream_t stream = nullptr);
 // KernelBackend::UpdateParams: the rule's update of each part's value[i] and
-// its state from grad[i], every value on its own; launched as the above.
+// its state from formulas::StepGradient (the sums decoded as they are read,
+// never written to grad: a pass over the gradients fewer), every value on its
+// own, one launch for up to kMaxParamParts parts (a model's hundreds of
+// parameters: one launch each cost more than their bytes).
+inline constexpr int kMaxParamParts = 64;
 cudaError_t UpdateParams(const formulas::UpdateRule& rule, const formulas::ParamPart* parts,
                          size_t count, cudaStream_t stream = nullptr);
 

@@ -528,65 +528,57 @@ std::vector<KernelCheck> CheckStepKernels(uint64_t seed) {
       }
       return parts;
     };
-    for (const int terms : {1, 3, 8}) {
-      Run(&out, "DecodeFixedPointMeans " + layout + "/" + std::to_string(terms), [&] {
-        // Sums of every magnitude: around 2^32 (values near 1), tiny ones and,
-        // beyond 2^51, the host's scalar route.
-        const auto r = Random(n, seed++);
-        std::vector<int64_t> sums(n);
-        for (size_t i = 0; i < n; ++i) {
-          const int shift = static_cast<int>(i % 29) * 2;
-          sums[i] = static_cast<int64_t>(static_cast<double>(r[i]) * 4294967296.0) *
-                    (int64_t{1} << (shift % 24));
-        }
-        if (n > 2) {
-          sums[n / 2] = (int64_t{1} << 60) + 12345;
-          sums[1] = -(int64_t{1} << 55) - 7;
-        }
-        std::vector<float> mean(n);
-        DeviceBuffer<int64_t> dsums(sums);
-        DeviceBuffer<float> dmean(n);
-        cpu.DecodeFixedPointMeans(parts_of([&](formulas::ParamPart& p, size_t o) {
-                                    p.sums = sums.data() + o, p.grad = mean.data() + o;
-                                  }),
-                                  terms);
-        const auto device_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
-          p.sums = dsums.get() + o, p.grad = dmean.get() + o;
-        });
-        ThrowIfError(DecodeFixedPointMeans(device_parts.data(), device_parts.size(), terms),
-                     "launch");
-        std::string d;
-        Compare(&d, "mean", mean, dmean);
-        return d;
-      });
-    }
+    // From gradients (mean_of 0), and from fixed-point sums of every
+    // magnitude (around 2^32: values near 1; tiny ones; beyond 2^51, the
+    // host's scalar route) decoded as the update reads them: SGD then has no
+    // momentum or decay, so its velocity is the decoded mean itself.
     for (const bool adam : {false, true}) {
-      Run(&out, std::string(adam ? "UpdateParams/adam " : "UpdateParams/sgd ") + layout, [&] {
-        formulas::UpdateRule rule{
-            .adam = adam, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
-        if (adam) rule.c1 = 0.271f, rule.c2_sqrt = 0.0547f;  // step 3's corrections
-        auto g = Random(n, seed++);
-        auto w = Random(n, seed++), m = Random(n, seed++), v = Random(n, seed++);
-        for (float& x : v) x = x * x;  // a second moment is not negative
-        DeviceBuffer<float> dg(g), dw(w), dm(m), dv(v);
-        const auto host_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
-          p.grad = g.data() + o, p.value = w.data() + o, p.state1 = m.data() + o;
-          p.state2 = adam ? v.data() + o : nullptr;
-        });
-        const auto device_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
-          p.grad = dg.get() + o, p.value = dw.get() + o, p.state1 = dm.get() + o;
-          p.state2 = adam ? dv.get() + o : nullptr;
-        });
-        for (int step = 0; step < 3; ++step) {
-          cpu.UpdateParams(rule, host_parts);
-          ThrowIfError(UpdateParams(rule, device_parts.data(), device_parts.size()), "launch");
-        }
-        std::string d;
-        Compare(&d, "value", w, dw);
-        Compare(&d, adam ? "m" : "velocity", m, dm);
-        if (adam) Compare(&d, "v", v, dv);
-        return d;
-      });
+      for (const int mean_of : {0, 1, 3, 8}) {
+        Run(&out,
+            std::string(adam ? "UpdateParams/adam " : "UpdateParams/sgd ") + layout +
+                (mean_of > 0 ? " from sums/" + std::to_string(mean_of) : ""),
+            [&] {
+              formulas::UpdateRule rule{
+                  .adam = adam, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+              if (adam) rule.c1 = 0.271f, rule.c2_sqrt = 0.0547f;  // step 3's corrections
+              rule.mean_of = mean_of;
+              if (mean_of > 0 && !adam) rule.momentum = 0.0f, rule.weight_decay = 0.0f;
+              auto g = Random(n, seed++);
+              auto w = Random(n, seed++), m = Random(n, seed++), v = Random(n, seed++);
+              for (float& x : v) x = x * x;  // a second moment is not negative
+              const auto r = Random(n, seed++);
+              std::vector<int64_t> sums(n);
+              for (size_t i = 0; i < n; ++i) {
+                const int shift = static_cast<int>(i % 29) * 2;
+                sums[i] = static_cast<int64_t>(static_cast<double>(r[i]) * 4294967296.0) *
+                          (int64_t{1} << (shift % 24));
+              }
+              if (n > 2) {
+                sums[n / 2] = (int64_t{1} << 60) + 12345;
+                sums[1] = -(int64_t{1} << 55) - 7;
+              }
+              DeviceBuffer<float> dg(g), dw(w), dm(m), dv(v);
+              DeviceBuffer<int64_t> dsums(sums);
+              const auto host_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
+                p.sums = sums.data() + o, p.grad = g.data() + o, p.value = w.data() + o;
+                p.state1 = m.data() + o, p.state2 = adam ? v.data() + o : nullptr;
+              });
+              const auto device_parts = parts_of([&](formulas::ParamPart& p, size_t o) {
+                p.sums = dsums.get() + o, p.grad = dg.get() + o, p.value = dw.get() + o;
+                p.state1 = dm.get() + o, p.state2 = adam ? dv.get() + o : nullptr;
+              });
+              for (int step = 0; step < 3; ++step) {
+                cpu.UpdateParams(rule, host_parts);
+                ThrowIfError(UpdateParams(rule, device_parts.data(), device_parts.size()),
+                             "launch");
+              }
+              std::string d;
+              Compare(&d, "value", w, dw);
+              Compare(&d, adam ? "m" : "velocity", m, dm);
+              if (adam) Compare(&d, "v", v, dv);
+              return d;
+            });
+      }
     }
   }
   return out;

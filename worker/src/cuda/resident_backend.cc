@@ -245,10 +245,6 @@ class ResidentBackend : public KernelBackend {
   void Argmax(int rows, int classes, const float* logits, int32_t* out) override {
     Check(cuda::Argmax(rows, classes, logits, out, stream_), "Argmax");
   }
-  void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) override {
-    Check(cuda::DecodeFixedPointMeans(parts.data(), parts.size(), terms, stream_),
-          "DecodeFixedPointMeans");
-  }
   void UpdateParams(const formulas::UpdateRule& rule,
                     std::span<const formulas::ParamPart> parts) override {
     Check(cuda::UpdateParams(rule, parts.data(), parts.size(), stream_), "UpdateParams");

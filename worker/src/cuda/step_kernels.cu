@@ -151,26 +151,19 @@ cudaError_t AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst, cudaSt
   return LaunchForEach(n, stream, [=] __device__(size_t i) { dst[i] += src[i]; });
 }
 
-cudaError_t DecodeFixedPointMeans(const formulas::ParamPart* parts, size_t count, int terms,
-                                  cudaStream_t stream) {
-  return LaunchForEachPart(parts, count, stream,
-                           [=] __device__(const formulas::ParamPart& p, size_t i) {
-                             p.grad[i] = FixedPointMean(p.sums[i], terms);
-                           });
-}
-
 cudaError_t UpdateParams(const formulas::UpdateRule& rule, const formulas::ParamPart* parts,
                          size_t count, cudaStream_t stream) {
   if (rule.adam) {
-    return LaunchForEachPart(
-        parts, count, stream, [=] __device__(const formulas::ParamPart& p, size_t i) {
-          formulas::AdamUpdate(rule, p.grad[i], &p.value[i], &p.state1[i], &p.state2[i]);
-        });
+    return LaunchForEachPart(parts, count, stream,
+                             [=] __device__(const formulas::ParamPart& p, size_t i) {
+                               formulas::AdamUpdate(rule, formulas::StepGradient(rule, p, i),
+                                                    &p.value[i], &p.state1[i], &p.state2[i]);
+                             });
   }
-  return LaunchForEachPart(parts, count, stream,
-                           [=] __device__(const formulas::ParamPart& p, size_t i) {
-                             formulas::SgdUpdate(rule, p.grad[i], &p.value[i], &p.state1[i]);
-                           });
+  return LaunchForEachPart(
+      parts, count, stream, [=] __device__(const formulas::ParamPart& p, size_t i) {
+        formulas::SgdUpdate(rule, formulas::StepGradient(rule, p, i), &p.value[i], &p.state1[i]);
+      });
 }
 
 }  // namespace easyscale::cuda

@@ -136,13 +136,12 @@ class KernelBackend {
   // dst[i] += src[i]: fixed-point sums of the same segments (exact, any order).
   virtual void AddFixedPointSums(size_t n, const int64_t* src, int64_t* dst) = 0;
   virtual void Argmax(int rows, int classes, const float* logits, int32_t* out) = 0;
-  // For each part, grad[i] = the mean of fixed-point sum sums[i] over `terms`
-  // ESTs (fixed_point.h's DecodeFixedPointMean).
-  virtual void DecodeFixedPointMeans(std::span<const formulas::ParamPart> parts, int terms) = 0;
   // The optimizer's update of each part's values from their mean gradients
-  // grad: `rule` (kernel_formulas.h) applied to each value and its state.
-  // Values are independent, so a caller may split parameters into parts and
-  // parts into calls; a device launches once for many parts.
+  // (formulas::StepGradient: grad, or where rule.mean_of > 0 the means of
+  // the fixed-point sums, which a backend may also write to grad): `rule`
+  // (kernel_formulas.h) applied to each value and its state. Values are
+  // independent, so a caller may split parameters into parts and parts into
+  // calls; a device launches once for many parts.
   virtual void UpdateParams(const formulas::UpdateRule& rule,
                             std::span<const formulas::ParamPart> parts) = 0;
 

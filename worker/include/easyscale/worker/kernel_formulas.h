@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "easyscale/worker/detmath.h"
+#include "easyscale/worker/fixed_point.h"
 #include "easyscale/worker/philox.h"
 
 namespace easyscale::formulas {
@@ -151,6 +152,9 @@ struct UpdateRule {
   float momentum = 0.0f;  // SGD
   float weight_decay = 0.0f;
   float c1 = 1.0f, c2_sqrt = 1.0f;  // Adam's bias corrections at this step
+  // Where > 0, each gradient is the mean of the step's fixed-point sums over
+  // this many ESTs, decoded as the update reads it; else the part's grad.
+  int mean_of = 0;
 };
 
 // One parameter's part of a step's update, in a backend's memory: its n
@@ -165,6 +169,11 @@ struct ParamPart {
   float* state1 = nullptr;
   float* state2 = nullptr;
 };
+
+// The gradient the rule `r` reads for element i of part `p`.
+ES_HD float StepGradient(const UpdateRule& r, const ParamPart& p, size_t i) {
+  return r.mean_of > 0 ? FixedPointMean(p.sums[i], r.mean_of) : p.grad[i];
+}
 
 // g' = g + wd*w; v = momentum*v + g'; w = w - lr*v
 ES_HD void SgdUpdate(const UpdateRule& r, float g, float* w, float* v) {

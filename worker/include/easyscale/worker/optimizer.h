@@ -20,8 +20,12 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Applies every p.grad to p.value on backend `k` (its memory holds both and
-  // the state: KernelBackend::UpdateParams).
-  void Step(KernelBackend& k, const std::vector<Param*>& params, float lr);
+  // the state: KernelBackend::UpdateParams); with `sums`, the step's
+  // fixed-point gradient sums (fixed_point.h) of every parameter end to end
+  // in params' order, the gradients are their means over `ests` ESTs instead
+  // (p.grad may be overwritten with them).
+  void Step(KernelBackend& k, const std::vector<Param*>& params, float lr,
+            const int64_t* sums = nullptr, int ests = 0);
   // The per-parameter state Save writes (a device's copy is uploaded from and
   // downloaded into these).
   std::vector<Tensor*> StateTensors();
