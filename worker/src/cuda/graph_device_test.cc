@@ -219,14 +219,17 @@ TEST_F(GraphDeviceTest, Conv) {
 }
 
 TEST_F(GraphDeviceTest, BatchNormalization) {
-  const Node train = MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
-                              {{"training_mode", int64_t{1}}, {"momentum", 0.9f}});
-  Value var = RandomValue({3}, 5);
-  for (float& f : var.floats) f = f + 1.5f;
-  const std::vector<Value> in = {RandomValue({4, 3, 5, 5}, 1), RandomValue({3}, 2),
-                                 RandomValue({3}, 3), RandomValue({3}, 4), var};
-  ExpectSameBits(train, in);
-  ExpectSameBits(train, in, {}, /*training=*/false);  // evaluation uses the running statistics
+  // Plain, and with its Relu (graph/fusion.h's BatchNormalization+Relu).
+  for (const char* op : {"BatchNormalization", "BatchNormalization+Relu"}) {
+    const Node train = MakeNode(op, {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+                                {{"training_mode", int64_t{1}}, {"momentum", 0.9f}});
+    Value var = RandomValue({3}, 5);
+    for (float& f : var.floats) f = f + 1.5f;
+    const std::vector<Value> in = {RandomValue({4, 3, 5, 5}, 1), RandomValue({3}, 2),
+                                   RandomValue({3}, 3), RandomValue({3}, 4), var};
+    ExpectSameBits(train, in);
+    ExpectSameBits(train, in, {}, /*training=*/false);  // evaluation uses the running statistics
+  }
 }
 
 TEST_F(GraphDeviceTest, Pools) {

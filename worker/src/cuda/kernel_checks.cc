@@ -388,45 +388,52 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
       Compare(&d, "sum", g, dg);
       return d;
     });
-    Run(&out, "BatchNormTrain+Eval+Backward" + shape, [&] {
-      auto x = Random(n, seed++);
-      for (float& v : x) v = 3.0f * v + 0.5f;  // a mean and variance far from 0 and 1
-      const auto gamma = Random(s.C, seed++), beta = Random(s.C, seed++);
-      const auto dy = Random(n, seed++);
-      auto rmean = Random(s.C, seed++), rvar = Random(s.C, seed++);
-      for (float& v : rvar) v = v * v + 0.1f;
-      const float eps = 1e-5f, momentum = 0.1f;
-      DeviceBuffer<float> dxin(x), dgamma(gamma), dbeta(beta), ddy(dy), drmean(rmean), drvar(rvar),
-          dy_out(n), dsm(s.C), dsi(s.C), deval(n), ddx(n), ddg(s.C), ddb(s.C);
-      std::vector<float> y(n), sm(s.C), si(s.C), yeval(n), dx(n), dg(s.C), db(s.C);
-      cpu::BatchNormTrain(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, momentum,
-                          rmean.data(), rvar.data(), y.data(), sm.data(), si.data());
-      cpu::BatchNormEval(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, rmean.data(),
-                         rvar.data(), yeval.data());
-      cpu::BatchNormBackward(s.B, s.C, s.P, x.data(), dy.data(), gamma.data(), sm.data(), si.data(),
-                             dx.data(), dg.data(), db.data());
-      ThrowIfError(
-          BatchNormTrain(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps, momentum,
-                         drmean.get(), drvar.get(), dy_out.get(), dsm.get(), dsi.get()),
-          "train launch");
-      ThrowIfError(BatchNormEval(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps,
-                                 drmean.get(), drvar.get(), deval.get()),
-                   "eval launch");
-      ThrowIfError(BatchNormBackward(s.B, s.C, s.P, dxin.get(), ddy.get(), dgamma.get(), dsm.get(),
-                                     dsi.get(), ddx.get(), ddg.get(), ddb.get()),
-                   "backward launch");
-      std::string d;
-      Compare(&d, "y", y, dy_out);
-      Compare(&d, "save_mean", sm, dsm);
-      Compare(&d, "save_invstd", si, dsi);
-      Compare(&d, "running_mean", rmean, drmean);
-      Compare(&d, "running_var", rvar, drvar);
-      Compare(&d, "eval y", yeval, deval);
-      Compare(&d, "dx", dx, ddx);
-      Compare(&d, "dgamma", dg, ddg);
-      Compare(&d, "dbeta", db, ddb);
-      return d;
-    });
+    // Plain, and rectified (a BatchNormalization+Relu's forward).
+    for (const bool relu : {false, true}) {
+      Run(&out, (relu ? "BatchNormTrain+Eval+Relu" : "BatchNormTrain+Eval+Backward") + shape, [&] {
+        auto x = Random(n, seed++);
+        for (float& v : x) v = 3.0f * v + 0.5f;  // a mean and variance far from 0 and 1
+        const auto gamma = Random(s.C, seed++), beta = Random(s.C, seed++);
+        const auto dy = Random(n, seed++);
+        auto rmean = Random(s.C, seed++), rvar = Random(s.C, seed++);
+        for (float& v : rvar) v = v * v + 0.1f;
+        const float eps = 1e-5f, momentum = 0.1f;
+        DeviceBuffer<float> dxin(x), dgamma(gamma), dbeta(beta), ddy(dy), drmean(rmean),
+            drvar(rvar), dy_out(n), dsm(s.C), dsi(s.C), deval(n), ddx(n), ddg(s.C), ddb(s.C);
+        std::vector<float> y(n), sm(s.C), si(s.C), yeval(n), dx(n), dg(s.C), db(s.C);
+        cpu::BatchNormTrain(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, momentum,
+                            rmean.data(), rvar.data(), y.data(), sm.data(), si.data());
+        cpu::BatchNormEval(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, rmean.data(),
+                           rvar.data(), yeval.data());
+        cpu::BatchNormBackward(s.B, s.C, s.P, x.data(), dy.data(), gamma.data(), sm.data(),
+                               si.data(), dx.data(), dg.data(), db.data());
+        if (relu) {
+          for (float& v : y) v = formulas::Relu(v);
+          for (float& v : yeval) v = formulas::Relu(v);
+        }
+        ThrowIfError(
+            BatchNormTrain(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps, momentum,
+                           drmean.get(), drvar.get(), dy_out.get(), dsm.get(), dsi.get(), relu),
+            "train launch");
+        ThrowIfError(BatchNormEval(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps,
+                                   drmean.get(), drvar.get(), deval.get(), relu),
+                     "eval launch");
+        ThrowIfError(BatchNormBackward(s.B, s.C, s.P, dxin.get(), ddy.get(), dgamma.get(),
+                                       dsm.get(), dsi.get(), ddx.get(), ddg.get(), ddb.get()),
+                     "backward launch");
+        std::string d;
+        Compare(&d, "y", y, dy_out);
+        Compare(&d, "save_mean", sm, dsm);
+        Compare(&d, "save_invstd", si, dsi);
+        Compare(&d, "running_mean", rmean, drmean);
+        Compare(&d, "running_var", rvar, drvar);
+        Compare(&d, "eval y", yeval, deval);
+        Compare(&d, "dx", dx, ddx);
+        Compare(&d, "dgamma", dg, ddg);
+        Compare(&d, "dbeta", db, ddb);
+        return d;
+      });
+    }
   }
   for (auto [rows, cols] :
        {std::pair{16, 10}, std::pair{128, 10}, std::pair{128, 64}, std::pair{3000, 7}}) {

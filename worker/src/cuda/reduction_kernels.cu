@@ -192,7 +192,7 @@ cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,
-                           cudaStream_t stream) {
+                           bool relu, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
@@ -221,17 +221,20 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
   });
   if (err != cudaSuccess) return err;
   return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
-    y[i] = formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
+    const float v =
+        formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
+    y[i] = relu ? formulas::Relu(v) : v;
   });
 }
 
 cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
                           const float* beta, float eps, const float* running_mean,
-                          const float* running_var, float* y, cudaStream_t stream) {
+                          const float* running_var, float* y, bool relu, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
     const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
-    y[i] = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
+    const float v = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
+    y[i] = relu ? formulas::Relu(v) : v;
   });
 }
 

@@ -384,6 +384,42 @@ int FuseDropoutAdds(Graph& graph) {
       });
 }
 
+namespace {
+
+// The Relu reading the BatchNormalization at `batch_norm`, when
+// FuseBatchNormRelus may fuse them.
+struct RectifiedBatchNorm {
+  size_t relu;
+};
+
+std::optional<RectifiedBatchNorm> RectifiedBatchNormAt(const Graph& g, const Readers& r,
+                                                       size_t batch_norm) {
+  const Node& b = g.nodes[batch_norm];
+  if (b.op != "BatchNormalization" || b.outputs.empty() || b.outputs[0].empty()) return {};
+  const std::optional<size_t> relu = r.OnlyReader(b.outputs[0], "Relu", 1);
+  if (!relu) return {};
+  const auto y = g.values.find(b.outputs[0]);
+  const auto z = g.values.find(g.nodes[*relu].outputs[0]);
+  if (y == g.values.end() || z == g.values.end() || y->second.dtype != DType::kFloat32 ||
+      z->second.shape != y->second.shape) {
+    return {};
+  }
+  return RectifiedBatchNorm{*relu};
+}
+
+}  // namespace
+
+int FuseBatchNormRelus(Graph& graph) {
+  return FusePairs(graph, RectifiedBatchNormAt, &RectifiedBatchNorm::relu,
+                   [](Node& batch_norm, const Node& relu, const RectifiedBatchNorm&,
+                      std::vector<std::string>& gone) {
+                     gone.push_back(batch_norm.outputs[0]);
+                     batch_norm.name += "+Relu";
+                     batch_norm.op = "BatchNormalization+Relu";
+                     batch_norm.outputs[0] = relu.outputs[0];
+                   });
+}
+
 int FuseTransposedOperands(Graph& graph) {
   const Readers readers(graph);
   std::vector<bool> dropped(graph.nodes.size(), false);

@@ -74,6 +74,14 @@ int FuseTransposedOperands(Graph& graph);
 // the product. Returns how many it fused.
 int FuseScaledSoftmax(Graph& graph);
 
+// Replaces each BatchNormalization whose output Y a Relu alone reads (Y no
+// graph output), R = Relu(Y), by one "BatchNormalization+Relu" node with the
+// BatchNormalization's inputs, attributes and outputs but R for Y, at its
+// place (ops/batch_normalization.cc applies the Relu to each output element,
+// and its gradient's rule reads R, as the Relu's did). Drops Y. Returns how
+// many it fused.
+int FuseBatchNormRelus(Graph& graph);
+
 // Replaces each residual connection as PyTorch exports it, D = Dropout(X)
 // and Z = Add(P, D) or Add(D, P) with P, D and Z float32 of one shape, by one
 // "Dropout+Add" node (X, ratio, training_mode, P) -> Z at the Dropout's place

@@ -1,6 +1,7 @@
-// Graph rewrites (fusion.h): which GELU chains, linear layers, weights'
-// transposes, attention transposes, scaled softmaxes and residual dropouts
-// fuse, and that a fused one trains to the unfused nodes' bits.
+// Graph rewrites (fusion.h): which GELU chains, batch norms' Relus, linear
+// layers, weights' transposes, attention transposes, scaled softmaxes and
+// residual dropouts fuse, and that a fused one trains to the unfused nodes'
+// bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -593,6 +594,68 @@ TEST(FuseScaledSoftmax, TrainsToTheTwoNodesBits) {
     EXPECT_EQ(RunPass(fused, x, dy, {"p"}), RunPass(apart, x, dy, {"p"}))
         << "scale_first " << scale_first;
   }
+}
+
+// z = Relu(BatchNormalization(x)) * w over [2, 3, 4, 4], training (running
+// statistics as outputs), scale s and bias b trained.
+Graph RectifiedBatchNormGraph() {
+  Graph g;
+  g.opset = 17;
+  g.initializers["s"] = testing::ToConstant(RandomValue({3}, 91));
+  g.initializers["b"] = testing::ToConstant(RandomValue({3}, 92));
+  g.initializers["m"] = testing::ToConstant(RandomValue({3}, 93));
+  Value var = RandomValue({3}, 94);
+  for (float& f : var.floats) f = f + 1.5f;
+  g.initializers["v"] = testing::ToConstant(var);
+  g.initializers["w"] = testing::ToConstant(RandomValue({2, 3, 4, 4}, 95));
+  for (const char* name : {"s", "b", "m", "v", "rm", "rv"}) g.values[name] = {DType::kFloat32, {3}};
+  for (const char* name : {"x", "y", "r", "w", "z"})
+    g.values[name] = {DType::kFloat32, {2, 3, 4, 4}};
+  g.inputs = {"x"};
+  g.outputs = {"z"};
+  g.nodes = {MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+                      {{"training_mode", int64_t{1}}}),
+             MakeNode("Relu", {"y"}, {"r"}), MakeNode("Mul", {"r", "w"}, {"z"})};
+  g.nodes[0].name = "/bn1/BatchNormalization";
+  return g;
+}
+
+TEST(FuseBatchNormRelus, TheReluBecomesTheBatchNorms) {
+  Graph g = RectifiedBatchNormGraph();
+  EXPECT_EQ(FuseBatchNormRelus(g), 1);
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"BatchNormalization+Relu", "Mul"}));
+  const Node& fused = g.nodes[0];
+  EXPECT_EQ(fused.name, "/bn1/BatchNormalization+Relu");
+  EXPECT_EQ(fused.inputs, (std::vector<std::string>{"x", "s", "b", "m", "v"}));
+  EXPECT_EQ(fused.outputs, (std::vector<std::string>{"r", "rm", "rv"}));
+  EXPECT_EQ(*fused.Get<int64_t>("training_mode", 0), 1);
+  EXPECT_EQ(g.values.count("y"), 0u);
+  EXPECT_EQ(FuseBatchNormRelus(g), 0) << "nothing left to fuse";
+}
+
+TEST(FuseBatchNormRelus, LeavesWhatWouldChangeABit) {
+  const Unfusable kVariants[] = {
+      {"the normalised values as a graph output", [](Graph& g) { g.outputs.push_back("y"); }},
+      {"the normalised values read elsewhere", [](Graph& g) { AddReader(g, "y"); }},
+      {"a Relu of another value",
+       [](Graph& g) {
+         g.nodes[1].inputs = {"x"};
+         g.outputs.push_back("y");
+       }},
+  };
+  ExpectNoneFused(RectifiedBatchNormGraph, FuseBatchNormRelus, kVariants);
+}
+
+TEST(FuseBatchNormRelus, TrainsToTheTwoNodesBits) {
+  Value x = RandomValue({2, 3, 4, 4}, 96), dy = RandomValue({2, 3, 4, 4}, 97);
+  x.floats[3] = -0.0f, dy.floats[5] = -0.0f;
+  Graph fused = RectifiedBatchNormGraph();
+  Graph apart = RectifiedBatchNormGraph();
+  apart.outputs.push_back("y");
+  Graph check = fused, check_apart = apart;
+  ASSERT_EQ(FuseBatchNormRelus(check), 1);
+  ASSERT_EQ(FuseBatchNormRelus(check_apart), 0);
+  EXPECT_EQ(RunPass(fused, x, dy, {"s", "b", "w"}), RunPass(apart, x, dy, {"s", "b", "w"}));
 }
 
 // z = h + Dropout(h * w) over [2, 3, 8] as PyTorch exports a residual

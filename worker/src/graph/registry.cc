@@ -20,6 +20,7 @@ const std::vector<Entry>& Registry() {
       {"Add", MakeAdd},
       {"AveragePool", MakeAveragePool},
       {"BatchNormalization", MakeBatchNormalization},
+      {"BatchNormalization+Relu", MakeBatchNormalizationRelu, true},
       {"Cast", MakeCast},
       {"Clip", MakeClip},
       {"Concat", MakeConcat},

@@ -114,6 +114,11 @@ ES_HD float BatchNormInputGrad(float x, float dy, float mean, float invstd, floa
   return k * detmath::Fma(-xhat, sum_dy_xhat, count * dy - sum_dy);
 }
 
+// ReLU: max(x, 0) with NaN and -0 kept; its gradient from its output y,
+// which is > 0 exactly where x is.
+ES_HD float Relu(float x) { return x < 0.0f ? 0.0f : x; }
+ES_HD float ReluGrad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
 // Whether dropout keeps an element, from one Philox word.
 ES_HD bool DropoutKeeps(uint32_t bits, float p) { return UniformFromBits(bits) >= p; }
 

@@ -21,11 +21,16 @@
 //   fma-chained dy * xhat (one pass, both sums), dx by BatchNormInputGrad.
 //   Backward (running statistics): the same sums; dx = dy * (scale * invstd).
 //   Gradients into outputs 1..4 are not propagated (they are statistics).
+//
+// BatchNormalization+Relu (graph/fusion.h's FuseBatchNormRelus): output 0 is
+// formulas::Relu of each y, as the Relu computed it; backward, dy is first
+// formulas::ReluGrad from that output and its gradient, as the Relu's rule.
 #include <utility>
 #include <vector>
 
 #include "easyscale/worker/cpu_kernels.h"
 #include "easyscale/worker/kernel_formulas.h"
+#include "graph/ops/elementwise_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -38,13 +43,14 @@ namespace {
 class BatchNormalization final : public Op {
  public:
   BatchNormalization(Shape x, size_t num_outputs, bool trains, bool saved_outputs, float epsilon,
-                     float momentum)
+                     float momentum, bool relu)
       : x_(std::move(x)),
         num_outputs_(num_outputs),
         trains_(trains),
         saved_outputs_(saved_outputs),
         epsilon_(epsilon),
-        momentum_(momentum) {
+        momentum_(momentum),
+        relu_(relu) {
     batch_ = static_cast<int>(x_[0]);
     channels_ = static_cast<int>(x_[1]);
     positions_ = static_cast<int>(NumElements(x_) / (x_[0] * x_[1]));
@@ -69,6 +75,7 @@ class BatchNormalization final : public Op {
     if (!batch_stats_) {
       cpu::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_, mean_in.data(),
                          var_in.data(), y);
+      ApplyRelu(out[0]->floats);
       // The running statistics pass through unchanged.
       for (size_t o = 1; o < out.size(); ++o) {
         if (out[o] != nullptr) out[o]->floats = o % 2 == 1 ? mean_in : var_in;
@@ -82,6 +89,7 @@ class BatchNormalization final : public Op {
     cpu::BatchNormTrain(batch_, channels_, positions_, x, scale, bias, epsilon_, 1.0f - momentum_,
                         running_mean_.data(), running_var_.data(), y, save_mean_.data(),
                         save_invstd_.data());
+    ApplyRelu(out[0]->floats);
     if (Present(out, 1)) out[1]->floats = running_mean_;
     if (Present(out, 2)) out[2]->floats = running_var_;
     if (Present(out, 3)) out[3]->floats = save_mean_;
@@ -90,15 +98,22 @@ class BatchNormalization final : public Op {
 
   bool HasGradient(size_t i) const override { return i <= 2; }
   bool BackwardReadsInput(size_t i) const override { return i != 2; }
-  bool BackwardReadsOutput(size_t) const override { return false; }
+  bool BackwardReadsOutput(size_t o) const override { return relu_ && o == 0; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
-                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
+                const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
-    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *dout[0], din));
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *out[0], *dout[0], din));
     const float* x = in[0]->floats.data();
     const float* dy = dout[0]->floats.data();
+    std::vector<float> relu_dy;  // the Relu's input gradient
+    if (relu_) {
+      const std::vector<float>& r = out[0]->floats;
+      relu_dy.resize(r.size());
+      for (size_t i = 0; i < r.size(); ++i) relu_dy[i] = formulas::ReluGrad(r[i], dy[i]);
+      dy = relu_dy.data();
+    }
     const float* scale = in[1]->floats.data();
     auto target = [&](size_t i) { return din[i] != nullptr ? din[i]->floats.data() : nullptr; };
     if (!batch_stats_) {
@@ -144,7 +159,7 @@ class BatchNormalization final : public Op {
     const size_t stats = static_cast<size_t>(channels_) * sizeof(float);
     if (!batch_stats_) {
       CheckLaunch(cuda::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_,
-                                      mean_in, var_in, y, st),
+                                      mean_in, var_in, y, relu_, st),
                   "BatchNormalization");
       for (size_t o = 1; o < 3 && o < out.size(); ++o) {
         if (out[o] != nullptr) d.Copy(stats, o == 1 ? mean_in : var_in, DeviceData(ctx, *out[o]));
@@ -161,26 +176,39 @@ class BatchNormalization final : public Op {
     CheckLaunch(cuda::BatchNormTrain(batch_, channels_, positions_, x, scale, bias, epsilon_,
                                      1.0f - momentum_, mean, var, y,
                                      DeviceScratch(ctx, save_mean_dev_, channels_),
-                                     DeviceScratch(ctx, save_invstd_dev_, channels_), st),
+                                     DeviceScratch(ctx, save_invstd_dev_, channels_), relu_, st),
                 "BatchNormalization");
   }
 
-  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& dy,
-                        const std::vector<Value*>& din) {
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& y,
+                        const Value& dy, const std::vector<Value*>& din) {
     ES_CHECK(batch_stats_) << "BatchNormalization: the running statistics' gradient is host-only";
     // BatchNormBackward writes all three; unwanted ones go to scratch.
     const auto target = [&](size_t i, DeviceMirror& scratch, size_t n) {
       return din[i] != nullptr ? DeviceData(ctx, *din[i]) : DeviceScratch(ctx, scratch, n);
     };
-    CheckLaunch(
-        cuda::BatchNormBackward(
-            batch_, channels_, positions_, DeviceData(ctx, *in[0]), DeviceData(ctx, dy),
-            DeviceData(ctx, *in[1]), DeviceScratch(ctx, save_mean_dev_, channels_),
-            DeviceScratch(ctx, save_invstd_dev_, channels_), target(0, dx_dev_, in[0]->size()),
-            target(1, mean_dev_, channels_), target(2, var_dev_, channels_), StreamOf(ctx)),
-        "BatchNormalization gradient");
+    float* dx = target(0, dx_dev_, in[0]->size());
+    const float* batch_norm_dy = DeviceData(ctx, dy);
+    if (relu_) {  // the Relu's input gradient in dx, which the element pass reads before it writes
+      CheckLaunch(cuda_ops::UnaryBackward<ReluFormula>(y.size(), nullptr, DeviceData(ctx, y),
+                                                       batch_norm_dy, dx, StreamOf(ctx)),
+                  "BatchNormalization+Relu gradient");
+      batch_norm_dy = dx;
+    }
+    CheckLaunch(cuda::BatchNormBackward(
+                    batch_, channels_, positions_, DeviceData(ctx, *in[0]), batch_norm_dy,
+                    DeviceData(ctx, *in[1]), DeviceScratch(ctx, save_mean_dev_, channels_),
+                    DeviceScratch(ctx, save_invstd_dev_, channels_), dx,
+                    target(1, mean_dev_, channels_), target(2, var_dev_, channels_), StreamOf(ctx)),
+                "BatchNormalization gradient");
   }
 #endif
+
+  // A BatchNormalization+Relu's Relu, in place on the CPU.
+  void ApplyRelu(std::vector<float>& y) const {
+    if (!relu_) return;
+    for (float& v : y) v = formulas::Relu(v);
+  }
 
   static bool Present(const std::vector<Value*>& out, size_t o) {
     return o < out.size() && out[o] != nullptr;
@@ -207,6 +235,7 @@ class BatchNormalization final : public Op {
   bool trains_;
   bool saved_outputs_;  // outputs 3 and 4 (saved_mean, saved_var) are read
   float epsilon_, momentum_;
+  bool relu_;  // a BatchNormalization+Relu
   int batch_ = 0, channels_ = 0, positions_ = 0;
   bool batch_stats_ = false;  // the last Forward's choice, for Backward
   std::vector<float> running_mean_, running_var_, save_mean_, save_invstd_;
@@ -216,8 +245,11 @@ class BatchNormalization final : public Op {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
-                                                     const std::vector<OpInput>& inputs) {
+namespace {
+
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationOp(const Node& node, int64_t opset,
+                                                       const std::vector<OpInput>& inputs,
+                                                       bool relu) {
   const bool mode_attribute = opset >= 14;
   const size_t max_outputs = mode_attribute ? 3 : 5;
   ES_RETURN_IF_ERROR(CheckArity(node, inputs, 5, 5, max_outputs));
@@ -259,7 +291,19 @@ StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t o
   for (size_t o = 3; o < node.outputs.size(); ++o)
     saved_outputs = saved_outputs || !node.outputs[o].empty();
   return std::unique_ptr<Op>(new BatchNormalization(x, trains ? max_outputs : 1, trains,
-                                                    saved_outputs, epsilon, momentum));
+                                                    saved_outputs, epsilon, momentum, relu));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
+                                                     const std::vector<OpInput>& inputs) {
+  return MakeBatchNormalizationOp(node, opset, inputs, /*relu=*/false);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationRelu(const Node& node, int64_t opset,
+                                                         const std::vector<OpInput>& inputs) {
+  return MakeBatchNormalizationOp(node, opset, inputs, /*relu=*/true);
 }
 
 }  // namespace easyscale::graph

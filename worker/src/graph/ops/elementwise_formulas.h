@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "easyscale/worker/detmath.h"
+#include "easyscale/worker/kernel_formulas.h"
 
 namespace easyscale::graph {
 
@@ -111,10 +112,10 @@ struct PowFormula {
 
 struct ReluFormula {
   static constexpr bool kGradReadsX = false, kGradReadsY = true;
-  ES_HD static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
+  ES_HD static float Apply(float x) { return formulas::Relu(x); }
   // Y > 0 exactly where X > 0 (NaN and -0 stay themselves), so the rule
   // reads Y and X's memory can go once the forward pass is done with it.
-  ES_HD static float Grad(float, float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+  ES_HD static float Grad(float, float y, float dy) { return formulas::ReluGrad(y, dy); }
 };
 
 struct SqrtFormula {

@@ -22,6 +22,10 @@ StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t opset,
                                               const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs);
+// "BatchNormalization+Relu": graph/fusion.h's FuseBatchNormRelus's node
+// (batch_normalization.cc).
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationRelu(const Node& node, int64_t opset,
+                                                         const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
