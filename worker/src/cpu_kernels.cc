@@ -576,10 +576,10 @@ void BatchNormBackward(int B, int C, int P, const float* x, const float* dy, con
 void Dropout(size_t n, float p, uint32_t key0, uint32_t key1, uint64_t counter_base, const float* x,
              const float* residual, float* y, uint8_t* kept) {
   const float scale = 1.0f / (1.0f - p);
-  uint32_t bits[4];
+  unsigned block = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i % 4 == 0) Philox4x32({key0, key1}, counter_base + i / 4, 0, bits);
-    kept[i] = formulas::DropoutKeeps(bits[i % 4], p);
+    if (i % 4 == 0) block = formulas::DropoutKeptBits({key0, key1}, counter_base + i / 4, p);
+    kept[i] = (block >> (i % 4)) & 1u;
     const float dropped = x[i] * formulas::DropoutScale(kept[i], scale);
     y[i] = residual != nullptr ? residual[i] + dropped : dropped;
   }

@@ -126,12 +126,27 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
                               float* dx, float* dgamma, float* dbeta,
                               cudaStream_t stream = nullptr);
 
-// The Philox counter of the first block is *counter_slot + counter_offset, read
-// on the device (a replayed CUDA graph finds each step's value there), or
-// counter_offset alone when counter_slot is null. residual as cpu::Dropout's.
-cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, const float* residual, float* y,
-                    uint8_t* kept, cudaStream_t stream = nullptr);
+// One dropout's numbers (cpu::Dropout's scheme): drop probability p, the
+// EST's key, and the first block's Philox counter, *counter_slot +
+// counter_offset, read on the device (a replayed CUDA graph finds each step's
+// value there), or counter_offset alone when counter_slot is null.
+struct DropoutDraw {
+  float p = 0.0f;
+  PhiloxKey key;
+  const uint64_t* counter_slot = nullptr;
+  uint64_t counter_offset = 0;
+#ifdef __CUDACC__
+  // Block b's kept flags (elements 4b to 4b + 3: bits 0 to 3), on the device.
+  __device__ unsigned KeptBits(uint64_t b) const {
+    const uint64_t first = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
+    return formulas::DropoutKeptBits(key, first + b, p);
+  }
+#endif
+};
+
+// cpu::Dropout on the device (residual as its).
+cudaError_t Dropout(size_t n, const DropoutDraw& draw, const float* x, const float* residual,
+                    float* y, uint8_t* kept, cudaStream_t stream = nullptr);
 cudaError_t DropoutBackward(size_t n, float p, const uint8_t* kept, const float* dy, float* dx,
                             cudaStream_t stream = nullptr);
 // out = a + b element-wise (the graph runtime's gradient sums).

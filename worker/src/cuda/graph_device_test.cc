@@ -274,13 +274,22 @@ TEST_F(GraphDeviceTest, ElementWiseAndLayout) {
   ExpectSameBits(MakeNode("Flatten", {"x"}, {"y"}), {RandomValue({4, 16, 4, 4}, 3)});
 }
 
-TEST_F(GraphDeviceTest, Dropout) {
+// A Dropout's constant inputs: ratio 0.25 and training_mode true.
+Value DropoutRatio() {
   Value ratio;
   ratio.Reset(DType::kFloat32, {});
   ratio.floats = {0.25f};
+  return ratio;
+}
+Value DropoutTrainingMode() {
   Value mode;
   mode.Reset(DType::kBool, {});
   mode.ints = {1};
+  return mode;
+}
+
+TEST_F(GraphDeviceTest, Dropout) {
+  const Value ratio = DropoutRatio(), mode = DropoutTrainingMode();
   for (const Node& n : {MakeNode("Dropout", {"x", "r", "t"}, {"y"}),
                         MakeNode("Dropout", {"x", "r", "t"}, {"y", "mask"})}) {
     ExpectSameBits(n, {RandomValue({4, 256}, 1), ratio, mode}, {1, 2});
@@ -398,6 +407,23 @@ TEST_F(GraphDeviceTest, Softmax) {
         std::pair{Shape{3, 7, 5}, int64_t{1}}}) {
     ExpectSameBits(MakeNode("Mul+Softmax", {"x"}, {"y"}, {{"axis", axis}, {"scale", 0.125f}}),
                    {RandomValue(shape, 9)});
+  }
+  // Softmax+Dropout (graph/fusion.h): staged rows dropped as they are stored
+  // (128: whole rounds of 256; 33 and 5: rounds across rows and a partial
+  // last one), rows too long to stage and rows `inner` apart (cuda::Dropout
+  // after the rows), scaled or not, training and evaluation.
+  const Value ratio = DropoutRatio(), mode = DropoutTrainingMode();
+  for (const auto& [shape, axis] :
+       {std::pair{Shape{3, 5, 7, 128}, int64_t{-1}}, std::pair{Shape{70, 33}, int64_t{-1}},
+        std::pair{Shape{70, 5}, int64_t{-1}}, std::pair{Shape{9, 384}, int64_t{-1}},
+        std::pair{Shape{3, 7, 5}, int64_t{1}}}) {
+    for (const bool scaled : {false, true}) {
+      Node n = MakeNode("Softmax+Dropout", {"x", "r", "t"}, {"d", "y"}, {{"axis", axis}});
+      if (scaled) n.attributes["scale"] = 0.125f;
+      for (const bool training : {true, false}) {
+        ExpectSameBits(n, {RandomValue(shape, 10), ratio, mode}, {1, 2}, training);
+      }
+    }
   }
 }
 

@@ -315,9 +315,10 @@ std::vector<KernelCheck> CheckLayoutKernels(uint64_t seed) {
         DeviceBuffer<uint64_t> slot(std::vector<uint64_t>{base - 7});
         DeviceBuffer<float> dx(x), dr(r), dy(n), dg(g), dgx(n);
         DeviceBuffer<uint8_t> dkept(n);
-        ThrowIfError(Dropout(n, 0.3f, 0x1234u, key1, slot.get(), 7, dx.get(),
-                             with_residual ? dr.get() : nullptr, dy.get(), dkept.get()),
-                     "launch");
+        const DropoutDraw draw{0.3f, {0x1234u, key1}, slot.get(), 7};
+        ThrowIfError(
+            Dropout(n, draw, dx.get(), with_residual ? dr.get() : nullptr, dy.get(), dkept.get()),
+            "launch");
         ThrowIfError(DropoutBackward(n, 0.3f, dkept.get(), dg.get(), dgx.get()), "launch");
         std::string d;
         Compare(&d, "y", y, dy);

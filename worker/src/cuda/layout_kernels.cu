@@ -55,10 +55,9 @@ cudaError_t Transpose(int rows, int cols, const float* src, float* dst, cudaStre
   return TransposeBatch(1, rows, cols, src, dst, stream);
 }
 
-cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint64_t* counter_slot,
-                    uint64_t counter_offset, const float* x, const float* residual, float* y,
-                    uint8_t* kept, cudaStream_t stream) {
-  const float scale = 1.0f / (1.0f - p);
+cudaError_t Dropout(size_t n, const DropoutDraw& draw, const float* x, const float* residual,
+                    float* y, uint8_t* kept, cudaStream_t stream) {
+  const float scale = 1.0f / (1.0f - draw.p);
   // One thread per Philox block of four elements, moved as one float4 and one
   // uchar4 where they are aligned (each thread's four scalar loads left a
   // warp's accesses 16 bytes apart: the encoder's dropouts took 1.2 ms a step
@@ -67,13 +66,10 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
                        (residual == nullptr || Aligned16(residual)) &&
                        reinterpret_cast<uintptr_t>(kept) % 4 == 0;
   return LaunchForEach((n + 3) / 4, stream, [=] __device__(size_t g) {
-    const uint64_t base = (counter_slot != nullptr ? *counter_slot : 0) + counter_offset;
-    uint32_t bits[4];
-    Philox4x32({key0, key1}, base + g, 0, bits);
+    const unsigned bits = draw.KeptBits(g);
+    const bool k0 = bits & 1u, k1 = bits & 2u, k2 = bits & 4u, k3 = bits & 8u;
     if (vectors) {
       const float4 in = reinterpret_cast<const float4*>(x)[g];
-      const bool k0 = formulas::DropoutKeeps(bits[0], p), k1 = formulas::DropoutKeeps(bits[1], p),
-                 k2 = formulas::DropoutKeeps(bits[2], p), k3 = formulas::DropoutKeeps(bits[3], p);
       float4 out = make_float4(
           in.x * formulas::DropoutScale(k0, scale), in.y * formulas::DropoutScale(k1, scale),
           in.z * formulas::DropoutScale(k2, scale), in.w * formulas::DropoutScale(k3, scale));
@@ -88,7 +84,7 @@ cudaError_t Dropout(size_t n, float p, uint32_t key0, uint32_t key1, const uint6
     for (int lane = 0; lane < 4; ++lane) {
       const size_t i = 4 * g + lane;
       if (i >= n) break;
-      const bool keeps = formulas::DropoutKeeps(bits[lane], p);
+      const bool keeps = (bits >> lane) & 1u;
       kept[i] = keeps;
       const float dropped = x[i] * formulas::DropoutScale(keeps, scale);
       y[i] = residual != nullptr ? residual[i] + dropped : dropped;

@@ -32,13 +32,19 @@ class Readers {
   // The node that is `value`'s one reader, when it is an `op` node of
   // `inputs` inputs and one output and `value` is no graph output.
   std::optional<size_t> OnlyReader(const std::string& value, const char* op, size_t inputs) const {
-    auto it = readers_.find(value);
-    if (outputs_.count(value) != 0 || it == readers_.end() || it->second.size() != 1) return {};
-    const Node& node = g_.nodes[it->second[0]];
+    const std::optional<size_t> reader = SoleReader(value);
+    if (!reader) return {};
+    const Node& node = g_.nodes[*reader];
     if (node.op != op || node.inputs.size() != inputs || node.outputs.size() != 1 ||
         node.outputs[0].empty()) {
       return {};
     }
+    return reader;
+  }
+  // The one node reading `value`, when it is no graph output.
+  std::optional<size_t> SoleReader(const std::string& value) const {
+    auto it = readers_.find(value);
+    if (outputs_.count(value) != 0 || it == readers_.end() || it->second.size() != 1) return {};
     return it->second[0];
   }
 
@@ -327,6 +333,22 @@ int FuseScaledSoftmax(Graph& graph) {
 
 namespace {
 
+// Whether `d` is a Dropout whose output alone is read (its mask is not).
+bool DropsAlone(const Node& d, const Readers& r) {
+  if (d.op != "Dropout" || d.inputs.empty() || d.inputs.size() > 3 || d.outputs.empty() ||
+      d.outputs.size() > 2 || d.outputs[0].empty()) {
+    return false;
+  }
+  return d.outputs.size() == 1 || d.outputs[1].empty() || !r.Read(d.outputs[1]);
+}
+
+// The Dropout's output and its unread mask, which go when it fuses.
+void DropoutOutputsGo(const Node& dropout, std::vector<std::string>& gone) {
+  gone.push_back(dropout.outputs[0]);
+  if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
+    gone.push_back(dropout.outputs[1]);
+}
+
 // The Add reading the Dropout at `dropout` and its residual operand (0 or 1),
 // when FuseDropoutAdds may fuse them.
 struct ResidualDropout {
@@ -336,11 +358,7 @@ struct ResidualDropout {
 
 std::optional<ResidualDropout> ResidualDropoutAt(const Graph& g, const Readers& r, size_t dropout) {
   const Node& d = g.nodes[dropout];
-  if (d.op != "Dropout" || d.inputs.empty() || d.inputs.size() > 3 || d.outputs.empty() ||
-      d.outputs.size() > 2 || d.outputs[0].empty()) {
-    return {};
-  }
-  if (d.outputs.size() == 2 && !d.outputs[1].empty() && r.Read(d.outputs[1])) return {};
+  if (!DropsAlone(d, r)) return {};
   const std::optional<size_t> add = r.OnlyReader(d.outputs[0], "Add", 2);
   if (!add) return {};
   const Node& a = g.nodes[*add];
@@ -368,10 +386,7 @@ int FuseDropoutAdds(Graph& graph) {
   return FusePairs(
       graph, ResidualDropoutAt, &ResidualDropout::add,
       [](Node& dropout, const Node& add, const ResidualDropout& f, std::vector<std::string>& gone) {
-        // The dropout's output and its unread mask.
-        gone.push_back(dropout.outputs[0]);
-        if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
-          gone.push_back(dropout.outputs[1]);
+        DropoutOutputsGo(dropout, gone);
         Node fused_node;
         fused_node.name = dropout.name + "+Add";
         fused_node.op = "Dropout+Add";
@@ -417,6 +432,60 @@ int FuseBatchNormRelus(Graph& graph) {
                      batch_norm.name += "+Relu";
                      batch_norm.op = "BatchNormalization+Relu";
                      batch_norm.outputs[0] = relu.outputs[0];
+                   });
+}
+
+namespace {
+
+// The Dropout reading the Softmax (or Mul+Softmax) at `softmax`, when
+// FuseSoftmaxDropouts may fuse them.
+struct DroppedSoftmax {
+  size_t dropout;
+};
+
+std::optional<DroppedSoftmax> DroppedSoftmaxAt(const Graph& g, const Readers& r, size_t softmax) {
+  const Node& s = g.nodes[softmax];
+  if ((s.op != "Softmax" && s.op != "Mul+Softmax") || s.inputs.size() != 1 ||
+      s.outputs.size() != 1 || s.outputs[0].empty()) {
+    return {};
+  }
+  const std::string& y = s.outputs[0];
+  const std::optional<size_t> dropout = r.SoleReader(y);
+  if (!dropout) return {};
+  const Node& d = g.nodes[*dropout];
+  if (!DropsAlone(d, r) || d.inputs[0] != y || std::count(d.inputs.begin(), d.inputs.end(), y) != 1)
+    return {};
+  const auto info = g.values.find(y);
+  if (info == g.values.end() || info->second.dtype != DType::kFloat32) return {};
+  // The Dropout draws at the Softmax's place: no node between draws.
+  for (size_t n = softmax + 1; n < *dropout; ++n) {
+    if (g.nodes[n].op == "Dropout" || g.nodes[n].op == "Dropout+Add" ||
+        g.nodes[n].op == "Softmax+Dropout") {
+      return {};
+    }
+  }
+  return DroppedSoftmax{*dropout};
+}
+
+}  // namespace
+
+int FuseSoftmaxDropouts(Graph& graph) {
+  return FusePairs(graph, DroppedSoftmaxAt, &DroppedSoftmax::dropout,
+                   [](Node& softmax, const Node& dropout, const DroppedSoftmax&,
+                      std::vector<std::string>& gone) {
+                     if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
+                       gone.push_back(dropout.outputs[1]);  // the unread mask
+                     Node fused_node;
+                     fused_node.name = softmax.name + "+Dropout";
+                     fused_node.op = "Softmax+Dropout";
+                     fused_node.inputs = dropout.inputs;
+                     fused_node.inputs[0] = softmax.inputs[0];
+                     fused_node.outputs = {dropout.outputs[0], softmax.outputs[0]};
+                     fused_node.attributes = softmax.attributes;  // its axis and scale
+                     for (const auto& [name, value] : dropout.attributes) {
+                       if (name == "ratio") fused_node.attributes[name] = value;  // before opset 12
+                     }
+                     softmax = std::move(fused_node);
                    });
 }
 

@@ -82,6 +82,17 @@ int FuseScaledSoftmax(Graph& graph);
 // many it fused.
 int FuseBatchNormRelus(Graph& graph);
 
+// Replaces each Softmax or Mul+Softmax (after FuseScaledSoftmax) whose output
+// Y a Dropout alone reads, D = Dropout(Y) (the attention's probabilities
+// dropped), by one "Softmax+Dropout" node (X, ratio, training_mode) -> (D, Y)
+// at the Softmax's place, with the Softmax's attributes (ops/softmax.cc drops
+// each row as it is stored; the backward reads Y and D's gradient). Only
+// where the result is the same bits: Y is no graph output, the Dropout's mask
+// is unread, and no node between the two draws dropout numbers (so the
+// Dropout's draw keeps its place among the EST's). Drops the Dropout's mask.
+// Returns how many it fused.
+int FuseSoftmaxDropouts(Graph& graph);
+
 // Replaces each residual connection as PyTorch exports it, D = Dropout(X)
 // and Z = Add(P, D) or Add(D, P) with P, D and Z float32 of one shape, by one
 // "Dropout+Add" node (X, ratio, training_mode, P) -> Z at the Dropout's place

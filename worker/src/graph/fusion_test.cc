@@ -1,7 +1,7 @@
 // Graph rewrites (fusion.h): which GELU chains, batch norms' Relus, linear
-// layers, weights' transposes, attention transposes, scaled softmaxes and
-// residual dropouts fuse, and that a fused one trains to the unfused nodes'
-// bits.
+// layers, weights' transposes, attention transposes, scaled softmaxes,
+// dropped softmaxes and residual dropouts fuse, and that a fused one trains
+// to the unfused nodes' bits.
 #include "graph/fusion.h"
 
 #include <gtest/gtest.h>
@@ -656,6 +656,113 @@ TEST(FuseBatchNormRelus, TrainsToTheTwoNodesBits) {
   ASSERT_EQ(FuseBatchNormRelus(check), 1);
   ASSERT_EQ(FuseBatchNormRelus(check_apart), 0);
   EXPECT_EQ(RunPass(fused, x, dy, {"s", "b", "w"}), RunPass(apart, x, dy, {"s", "b", "w"}));
+}
+
+// z = Dropout(Dropout(Softmax(h [* c])) * w) over [2, 3, 8] rows, h = x + p,
+// as the attention drops its probabilities (scaled: by the loader's scalar c
+// first, Mul(h, c)); ratio 0.25 and training_mode the loader's constants. The
+// second Dropout draws after the first, so its mask shows the first's draw.
+Graph DroppedSoftmaxGraph(bool scaled, bool training_mode = true) {
+  Graph g;
+  g.opset = 17;
+  ConstantTensor c, ratio, train;
+  c.floats = {0.35355338f};
+  ratio.floats = {0.25f};
+  train.dtype = DType::kBool;
+  train.ints = {training_mode ? 1 : 0};
+  g.initializers["c"] = c;
+  g.initializers["ratio"] = ratio;
+  g.initializers["train"] = train;
+  g.constants.insert({"c", "ratio", "train"});
+  g.values["c"] = {DType::kFloat32, {}};
+  g.values["ratio"] = {DType::kFloat32, {}};
+  g.values["train"] = {DType::kBool, {}};
+  g.initializers["p"] = testing::ToConstant(RandomValue({2, 3, 8}, 81));
+  g.initializers["w"] = testing::ToConstant(RandomValue({2, 3, 8}, 82));
+  for (const char* name : {"x", "p", "w", "h", "m", "y", "d", "e", "z"}) {
+    g.values[name] = {DType::kFloat32, {2, 3, 8}};
+  }
+  g.inputs = {"x"};
+  g.outputs = {"z"};
+  g.nodes = {MakeNode("Add", {"x", "p"}, {"h"})};
+  if (scaled) {
+    g.nodes.push_back(MakeNode("Mul", {"h", "c"}, {"m"}));
+    g.nodes.back().name = "/attn/Mul";
+  }
+  g.nodes.push_back(MakeNode("Softmax", {scaled ? "m" : "h"}, {"y"}, {{"axis", int64_t{-1}}}));
+  g.nodes.back().name = "/attn/Softmax";
+  g.nodes.push_back(MakeNode("Dropout", {"y", "ratio", "train"}, {"d"}));
+  g.nodes.push_back(MakeNode("Mul", {"d", "w"}, {"e"}));
+  g.nodes.push_back(MakeNode("Dropout", {"e", "ratio", "train"}, {"z"}));
+  return g;
+}
+
+TEST(FuseSoftmaxDropouts, TheProbabilitiesDropoutBecomesTheSoftmaxs) {
+  for (bool scaled : {false, true}) {
+    Graph g = DroppedSoftmaxGraph(scaled);
+    if (scaled) {
+      ASSERT_EQ(FuseScaledSoftmax(g), 1);
+    }
+    EXPECT_EQ(FuseSoftmaxDropouts(g), 1);
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "Softmax+Dropout", "Mul", "Dropout"}));
+    const Node& fused = g.nodes[1];
+    EXPECT_EQ(fused.name, scaled ? "/attn/Mul+Softmax+Dropout" : "/attn/Softmax+Dropout");
+    EXPECT_EQ(fused.inputs, (std::vector<std::string>{"h", "ratio", "train"}));
+    EXPECT_EQ(fused.outputs, (std::vector<std::string>{"d", "y"}));
+    EXPECT_EQ(*fused.Get<int64_t>("axis", 0), -1);
+    EXPECT_EQ(fused.attributes.count("scale"), scaled ? 1u : 0u);
+    EXPECT_EQ(g.values.count("y"), 1u) << "the backward reads the probabilities";
+    EXPECT_EQ(FuseSoftmaxDropouts(g), 0) << "nothing left to fuse";
+  }
+  // Absent optional inputs stay absent, an unread mask goes.
+  Graph g = DroppedSoftmaxGraph(false);
+  g.nodes[2].inputs = {"y"};
+  g.nodes[2].outputs = {"d", "mask"};
+  g.values["mask"] = {DType::kBool, {2, 3, 8}};
+  EXPECT_EQ(FuseSoftmaxDropouts(g), 1);
+  EXPECT_EQ(g.nodes[1].inputs, std::vector<std::string>{"h"});
+  EXPECT_EQ(g.values.count("mask"), 0u);
+}
+
+TEST(FuseSoftmaxDropouts, LeavesWhatWouldChangeABit) {
+  const Unfusable kVariants[] = {
+      {"the probabilities as a graph output", [](Graph& g) { g.outputs.push_back("y"); }},
+      {"the probabilities read elsewhere", [](Graph& g) { AddReader(g, "y"); }},
+      {"the mask read",
+       [](Graph& g) {
+         g.nodes[2].outputs = {"d", "mask"};
+         g.values["mask"] = {DType::kBool, {2, 3, 8}};
+         g.outputs.push_back("mask");
+       }},
+      {"a dropout drawing between them",
+       [](Graph& g) {
+         g.nodes.insert(g.nodes.begin() + 2, MakeNode("Dropout", {"h", "ratio", "train"}, {"q"}));
+         g.values["q"] = g.values["h"];
+         g.outputs.push_back("q");
+       }},
+      {"a LogSoftmax", [](Graph& g) { g.nodes[1].op = "LogSoftmax"; }},
+  };
+  ExpectNoneFused([] { return DroppedSoftmaxGraph(false); }, FuseSoftmaxDropouts, kVariants);
+}
+
+TEST(FuseSoftmaxDropouts, TrainsToTheTwoNodesBits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Value x = RandomValue({2, 3, 8}, 83), dy = RandomValue({2, 3, 8}, 84);
+  x.floats[3] = -0.0f, x.floats[9] = 1e30f, x.floats[17] = -inf, dy.floats[5] = -0.0f;
+  for (bool scaled : {false, true}) {
+    for (bool training_mode : {true, false}) {
+      Graph fused = DroppedSoftmaxGraph(scaled, training_mode);
+      Graph apart = DroppedSoftmaxGraph(scaled, training_mode);
+      apart.outputs.push_back("y");
+      Graph check = fused, check_apart = apart;
+      FuseScaledSoftmax(check);
+      FuseScaledSoftmax(check_apart);
+      ASSERT_EQ(FuseSoftmaxDropouts(check), 1);
+      ASSERT_EQ(FuseSoftmaxDropouts(check_apart), 0);
+      EXPECT_EQ(RunPass(fused, x, dy, {"p", "w"}), RunPass(apart, x, dy, {"p", "w"}))
+          << "scaled " << scaled << " training_mode " << training_mode;
+    }
+  }
 }
 
 // z = h + Dropout(h * w) over [2, 3, 8] as PyTorch exports a residual

@@ -93,6 +93,7 @@ Status Program::Compile() {
   FuseTransposedWeights(graph_);
   FuseTransposedOperands(graph_);
   FuseScaledSoftmax(graph_);
+  FuseSoftmaxDropouts(graph_);
   FuseDropoutAdds(graph_);
   for (const auto& [name, info] : graph_.values) {
     const size_t id = values_.size();

@@ -52,6 +52,7 @@ const std::vector<Entry>& Registry() {
       {"Sigmoid", MakeSigmoid},
       {"Slice", MakeSlice},
       {"Softmax", MakeSoftmax},
+      {"Softmax+Dropout", MakeSoftmaxDropout, true},
       {"SoftmaxCrossEntropyLoss", MakeSoftmaxCrossEntropyLoss},
       {"Split", MakeSplit},
       {"Sqrt", MakeSqrt},

@@ -122,6 +122,17 @@ ES_HD float ReluGrad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
 // Whether dropout keeps an element, from one Philox word.
 ES_HD bool DropoutKeeps(uint32_t bits, float p) { return UniformFromBits(bits) >= p; }
 
+// Which of the four elements of one Philox block dropout keeps (its words,
+// from `counter`, in element order): bit q for the block's element q.
+ES_HD unsigned DropoutKeptBits(PhiloxKey key, uint64_t counter, float p) {
+  uint32_t bits[4];
+  Philox4x32(key, counter, 0, bits);
+  return static_cast<unsigned>(DropoutKeeps(bits[0], p)) |
+         static_cast<unsigned>(DropoutKeeps(bits[1], p)) << 1 |
+         static_cast<unsigned>(DropoutKeeps(bits[2], p)) << 2 |
+         static_cast<unsigned>(DropoutKeeps(bits[3], p)) << 3;
+}
+
 // What dropout multiplies an element and its gradient by: the kept element's
 // scale (1 / (1 - p)), else 0.
 ES_HD float DropoutScale(bool kept, float scale) { return kept ? scale : 0.0f; }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda_kernels.h"
 #include "easyscale/worker/cpu_kernels.h"
 #include "graph/ops/row_formulas.h"
 
@@ -144,14 +145,26 @@ cudaError_t ClipForward(size_t n, float lo, float hi, const float* x, float* y,
 cudaError_t ClipBackward(size_t n, float lo, float hi, const float* x, const float* dy, float* dx,
                          cudaStream_t stream);
 
+// Softmax+Dropout's dropout (softmax.cc): the forward's draw, its dropped
+// output and kept flags (cuda::Dropout's); the backward reads draw.p and kept.
+struct SoftmaxDropout {
+  cuda::DropoutDraw draw;
+  float* dropped = nullptr;
+  uint8_t* kept = nullptr;
+};
+
 // softmax.cu, rows of n elements `inner` apart (rows are (outer, inner)
 // pairs), each by one thread: softmax.cc's order. `scale`, where given (Mul+
 // Softmax), multiplies each x before the row's formulas and each dx after
-// them (MulFormula's forward and gradient).
+// them (MulFormula's forward and gradient). `dropout`, where given, drops y
+// into its output, and its gradient's dy is the dropped output's (the
+// Dropout's gradient runs first).
 cudaError_t SoftmaxForward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
-                           const float* x, float* y, cudaStream_t stream);
+                           const float* x, float* y, const SoftmaxDropout* dropout,
+                           cudaStream_t stream);
 cudaError_t SoftmaxBackward(size_t outer, size_t n, size_t inner, bool log, SoftmaxScale scale,
-                            const float* y, const float* dy, float* dx, cudaStream_t stream);
+                            const float* y, const float* dy, const SoftmaxDropout* dropout,
+                            float* dx, cudaStream_t stream);
 
 // layer_normalization.cu, rows of n elements (null scale: 1, null bias: 0):
 // the per-row mean and invstd, then y; backward dscale and dbias (each

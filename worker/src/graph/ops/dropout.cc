@@ -20,6 +20,7 @@
 // the element's (0 or 1/(1-ratio)) as the forward pass kept it (one byte an
 // element).
 #include "easyscale/worker/cpu_kernels.h"
+#include "graph/ops/dropout_mask.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -27,6 +28,64 @@
 #endif
 
 namespace easyscale::graph {
+
+StatusOr<DropoutSettings> ReadDropoutSettings(const Node& node, int64_t opset,
+                                              const std::vector<OpInput>& inputs) {
+  DropoutSettings s;
+  if (opset >= 12) {
+    if (HasInput(inputs, 1)) {
+      const ConstantTensor* c = inputs[1].constant;
+      if (c == nullptr) return NodeError(node, "ratio input is not known at load time");
+      if (c->dtype != DType::kFloat32 || c->floats.size() != 1) {
+        return NodeError(node, "ratio input must be one float32");
+      }
+      s.ratio = c->floats[0];
+    }
+    s.training_mode = false;
+    if (HasInput(inputs, 2)) {
+      const ConstantTensor* c = inputs[2].constant;
+      if (c == nullptr) return NodeError(node, "training_mode input is not known at load time");
+      if (c->dtype != DType::kBool || c->ints.size() != 1) {
+        return NodeError(node, "training_mode input must be one bool");
+      }
+      s.training_mode = c->ints[0] != 0;
+    }
+  } else {
+    ES_ASSIGN_OR_RETURN(s.ratio, node.Get<float>("ratio", 0.5f));
+  }
+  if (!(s.ratio >= 0.0f && s.ratio < 1.0f)) {
+    return NodeError(node, absl::StrCat("ratio ", s.ratio, " is not in [0, 1)"));
+  }
+  return s;
+}
+
+void DropoutMask::Forward(RunContext& ctx, size_t n, const float* x, const float* residual,
+                          float* y) {
+  ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
+  kept_.resize(n);
+  cpu::Dropout(n, settings_.ratio, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter, x,
+               residual, y, kept_.data());
+  *ctx.dropout_counter += (n + 3) / 4;
+}
+
+void DropoutMask::Backward(size_t n, const float* dy, float* dx) const {
+  cpu::DropoutBackward(n, settings_.ratio, kept_.data(), dy, dx);
+}
+
+#ifdef EASYSCALE_WITH_CUDA
+cuda::DropoutDraw DropoutMask::Draw(RunContext& ctx, size_t n) const {
+  ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
+  const cuda::DropoutDraw draw{settings_.ratio, ctx.dropout_key, ctx.dropout_counter_slot,
+                               *ctx.dropout_counter - ctx.dropout_counter_start};
+  *ctx.dropout_counter += (n + 3) / 4;
+  return draw;
+}
+
+uint8_t* DropoutMask::KeptOnDevice(RunContext& ctx, size_t n) {
+  return static_cast<uint8_t*>(ctx.device->Address(nullptr, n, kept_dev_));
+}
+#endif
+
 namespace {
 
 // Dropout+Add's residual input.
@@ -34,11 +93,8 @@ constexpr size_t kResidual = 3;
 
 class DropoutOp : public Op {
  public:
-  DropoutOp(Shape shape, float ratio, bool training_mode, bool residual)
-      : shape_(std::move(shape)),
-        ratio_(ratio),
-        training_mode_(training_mode),
-        residual_(residual) {}
+  DropoutOp(Shape shape, DropoutSettings settings, bool residual)
+      : shape_(std::move(shape)), mask_(settings), residual_(residual) {}
 
   std::vector<ValueInfo> OutputInfos() const override {
     if (residual_) return {{DType::kFloat32, shape_}};
@@ -49,10 +105,9 @@ class DropoutOp : public Op {
     const Value& x = *in[0];
     const Value* residual = residual_ ? in[kResidual] : nullptr;
     const size_t n = x.size();
-    dropped_ = ctx.training && training_mode_;
+    mask_.Start(ctx);
     ES_RUN_ON_DEVICE(ctx, ForwardOnDevice(ctx, x, residual, out));
-    if (!dropped_) {
-      kept_.clear();
+    if (!mask_.dropped()) {
       if (out[0] != nullptr && residual != nullptr) {
         for (size_t i = 0; i < n; ++i) out[0]->floats[i] = residual->floats[i] + x.floats[i];
       } else if (out[0] != nullptr) {
@@ -61,15 +116,13 @@ class DropoutOp : public Op {
       if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(n, 1);
       return;
     }
-    ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
-    kept_.resize(n);
     std::vector<float> y(n);
-    cpu::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter,
-                 x.floats.data(), residual != nullptr ? residual->floats.data() : nullptr, y.data(),
-                 kept_.data());
-    *ctx.dropout_counter += (n + 3) / 4;
+    mask_.Forward(ctx, n, x.floats.data(), residual != nullptr ? residual->floats.data() : nullptr,
+                  y.data());
     if (out[0] != nullptr) out[0]->floats = std::move(y);
-    if (out.size() > 1 && out[1] != nullptr) out[1]->ints.assign(kept_.begin(), kept_.end());
+    if (out.size() > 1 && out[1] != nullptr) {
+      out[1]->ints.assign(mask_.kept().begin(), mask_.kept().end());
+    }
   }
   bool OutputOptional(size_t o) const override { return o == 1; }
   bool HasGradient(size_t i) const override { return i == 0 || (residual_ && i == kResidual); }
@@ -87,12 +140,11 @@ class DropoutOp : public Op {
     // The residual's where the runtime did not hand dY on (a parameter's).
     if (dresidual != nullptr) dresidual->floats = dout[0]->floats;
     if (din[0] == nullptr) return;
-    if (!dropped_) {
+    if (!mask_.dropped()) {
       din[0]->floats = dout[0]->floats;
       return;
     }
-    cpu::DropoutBackward(kept_.size(), ratio_, kept_.data(), dout[0]->floats.data(),
-                         din[0]->floats.data());
+    mask_.Backward(dout[0]->size(), dout[0]->floats.data(), din[0]->floats.data());
   }
 
   bool RunsOnDevice() const override { return true; }
@@ -105,7 +157,7 @@ class DropoutOp : public Op {
     Value* y = out[0];
     Value* mask = out.size() > 1 ? out[1] : nullptr;
     const float* r = residual != nullptr ? DeviceData(ctx, *residual) : nullptr;
-    if (!dropped_) {
+    if (!mask_.dropped()) {
       if (y != nullptr && r != nullptr) {
         CheckLaunch(cuda::Add(n, r, DeviceData(ctx, x), DeviceData(ctx, *y), StreamOf(ctx)),
                     "Dropout+Add");
@@ -113,79 +165,43 @@ class DropoutOp : public Op {
         ctx.device->Copy(x.bytes(), DeviceData(ctx, x), DeviceData(ctx, *y));
       }
     } else {
-      ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
-      CheckLaunch(
-          cuda::Dropout(n, ratio_, ctx.dropout_key.k0, ctx.dropout_key.k1, ctx.dropout_counter_slot,
-                        *ctx.dropout_counter - ctx.dropout_counter_start, DeviceData(ctx, x), r,
-                        y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
-                        KeptOnDevice(ctx, n), StreamOf(ctx)),
-          "Dropout");
-      *ctx.dropout_counter += (n + 3) / 4;
+      CheckLaunch(cuda::Dropout(n, mask_.Draw(ctx, n), DeviceData(ctx, x), r,
+                                y != nullptr ? DeviceData(ctx, *y) : DeviceScratch(ctx, y_dev_, n),
+                                mask_.KeptOnDevice(ctx, n), StreamOf(ctx)),
+                  "Dropout");
     }
     if (mask == nullptr) return;
-    CheckLaunch(cuda_ops::DropoutMaskOutput(n, dropped_ ? KeptOnDevice(ctx, n) : nullptr,
-                                            DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
-                "Dropout mask");
+    CheckLaunch(
+        cuda_ops::DropoutMaskOutput(n, mask_.dropped() ? mask_.KeptOnDevice(ctx, n) : nullptr,
+                                    DeviceData<int64_t>(ctx, *mask), StreamOf(ctx)),
+        "Dropout mask");
   }
   void BackwardOnDevice(RunContext& ctx, const Value& dy, Value* dx, Value* dresidual) {
     if (dresidual != nullptr) {
       ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, *dresidual));
     }
     if (dx == nullptr) return;
-    if (!dropped_) {
+    if (!mask_.dropped()) {
       ctx.device->Copy(dy.bytes(), DeviceData(ctx, dy), DeviceData(ctx, *dx));
       return;
     }
-    CheckLaunch(cuda::DropoutBackward(dy.size(), ratio_, KeptOnDevice(ctx, dy.size()),
+    CheckLaunch(cuda::DropoutBackward(dy.size(), mask_.ratio(), mask_.KeptOnDevice(ctx, dy.size()),
                                       DeviceData(ctx, dy), DeviceData(ctx, *dx), StreamOf(ctx)),
                 "Dropout gradient");
-  }
-  // The last forward's kept flags on the device, one byte an element.
-  uint8_t* KeptOnDevice(RunContext& ctx, size_t n) {
-    return static_cast<uint8_t*>(ctx.device->Address(nullptr, n, kept_dev_));
   }
 #endif
 
   Shape shape_;
-  float ratio_;
-  bool training_mode_;
-  bool residual_;                  // a Dropout+Add
-  DeviceMirror kept_dev_, y_dev_;  // on a device: the last forward's kept_, an unread output
-  bool dropped_ = false;           // whether the last forward dropped (trained)
-  std::vector<uint8_t> kept_;      // which elements it kept (1) or dropped (0)
+  DropoutMask mask_;
+  bool residual_;       // a Dropout+Add
+  DeviceMirror y_dev_;  // on a device: an unread output
 };
 
 StatusOr<std::unique_ptr<Op>> MakeDropoutOp(const Node& node, int64_t opset,
                                             const std::vector<OpInput>& inputs, bool residual) {
   ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "data", DType::kFloat32));
-  const ValueInfo* x = inputs[0].info;
-  float ratio = 0.5f;
-  bool training_mode = true;
-  if (opset >= 12) {
-    if (HasInput(inputs, 1)) {
-      const ConstantTensor* c = inputs[1].constant;
-      if (c == nullptr) return NodeError(node, "ratio input is not known at load time");
-      if (c->dtype != DType::kFloat32 || c->floats.size() != 1) {
-        return NodeError(node, "ratio input must be one float32");
-      }
-      ratio = c->floats[0];
-    }
-    training_mode = false;
-    if (HasInput(inputs, 2)) {
-      const ConstantTensor* c = inputs[2].constant;
-      if (c == nullptr) return NodeError(node, "training_mode input is not known at load time");
-      if (c->dtype != DType::kBool || c->ints.size() != 1) {
-        return NodeError(node, "training_mode input must be one bool");
-      }
-      training_mode = c->ints[0] != 0;
-    }
-  } else {
-    ES_ASSIGN_OR_RETURN(ratio, node.Get<float>("ratio", 0.5f));
-  }
-  if (!(ratio >= 0.0f && ratio < 1.0f)) {
-    return NodeError(node, absl::StrCat("ratio ", ratio, " is not in [0, 1)"));
-  }
-  return std::make_unique<DropoutOp>(x->shape, ratio, training_mode, residual);
+  ES_ASSIGN_OR_RETURN(const DropoutSettings settings, ReadDropoutSettings(node, opset, inputs));
+  return std::make_unique<DropoutOp>(inputs[0].info->shape, settings, residual);
 }
 
 }  // namespace

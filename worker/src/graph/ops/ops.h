@@ -99,6 +99,9 @@ StatusOr<std::unique_ptr<Op>> MakeSoftmax(const Node& node, int64_t opset,
 // "Mul+Softmax": graph/fusion.h's FuseScaledSoftmax's node (softmax.cc).
 StatusOr<std::unique_ptr<Op>> MakeScaledSoftmax(const Node& node, int64_t opset,
                                                 const std::vector<OpInput>& inputs);
+// "Softmax+Dropout": graph/fusion.h's FuseSoftmaxDropouts's node (softmax.cc).
+StatusOr<std::unique_ptr<Op>> MakeSoftmaxDropout(const Node& node, int64_t opset,
+                                                 const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSoftmaxCrossEntropyLoss(const Node& node, int64_t opset,
                                                           const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeSplit(const Node& node, int64_t opset,
