@@ -342,9 +342,8 @@ bool DropsAlone(const Node& d, const Readers& r) {
   return d.outputs.size() == 1 || d.outputs[1].empty() || !r.Read(d.outputs[1]);
 }
 
-// The Dropout's output and its unread mask, which go when it fuses.
-void DropoutOutputsGo(const Node& dropout, std::vector<std::string>& gone) {
-  gone.push_back(dropout.outputs[0]);
+// A fused Dropout's unread mask (DropsAlone), which goes.
+void UnreadMaskGoes(const Node& dropout, std::vector<std::string>& gone) {
   if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
     gone.push_back(dropout.outputs[1]);
 }
@@ -386,7 +385,8 @@ int FuseDropoutAdds(Graph& graph) {
   return FusePairs(
       graph, ResidualDropoutAt, &ResidualDropout::add,
       [](Node& dropout, const Node& add, const ResidualDropout& f, std::vector<std::string>& gone) {
-        DropoutOutputsGo(dropout, gone);
+        gone.push_back(dropout.outputs[0]);  // the dropped values
+        UnreadMaskGoes(dropout, gone);
         Node fused_node;
         fused_node.name = dropout.name + "+Add";
         fused_node.op = "Dropout+Add";
@@ -473,18 +473,17 @@ int FuseSoftmaxDropouts(Graph& graph) {
   return FusePairs(graph, DroppedSoftmaxAt, &DroppedSoftmax::dropout,
                    [](Node& softmax, const Node& dropout, const DroppedSoftmax&,
                       std::vector<std::string>& gone) {
-                     if (dropout.outputs.size() == 2 && !dropout.outputs[1].empty())
-                       gone.push_back(dropout.outputs[1]);  // the unread mask
+                     UnreadMaskGoes(dropout, gone);
                      Node fused_node;
                      fused_node.name = softmax.name + "+Dropout";
                      fused_node.op = "Softmax+Dropout";
                      fused_node.inputs = dropout.inputs;
                      fused_node.inputs[0] = softmax.inputs[0];
                      fused_node.outputs = {dropout.outputs[0], softmax.outputs[0]};
-                     fused_node.attributes = softmax.attributes;  // its axis and scale
-                     for (const auto& [name, value] : dropout.attributes) {
-                       if (name == "ratio") fused_node.attributes[name] = value;  // before opset 12
-                     }
+                     fused_node.attributes = softmax.attributes;           // its axis and scale
+                     const auto ratio = dropout.attributes.find("ratio");  // before opset 12
+                     if (ratio != dropout.attributes.end())
+                       fused_node.attributes["ratio"] = ratio->second;
                      softmax = std::move(fused_node);
                    });
 }

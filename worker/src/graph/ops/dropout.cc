@@ -59,13 +59,18 @@ StatusOr<DropoutSettings> ReadDropoutSettings(const Node& node, int64_t opset,
   return s;
 }
 
+uint64_t DropoutMask::TakeCounter(RunContext& ctx, size_t n) {
+  ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
+  const uint64_t at = *ctx.dropout_counter;
+  *ctx.dropout_counter += (n + 3) / 4;
+  return at;
+}
+
 void DropoutMask::Forward(RunContext& ctx, size_t n, const float* x, const float* residual,
                           float* y) {
-  ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
   kept_.resize(n);
-  cpu::Dropout(n, settings_.ratio, ctx.dropout_key.k0, ctx.dropout_key.k1, *ctx.dropout_counter, x,
+  cpu::Dropout(n, settings_.ratio, ctx.dropout_key.k0, ctx.dropout_key.k1, TakeCounter(ctx, n), x,
                residual, y, kept_.data());
-  *ctx.dropout_counter += (n + 3) / 4;
 }
 
 void DropoutMask::Backward(size_t n, const float* dy, float* dx) const {
@@ -74,11 +79,8 @@ void DropoutMask::Backward(size_t n, const float* dy, float* dx) const {
 
 #ifdef EASYSCALE_WITH_CUDA
 cuda::DropoutDraw DropoutMask::Draw(RunContext& ctx, size_t n) const {
-  ES_CHECK(ctx.dropout_counter != nullptr) << "Dropout in training needs the EST's counter";
-  const cuda::DropoutDraw draw{settings_.ratio, ctx.dropout_key, ctx.dropout_counter_slot,
-                               *ctx.dropout_counter - ctx.dropout_counter_start};
-  *ctx.dropout_counter += (n + 3) / 4;
-  return draw;
+  return {settings_.ratio, ctx.dropout_key, ctx.dropout_counter_slot,
+          TakeCounter(ctx, n) - ctx.dropout_counter_start};
 }
 
 uint8_t* DropoutMask::KeptOnDevice(RunContext& ctx, size_t n) {

@@ -30,12 +30,11 @@ class DropoutMask {
  public:
   explicit DropoutMask(DropoutSettings settings) : settings_(settings) {}
 
-  // Starts a forward pass; whether it drops (RunContext.training and the
-  // node's training_mode).
-  bool Start(const RunContext& ctx) {
+  // Starts a forward pass: it drops where RunContext.training and the node's
+  // training_mode are both set (dropped()).
+  void Start(const RunContext& ctx) {
     dropped_ = ctx.training && settings_.training_mode;
     if (!dropped_) kept_.clear();
-    return dropped_;
   }
   // Whether the last forward pass dropped.
   bool dropped() const { return dropped_; }
@@ -58,6 +57,9 @@ class DropoutMask {
 #endif
 
  private:
+  // The EST's counter where n numbers are drawn, advanced past them.
+  static uint64_t TakeCounter(RunContext& ctx, size_t n);
+
   DropoutSettings settings_;
   bool dropped_ = false;
   std::vector<uint8_t> kept_;
