@@ -208,6 +208,19 @@ TEST_F(GraphDeviceTest, Conv) {
       MakeNode("Conv", {"x", "w"}, {"y"},
                {{"strides", Ints{2, 2}}, {"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}),
       {RandomValue({2, 3, 9, 9}, 47), RandomValue({4, 3, 3, 3}, 48)});
+  // Pointwise (1x1, stride 1, no padding: the planes read directly, the
+  // input gradient as one product): grouped, 16-byte copies (positions a
+  // multiple of 4) in 128x128 tiles, single copies (130 channels) in 128x128
+  // input-gradient tiles, a forward product over two k blocks.
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{2}}}),
+                 {RandomValue({2, 8, 6, 6}, 49), RandomValue({6, 4, 1, 1}, 50)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"}),
+      {RandomValue({4, 64, 64, 64}, 51), RandomValue({256, 64, 1, 1}, 52), RandomValue({256}, 53)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({4, 130, 63, 63}, 54), RandomValue({8, 130, 1, 1}, 55)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"}),
+                 {RandomValue({1, 4100, 2, 3}, 56), RandomValue({3, 4100, 1, 1}, 57)});
   // Depthwise: strided with a weight gradient over two k blocks, and 5x5.
   ExpectSameBits(
       MakeNode("Conv", {"x", "w", "b"}, {"y"},

@@ -2,7 +2,9 @@
 // tiled kernel (tiled_gemm.cuh), each operand gathered from the NCHW tensors
 // as the tile needs it (no columns in memory), in conv.cc's orders; the
 // input gradient's fold for products too deep for one k block. A strided
-// convolution's input gradient runs one product per stride phase.
+// convolution's input gradient runs one product per stride phase (a phase no
+// tap reads is stored as zeros); a pointwise one's input gradient is one
+// product, read from the weights and dY as they are stored.
 #include <algorithm>
 
 #include "cuda/tiled_gemm.cuh"
@@ -16,6 +18,7 @@ namespace {
 using cuda::tiled::AlongK;
 using cuda::tiled::AlongTile;
 using cuda::tiled::AsyncRing;
+using cuda::tiled::kThreads;
 using cuda::tiled::RegisterSlices;
 using cuda::tiled::RowsSource;
 
@@ -60,7 +63,7 @@ struct StridePhase {
   }
   // Whether tap t can read the phase's elements; where it cannot, TapReads
   // is false for every one of them.
-  __device__ bool Reads(const cpu::ConvGeometry& g, int t) const {
+  __host__ __device__ bool Reads(const cpu::ConvGeometry& g, int t) const {
     return (py + g.PT - t / g.KW * g.DH) % g.SH == 0 && (px + g.PL - t % g.KW * g.DW) % g.SW == 0;
   }
 };
@@ -153,14 +156,86 @@ struct ColumnsSource {
   int2 taps_[kCopies];  // the next slice's
 };
 
+// Whether a convolution is pointwise: 1x1, stride 1, no padding. Its
+// columns are the input's planes themselves (no table, no bounds), and its
+// input gradient has one tap: the forward product of the transposed weights
+// and dY.
+bool Pointwise(const cpu::ConvGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 &&
+         g.OH == g.H && g.OW == g.W;
+}
+
+// Where index i of a k-major operand starts: a dense matrix's column i.
+struct DenseIndex {
+  __device__ size_t Offset(int i) const { return i; }
+};
+// Where column n = (b, p) of a group's planes starts: sample b's position p.
+struct PlaneIndex {
+  int groups, group, channels, plane;
+  __device__ size_t Offset(int n) const {
+    return GroupStart(n / plane, groups, group, channels, plane) + n % plane;
+  }
+};
+
+// An operand stored k-major on the ring: element (i, k) of tile index i (a
+// row of A, a column of B) at p + index.Offset(i) + k * k_step, copied a
+// slice row at a time, four indices in one 16-byte copy where `vectors` (four
+// consecutive indices from a multiple of 4 adjacent in memory, p and k_step
+// keeping them 16-byte aligned), else one element per copy.
+template <int kTile, class Index>
+struct KMajorSource {
+  using Pipeline = AsyncRing;
+  static constexpr int kBK = Pipeline::kBK, kTileRows = kTile;
+  static constexpr int kPad = 4;                          // keeps the slice rows 16-byte aligned
+  static constexpr int kVectors = kTile / 4 * kBK;        // a slice's 16-byte copies
+  static constexpr int kCopies = kTile * kBK / kThreads;  // a thread's single copies a slice
+  const float* p;
+  Index index;
+  size_t k_step;
+  int count;  // A's rows or B's columns
+  bool vectors;
+
+  __device__ void Start(int tile0, int k_begin, int k_count) {
+    const int i = tile0 + (vectors ? static_cast<int>(threadIdx.x) % (kTile / 4) * 4
+                                   : static_cast<int>(threadIdx.x) % kTile);
+    inside_ = vectors ? min(4, count - i) : i < count;
+    base_ = p + (inside_ > 0 ? index.Offset(i) : 0) + k_begin * k_step;
+    k_count_ = k_count;
+  }
+  __device__ void Tap(int) {}
+  __device__ void Copy(int k0, float* slice) const {
+    if (vectors) {
+      if (threadIdx.x >= kVectors) return;  // 64-wide tiles: half the threads
+      const int k = threadIdx.x / (kTile / 4);
+      const bool valid = inside_ > 0 && k0 + k < k_count_;
+      cuda::CpAsync16(&slice[k * (kTile + kPad) + threadIdx.x % (kTile / 4) * 4],
+                      valid ? base_ + (k0 + k) * k_step : p, valid ? 4 * inside_ : 0);
+      return;
+    }
+#pragma unroll
+    for (int v = 0; v < kCopies; ++v) {
+      const int k = threadIdx.x / kTile + kThreads / kTile * v;
+      const bool valid = inside_ > 0 && k0 + k < k_count_;
+      cuda::CpAsync4(&slice[k * (kTile + kPad) + threadIdx.x % kTile],
+                     valid ? base_ + (k0 + k) * k_step : p, valid);
+    }
+  }
+
+  // The thread's state, set by Start.
+  const float* base_;
+  int inside_, k_count_;  // inside_: how many of its indices are the operand's
+};
+
 // The forward product's output, written into the group's NCHW channels,
-// chained from the bias.
+// chained from the bias; or a pointwise convolution's input gradient, its one
+// tap's chain (from 0) added to +0 as InputGradSink's tap sum adds it.
 struct NchwSink {
   static constexpr bool kTapSum = false;
   using ColumnT = size_t;  // the column's (b, p) offset in y
   float* y;
   const float* bias;  // the group's, or null
   int P, channels, first;
+  bool tap_sum;
 
   __device__ void Start(int) {}
   __device__ size_t Column(int n) const {
@@ -168,7 +243,7 @@ struct NchwSink {
   }
   __device__ float Init(int m, int) const { return bias != nullptr ? bias[m] : 0.0f; }
   __device__ void Store(int m, size_t col, float v) const {
-    y[col + static_cast<size_t>(m) * P] = v;
+    y[col + static_cast<size_t>(m) * P] = tap_sum ? 0.0f + v : v;
   }
 };
 
@@ -334,6 +409,30 @@ struct ColumnsByPositionSource {
   int columns_;       // its first columns_ columns are the product's
 };
 
+// The forward product into y with the sources make_a(tile_m) and
+// make_b(tile_n): one launch when kc fits a k block; else the blocks' sum
+// into channel-major rows cm, then into y. Two blocks per SM in 128x128 tiles
+// too: the ring stages nothing in registers, so the gathered columns fit 128
+// a thread (at one block an SM, ResNet-50's forward products took 20.78 ms
+// against 20.22: BENCHMARKS, issue 19 run 29).
+template <class MakeA, class MakeB>
+cudaError_t ForwardProduct(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
+                           MakeA&& make_a, MakeB&& make_b, const float* bias, float* cm, float* y,
+                           cudaStream_t stream) {
+  const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
+  if (kc <= formulas::kGemmKBlock) {
+    const NchwSink sink{y, bias, P, groups * M, group * M, false};
+    return cuda::tiled::WithTiles(M, columns, 1, [&](auto tm, auto tn) {
+      return cuda::tiled::LaunchTiled<2>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
+    });
+  }
+  cudaError_t err = FillRows(M, columns, bias, cm, stream);
+  if (err == cudaSuccess) {
+    err = cuda::tiled::RunTiledDense<2>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
+  }
+  return err == cudaSuccess ? GroupLayout(B, groups * M, group, M, P, true, cm, y, stream) : err;
+}
+
 }  // namespace
 
 cudaError_t ConvTapTable(const cpu::ConvGeometry& g, int2* table, cudaStream_t stream) {
@@ -351,21 +450,20 @@ cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeom
   const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
   // The ring copies the weights element by element (no float4 loads).
   auto make_a = [&](auto tm) { return RowsSource<tm, AsyncRing>{w, kc, M, 0, false}; };
-  auto make_b = [&](auto tn) { return ColumnsSource<tn>{x, table, g, groups, group, columns}; };
-  // Two blocks per SM in 128x128 tiles too: the ring stages nothing in
-  // registers, so the gathered columns fit 128 a thread.
-  if (kc <= formulas::kGemmKBlock) {
-    const NchwSink sink{y, bias, P, groups * M, group * M};
-    return cuda::tiled::WithTiles(M, columns, 1, [&](auto tm, auto tn) {
-      return cuda::tiled::LaunchTiled<2>(M, columns, kc, 1, make_a(tm), make_b(tn), sink, stream);
-    });
+  if (Pointwise(g)) {
+    const bool vectors = P % 4 == 0 && cuda::Aligned16(x);
+    return ForwardProduct(
+        B, groups, group, M, g, make_a,
+        [&](auto tn) {
+          return KMajorSource<tn, PlaneIndex>{
+              x, {groups, group, g.C, P}, size_t{1} * P, columns, vectors};
+        },
+        bias, cm, y, stream);
   }
-  // Several k blocks: their sum into channel-major rows, then into y.
-  cudaError_t err = FillRows(M, columns, bias, cm, stream);
-  if (err == cudaSuccess) {
-    err = cuda::tiled::RunTiledDense<2>(M, columns, kc, make_a, make_b, cm, columns, true, stream);
-  }
-  return err == cudaSuccess ? GroupLayout(B, groups * M, group, M, P, true, cm, y, stream) : err;
+  return ForwardProduct(
+      B, groups, group, M, g, make_a,
+      [&](auto tn) { return ColumnsSource<tn>{x, table, g, groups, group, columns}; }, bias, cm, y,
+      stream);
 }
 
 cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
@@ -373,6 +471,20 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
                           cudaStream_t stream) {
   if (M > formulas::kGemmKBlock) return cudaErrorNotSupported;
   const int taps = g.KH * g.KW, C = g.C, kc = C * taps;
+  if (Pointwise(g)) {
+    // dX's planes = W^T [C][M] x dY's planes, on the forward's ring: A reads
+    // W [M][C] k-major (no transposed copy), B dY's planes.
+    const int P = g.H * g.W, columns = B * P;
+    const bool a_vectors = C % 4 == 0 && cuda::Aligned16(w);
+    const bool b_vectors = P % 4 == 0 && cuda::Aligned16(dy);
+    const NchwSink sink{dx, nullptr, P, groups * C, group * C, true};
+    return cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
+      const KMajorSource<tm, DenseIndex> a{w, {}, size_t{1} * C, C, a_vectors};
+      const KMajorSource<tn, PlaneIndex> b{
+          dy, {groups, group, M, P}, size_t{1} * P, columns, b_vectors};
+      return cuda::tiled::LaunchTiled<2>(C, columns, M, 1, a, b, sink, stream);
+    });
+  }
   // wt [tap][c][m] = w[m][c][tap]: each tap's A, rows c.
   cudaError_t err =
       cuda::LaunchForEach(static_cast<size_t>(kc) * M, stream, [=] __device__(size_t e) {
@@ -388,6 +500,22 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
       const StridePhase phase{py, px, (g.H - py + g.SH - 1) / g.SH, (g.W - px + g.SW - 1) / g.SW};
       const int columns = B * phase.rows * phase.cols;
       const InputGradSink sink{dx, g, groups, group, phase};
+      bool read = false;
+      for (int t = 0; t < taps && !read; ++t) read = phase.Reads(g, t);
+      if (!read) {
+        // No tap reads the phase (a 1x1 kernel's strides skip it): its sums
+        // over no taps are +0, stored without a product.
+        const size_t plane = static_cast<size_t>(g.H) * g.W;
+        err =
+            cuda::LaunchForEach(static_cast<size_t>(C) * columns, stream, [=] __device__(size_t e) {
+              int b, iy, ix;
+              phase.Element(g, static_cast<int>(e % columns), b, iy, ix);
+              dx[GroupStart(b, groups, group, C, plane) + e / columns * plane +
+                 static_cast<size_t>(iy) * g.W + ix] = 0.0f;
+            });
+        if (err != cudaSuccess) return err;
+        continue;
+      }
       err = cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
         const RowsSource<tm, RegisterSlices> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
         const OutputGradSource<tn> b{dy, g, groups, group, M, columns, phase};
