@@ -531,7 +531,10 @@ cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvG
                            int k_block, const int2* table, const float* x, const float* dy,
                            float* dw, cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW;
-  return cuda::tiled::RunTiledDense<2>(
+  // 128x128 tiles at one block an SM: capped at two, the registers spilled
+  // (104 bytes a thread; their FMA pipes 38-40% busy) and ResNet-50's step
+  // ran 3% slower (BENCHMARKS, issue 19 run 29).
+  return cuda::tiled::RunTiledDense<1>(
       M, kc, B * g.OH * g.OW,
       [&](auto tm) {
         return OutputGradRowsSource<tm>{dy, g, groups, group, M};
