@@ -45,6 +45,12 @@ struct ConvGeometry {
   int DH, DW;   // dilations
   int OH, OW;   // output size
 };
+// Whether the kernel is pointwise: 1x1, stride 1, no padding, so its columns
+// are the input itself (no im2col, no tap table).
+inline bool IsPointwise(const ConvGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 &&
+         g.OH == g.H && g.OW == g.W;
+}
 void Im2ColImage(const ConvGeometry& g, const float* x, float* cols, size_t ld);
 // The output columns [lo, hi) whose input column ox * SW + x0 is in the image.
 inline std::pair<int, int> InsideColumns(const ConvGeometry& g, int x0) {

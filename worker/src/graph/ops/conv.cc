@@ -45,9 +45,7 @@ class Conv final : public Op {
     geo_ = w.Geometry(w.channels / group);
     kc_ = geo_.C * geo_.KH * geo_.KW;
     p_ = geo_.OH * geo_.OW;
-    // A 1x1, stride-1, unpadded kernel's columns are the input itself.
-    direct_ = geo_.KH == 1 && geo_.KW == 1 && geo_.SH == 1 && geo_.SW == 1 && geo_.PT == 0 &&
-              geo_.PL == 0 && geo_.OH == geo_.H && geo_.OW == geo_.W;
+    direct_ = cpu::IsPointwise(geo_);
     depthwise_ = geo_.C == 1 && mg_ == 1 && !direct_;
     hp_ = (geo_.OH - 1) * geo_.SH + (geo_.KH - 1) * geo_.DH + 1;
     wp_ = (geo_.OW - 1) * geo_.SW + (geo_.KW - 1) * geo_.DW + 1;

@@ -156,15 +156,6 @@ struct ColumnsSource {
   int2 taps_[kCopies];  // the next slice's
 };
 
-// Whether a convolution is pointwise: 1x1, stride 1, no padding. Its
-// columns are the input's planes themselves (no table, no bounds), and its
-// input gradient has one tap: the forward product of the transposed weights
-// and dY.
-bool Pointwise(const cpu::ConvGeometry& g) {
-  return g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 &&
-         g.OH == g.H && g.OW == g.W;
-}
-
 // Where index i of a k-major operand starts: a dense matrix's column i.
 struct DenseIndex {
   __device__ size_t Offset(int i) const { return i; }
@@ -450,7 +441,7 @@ cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeom
   const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
   // The ring copies the weights element by element (no float4 loads).
   auto make_a = [&](auto tm) { return RowsSource<tm, AsyncRing>{w, kc, M, 0, false}; };
-  if (Pointwise(g)) {
+  if (cpu::IsPointwise(g)) {
     const bool vectors = P % 4 == 0 && cuda::Aligned16(x);
     return ForwardProduct(
         B, groups, group, M, g, make_a,
@@ -471,7 +462,7 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
                           cudaStream_t stream) {
   if (M > formulas::kGemmKBlock) return cudaErrorNotSupported;
   const int taps = g.KH * g.KW, C = g.C, kc = C * taps;
-  if (Pointwise(g)) {
+  if (cpu::IsPointwise(g)) {
     // dX's planes = W^T [C][M] x dY's planes, on the forward's ring: A reads
     // W [M][C] k-major (no transposed copy), B dY's planes.
     const int P = g.H * g.W, columns = B * P;
@@ -499,7 +490,6 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
     for (int px = 0; px < std::min(g.SW, g.W); ++px) {
       const StridePhase phase{py, px, (g.H - py + g.SH - 1) / g.SH, (g.W - px + g.SW - 1) / g.SW};
       const int columns = B * phase.rows * phase.cols;
-      const InputGradSink sink{dx, g, groups, group, phase};
       bool read = false;
       for (int t = 0; t < taps && !read; ++t) read = phase.Reads(g, t);
       if (!read) {
@@ -516,6 +506,7 @@ cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGe
         if (err != cudaSuccess) return err;
         continue;
       }
+      const InputGradSink sink{dx, g, groups, group, phase};
       err = cuda::tiled::WithTiles(C, columns, 1, [&](auto tm, auto tn) {
         const RowsSource<tm, RegisterSlices> a{wt, M, C, static_cast<size_t>(C) * M, wt_vectors};
         const OutputGradSource<tn> b{dy, g, groups, group, M, columns, phase};
