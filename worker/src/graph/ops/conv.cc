@@ -206,7 +206,8 @@ class Conv final : public Op {
   // per tap's chain of a k block) and every other one its three products as
   // implicit GEMMs (the 1x1 shortcut above gives the same bits), with the
   // pass's transient scratch: slot 0 the tap table, 1 channel-major rows of Y
-  // or dY, 2 W^T per tap (or the columns of dX's fallback), 3 W^T.
+  // or dY, 2 W^T per tap (or the columns of dX's fallback), 3 W^T (the
+  // forward product's A, k-major; dX's fallback).
   bool RunsOnDevice() const override { return true; }
 
  private:
@@ -230,13 +231,14 @@ class Conv final : public Op {
       return;
     }
     const int2* table = TapTable(ctx);
+    float* wt = TransientScratch(ctx, 3, static_cast<size_t>(kc_) * mg_);
     float* cm = kc_ > formulas::kGemmKBlock
                     ? TransientScratch(ctx, 1, static_cast<size_t>(mg_) * batch_ * p_)
                     : nullptr;
     for (int g = 0; g < group_; ++g) {
       CheckLaunch(cuda_ops::ConvForward(batch_, group_, g, mg_, geo_, table, x,
                                         w + static_cast<size_t>(g) * mg_ * kc_,
-                                        bias != nullptr ? bias + g * mg_ : nullptr, cm, y, st),
+                                        bias != nullptr ? bias + g * mg_ : nullptr, wt, cm, y, st),
                   "Conv");
     }
   }

@@ -437,10 +437,17 @@ cudaError_t ConvTapTable(const cpu::ConvGeometry& g, int2* table, cudaStream_t s
 
 cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
                         const int2* table, const float* x, const float* w, const float* bias,
-                        float* cm, float* y, cudaStream_t stream) {
+                        float* wt, float* cm, float* y, cudaStream_t stream) {
   const int kc = g.C * g.KH * g.KW, P = g.OH * g.OW, columns = B * P;
-  // The ring copies the weights element by element (no float4 loads).
-  auto make_a = [&](auto tm) { return RowsSource<tm, AsyncRing>{w, kc, M, 0, false}; };
+  // A from the weights k-major, wt [kc][M]: the ring copies four filters at
+  // once where M keeps them aligned (from W [M][kc] it copied one element a
+  // copy).
+  cudaError_t err = cuda::Transpose(M, kc, w, wt, stream);
+  if (err != cudaSuccess) return err;
+  const bool a_vectors = M % 4 == 0 && cuda::Aligned16(wt);
+  auto make_a = [&](auto tm) {
+    return KMajorSource<tm, DenseIndex>{wt, {}, static_cast<size_t>(M), M, a_vectors};
+  };
   if (cpu::IsPointwise(g)) {
     const bool vectors = P % 4 == 0 && cuda::Aligned16(x);
     return ForwardProduct(
