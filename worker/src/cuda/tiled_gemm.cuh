@@ -83,15 +83,15 @@ __device__ __forceinline__ void LoadFour(const float* src, bool full, int inside
 }
 
 // A dense row-major A over kTile rows: element (r, k) at p[r * ld + k],
-// loaded as float4s along k when aligned, or copied kBK consecutive k of
-// 32 / kBK rows a warp.
+// loaded as float4s along k when aligned.
 template <int kTile, class PipelineT>
 struct RowsSource {
   using Pipeline = PipelineT;
+  static_assert(!Pipeline::kAsync, "loads through registers");
   static constexpr int kBK = Pipeline::kBK, kTileRows = kTile;
   static constexpr int kPad = 4;  // keeps float4 alignment, shifts banks between k rows
   static constexpr int kVec = kTile * kBK / 4 / kThreads;  // Load's float4s
-  static constexpr int kRegs = 4 * kVec, kCopies = kTile * kBK / kThreads;
+  static constexpr int kRegs = 4 * kVec;
   const float* p;
   int ld, rows;
   size_t tap_step;  // Tap(t) reads p + t * tap_step
@@ -123,17 +123,6 @@ struct RowsSource {
       for (int q = 0; q < 4; ++q) slice[(k + q) * (kTile + kPad) + r] = regs[4 * v + q];
     }
   }
-  __device__ void Copy(int k0, float* slice) const {
-#pragma unroll
-    for (int v = 0; v < kCopies; ++v) {
-      const int idx = threadIdx.x + v * kThreads;
-      const int r = idx / kBK, k = idx % kBK;
-      const bool valid = r0_ + r < rows && k0 + k < k_count_;
-      CpAsync4(&slice[k * (kTile + kPad) + r],
-               valid ? base_ + static_cast<size_t>(r0_ + r) * ld + k0 + k : p, valid);
-    }
-  }
-
   // The thread's state, set by Start.
   const float* base_;
   int r0_, k_begin_, k_count_;

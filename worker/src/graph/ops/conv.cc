@@ -230,7 +230,7 @@ class Conv final : public Op {
                   "Conv depthwise");
       return;
     }
-    const int2* table = TapTable(ctx);
+    const int2* table = direct_ ? nullptr : TapTable(ctx);
     float* wt = TransientScratch(ctx, 3, static_cast<size_t>(kc_) * mg_);
     float* cm = kc_ > formulas::kGemmKBlock
                     ? TransientScratch(ctx, 1, static_cast<size_t>(mg_) * batch_ * p_)
@@ -287,7 +287,7 @@ class Conv final : public Op {
       return;
     }
     if (mg_ <= formulas::kGemmKBlock) {
-      float* wt = TransientScratch(ctx, 2, static_cast<size_t>(kc_) * mg_);
+      float* wt = direct_ ? nullptr : TransientScratch(ctx, 2, static_cast<size_t>(kc_) * mg_);
       for (int g = 0; g < group_; ++g) {
         CheckLaunch(cuda_ops::ConvInputGrad(batch_, group_, g, mg_, geo_,
                                             w + static_cast<size_t>(g) * mg_ * kc_, dy, wt, dx, st),

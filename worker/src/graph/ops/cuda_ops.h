@@ -73,14 +73,16 @@ cudaError_t GemmBiasGrad(int m, int n, size_t c_size, float beta, const float* d
 // kx*DW}, which ConvForward and ConvWeightGrad read (the conv's MakeConv keeps
 // the dilated kernel's extent below 2^15);
 cudaError_t ConvTapTable(const cpu::ConvGeometry& g, int2* table, cudaStream_t stream);
-// y's group channels (w, bias: the group's; bias may be null); wt: [C*KH*KW,
-// M] scratch (the weights k-major); cm: [M, B*P] scratch, used only when
-// C*KH*KW > formulas::kGemmKBlock;
+// y's group channels (w, bias: the group's; bias may be null); table: null
+// for a pointwise convolution (cpu::IsPointwise), which reads its planes as
+// they are; wt: [C*KH*KW, M] scratch (the weights k-major); cm: [M, B*P]
+// scratch, used only when C*KH*KW > formulas::kGemmKBlock;
 cudaError_t ConvForward(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
                         const int2* table, const float* x, const float* w, const float* bias,
                         float* wt, float* cm, float* y, cudaStream_t stream);
 // dx of the group's channels (every element written); wt: [C*KH*KW, M]
-// scratch; cudaErrorNotSupported for M > formulas::kGemmKBlock;
+// scratch (null for a pointwise convolution: it reads W as it is);
+// cudaErrorNotSupported for M > formulas::kGemmKBlock;
 cudaError_t ConvInputGrad(int B, int groups, int group, int M, const cpu::ConvGeometry& g,
                           const float* w, const float* dy, float* wt, float* dx,
                           cudaStream_t stream);
