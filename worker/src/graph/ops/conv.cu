@@ -112,6 +112,7 @@ struct ColumnsSource {
   using Layout = AlongTile<kTile, AsyncRing>;
   using Pipeline = AsyncRing;
   static constexpr int kTileRows = kTile, kPad = Layout::kPad, kCopies = Layout::kCopies;
+  static_assert(kTile % 32 == 0 && 32 % kCopies == 0, "a warp's copies share their k");
   const float* x;
   const int2* table;
   cpu::ConvGeometry g;
@@ -132,28 +133,30 @@ struct ColumnsSource {
   __device__ void Tap(int) {}
   // Copies the slice at k0 with the taps the previous copy read (the slices
   // come in order), then reads the next slice's, so the copies need not wait
-  // for the table.
+  // for the table. A warp's threads copy the same k (Layout::K(v) depends on
+  // the warp only), so lane v of each kCopies holds the table entry of copy v
+  // and the others take it by shuffle: two registers a thread, not kCopies
+  // pairs (at 16 k a slice, 128x128 tiles spilled 200 bytes).
   __device__ void Copy(int k0, float* slice) {
 #pragma unroll
     for (int v = 0; v < kCopies; ++v) {
-      const bool valid = ok_ && k0 + Layout::K(v) < k_count_ && Inside(g, iy0_, ix0_, taps_[v]);
-      cuda::CpAsync4(Layout::Slot(v, slice), valid ? x + corner_ + taps_[v].x : x, valid);
+      const int2 tap =
+          make_int2(__shfl_sync(~0u, tap_.x, v, kCopies), __shfl_sync(~0u, tap_.y, v, kCopies));
+      const bool valid = ok_ && k0 + Layout::K(v) < k_count_ && Inside(g, iy0_, ix0_, tap);
+      cuda::CpAsync4(Layout::Slot(v, slice), valid ? x + corner_ + tap.x : x, valid);
     }
     ReadTaps(k0 + Layout::kBK);
   }
   __device__ void ReadTaps(int k0) {
-#pragma unroll
-    for (int v = 0; v < kCopies; ++v) {
-      const int k = k0 + Layout::K(v);
-      taps_[v] = k < k_count_ ? __ldg(table + k_begin_ + k) : make_int2(0, 0);
-    }
+    const int k = k0 + Layout::K(threadIdx.x % kCopies);
+    tap_ = k < k_count_ ? __ldg(table + k_begin_ + k) : make_int2(0, 0);
   }
 
   // The thread's state, set by Start and Copy.
   ptrdiff_t corner_;
   int iy0_, ix0_, k_begin_, k_count_;
   bool ok_;
-  int2 taps_[kCopies];  // the next slice's
+  int2 tap_;  // the next slice's copy threadIdx.x % kCopies
 };
 
 // Where index i of a k-major operand starts: a dense matrix's column i.
@@ -196,11 +199,16 @@ struct KMajorSource {
   __device__ void Tap(int) {}
   __device__ void Copy(int k0, float* slice) const {
     if (vectors) {
-      if (threadIdx.x >= kVectors) return;  // 64-wide tiles: half the threads
-      const int k = threadIdx.x / (kTile / 4);
-      const bool valid = inside_ > 0 && k0 + k < k_count_;
-      cuda::CpAsync16(&slice[k * (kTile + kPad) + threadIdx.x % (kTile / 4) * 4],
-                      valid ? base_ + (k0 + k) * k_step : p, valid ? 4 * inside_ : 0);
+      // The thread's index stays: kThreads is a multiple of kTile / 4.
+#pragma unroll
+      for (int v = 0; v < (kVectors + kThreads - 1) / kThreads; ++v) {
+        const int idx = threadIdx.x + v * kThreads;
+        if (idx >= kVectors) return;  // a slice of fewer vectors than threads
+        const int k = idx / (kTile / 4);
+        const bool valid = inside_ > 0 && k0 + k < k_count_;
+        cuda::CpAsync16(&slice[k * (kTile + kPad) + threadIdx.x % (kTile / 4) * 4],
+                        valid ? base_ + (k0 + k) * k_step : p, valid ? 4 * inside_ : 0);
+      }
       return;
     }
 #pragma unroll
