@@ -181,10 +181,16 @@ class Conv final : public Op {
             dyc = dy_cm_.data();
           }
           if (direct_ && nb == 1) {
-            // Col2Im would only add these (never -0: chains from +0) to a zeroed dX.
-            cpu::Gemm(kc_, width, mg_, wt_.data(), mg_, dyc, static_cast<int>(ld),
-                      Slice(din[0]->floats.data(), b0, g, geo_.C, geo_.H * geo_.W),
+            // The product straight into dX, each chain then added to +0 as
+            // Col2Im's sum over taps adds it (a chain can end at -0: an fma
+            // whose exact result underflows below zero rounds to -0).
+            float* dx = Slice(din[0]->floats.data(), b0, g, geo_.C, geo_.H * geo_.W);
+            cpu::Gemm(kc_, width, mg_, wt_.data(), mg_, dyc, static_cast<int>(ld), dx,
                       static_cast<int>(ld), false);
+            for (int c = 0; c < kc_; ++c) {
+              float* row = dx + static_cast<size_t>(c) * ld;
+              for (int e = 0; e < width; ++e) row[e] = 0.0f + row[e];
+            }
           } else {
             cpu::Gemm(kc_, width, mg_, wt_.data(), mg_, dyc, static_cast<int>(ld), cols_.data(),
                       static_cast<int>(ld), false);

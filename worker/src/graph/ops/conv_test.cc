@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "easyscale/worker/detmath.h"
@@ -195,6 +196,31 @@ TEST(ConvTest, BackwardMatchesTheDocumentedOrder) {
   // Strides, dilations, groups; depthwise.
   ExpectBackwardExact({2, 4, 9, 8, 6, 2, 3, 2, 2, 3, 1, 0, 2, 1, 4, 3});
   ExpectBackwardExact({2, 5, 7, 7, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, 4, 4});
+}
+
+TEST(ConvTest, PointwiseInputGradientAddsItsChainsToPlusZero) {
+  // One filter, so dX = fma(w, dy, +0): -1e-30 * 1e-30 rounds to -0, which
+  // the sum over taps from +0 (the col2im, the device's sinks) turns into +0.
+  // 16x16 planes run one sample a chunk (the product written into dX
+  // directly), 4x4 ones chunks of samples (through the columns).
+  for (const int64_t side : {16, 4}) {
+    SCOPED_TRACE(side);
+    const Geo g{3, 2, side, side, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, side, side};
+    Value x = RandomValue({g.n, g.c, g.h, g.w}, 1), w = RandomValue({g.m, g.c, 1, 1}, 2);
+    Value dy = RandomValue({g.n, g.m, g.oh, g.ow}, 3);
+    std::fill(w.floats.begin(), w.floats.end(), -1e-30f);
+    std::fill(dy.floats.begin(), dy.floats.end(), 1e-30f);
+    testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    Value dx, dw;
+    dx.Reset(DType::kFloat32, x.shape);
+    dw.Reset(DType::kFloat32, w.shape);
+    RunContext ctx;
+    run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {&dx, &dw});
+    for (size_t i = 0; i < dx.size(); ++i) {
+      ASSERT_FALSE(std::signbit(dx.floats[i])) << "dX element " << i << " is -0";
+    }
+  }
 }
 
 TEST(ConvTest, FactoryErrors) {
