@@ -133,6 +133,18 @@ TEST(ConvTest, Gradients) {
   }
 }
 
+// The bias-free convolution's forward pass over x and w, then its backward
+// from dy into dx and dw.
+void RunBackward(const Geo& g, const Value& x, const Value& w, const Value& dy, Value& dx,
+                 Value& dw) {
+  testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  dx.Reset(DType::kFloat32, x.shape);
+  dw.Reset(DType::kFloat32, w.shape);
+  RunContext ctx;
+  run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {&dx, &dw});
+}
+
 // dW against GemmOutput over the flattened (b, p) index in the weight
 // gradient's k blocks, and dX against the col2im of dcols = GemmOutput over
 // the group's m, bit for bit.
@@ -144,13 +156,8 @@ void ExpectBackwardExact(const Geo& g) {
                                                      depthwise ? g.kh * g.kw : kc_n);
   Value x = RandomValue({g.n, g.c, g.h, g.w}, 1), w = RandomValue({g.m, cg, g.kh, g.kw}, 2);
   Value dy = RandomValue({g.n, g.m, g.oh, g.ow}, 3);
-  testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
-  ASSERT_TRUE(run.status.ok()) << run.status;
   Value dx, dw;
-  dx.Reset(DType::kFloat32, x.shape);
-  dw.Reset(DType::kFloat32, w.shape);
-  RunContext ctx;
-  run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {&dx, &dw});
+  ASSERT_NO_FATAL_FAILURE(RunBackward(g, x, w, dy, dx, dw));
   std::vector<float> want_dx(x.size(), 0.0f);
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t grp = 0; grp < g.group; ++grp) {
@@ -210,13 +217,8 @@ TEST(ConvTest, PointwiseInputGradientAddsItsChainsToPlusZero) {
     Value dy = RandomValue({g.n, g.m, g.oh, g.ow}, 3);
     std::fill(w.floats.begin(), w.floats.end(), -1e-30f);
     std::fill(dy.floats.begin(), dy.floats.end(), 1e-30f);
-    testing::OpRun run = RunOp(ConvNode(g, false), {x, w});
-    ASSERT_TRUE(run.status.ok()) << run.status;
     Value dx, dw;
-    dx.Reset(DType::kFloat32, x.shape);
-    dw.Reset(DType::kFloat32, w.shape);
-    RunContext ctx;
-    run.op->Backward(ctx, {&x, &w}, {&run.outputs[0]}, {&dy}, {&dx, &dw});
+    ASSERT_NO_FATAL_FAILURE(RunBackward(g, x, w, dy, dx, dw));
     for (size_t i = 0; i < dx.size(); ++i) {
       ASSERT_FALSE(std::signbit(dx.floats[i])) << "dX element " << i << " is -0";
     }
