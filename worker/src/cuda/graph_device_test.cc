@@ -229,6 +229,22 @@ TEST_F(GraphDeviceTest, Conv) {
   ExpectSameBits(
       MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{4}}, {"pads", Ints{2, 2, 2, 2}}}),
       {RandomValue({2, 4, 9, 9}, 33), RandomValue({4, 1, 5, 5}, 34)});
+  // Depthwise weight-gradient k blocks of 4,096 starting mid-row and across a
+  // sample (planes of 4,900 positions); planes under 32 positions with a 3x5
+  // kernel, stride 3 and dilation 2; stride 2 over an odd height.
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w"}, {"y"}, {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({2, 3, 70, 70}, 58), RandomValue({3, 1, 3, 3}, 59)});
+  ExpectSameBits(MakeNode("Conv", {"x", "w"}, {"y"},
+                          {{"group", int64_t{4}},
+                           {"strides", Ints{3, 2}},
+                           {"dilations", Ints{2, 1}},
+                           {"pads", Ints{2, 1, 2, 1}}}),
+                 {RandomValue({3, 4, 5, 5}, 60), RandomValue({4, 1, 3, 5}, 61)});
+  ExpectSameBits(
+      MakeNode("Conv", {"x", "w", "b"}, {"y"},
+               {{"group", int64_t{5}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+      {RandomValue({2, 5, 9, 10}, 62), RandomValue({5, 1, 3, 3}, 63), RandomValue({5}, 64)});
 }
 
 TEST_F(GraphDeviceTest, BatchNormalization) {

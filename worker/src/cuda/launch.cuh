@@ -39,8 +39,9 @@ cudaError_t LaunchForEach(size_t n, cudaStream_t stream, F f) {
   return cudaGetLastError();
 }
 
-// f(i, c, p) for every element i of a [B, C, P] tensor with its channel c and
-// position p (the per-channel and per-row element passes). A warp takes
+// f(i, c, p, row) for every element i of a [B, C, P] tensor with its channel
+// c, position p and row b * C + c (the per-channel and per-row element passes,
+// the per-plane kernels). A warp takes
 // 32 * kInChannelsPerLane consecutive elements, a lane every 32nd, so its
 // accesses stay contiguous, and a lane follows its channel and position by
 // counting: a 64-bit division per element cost more than the memory traffic.
@@ -58,12 +59,13 @@ __global__ void ForEachInChannelsKernel(size_t n, unsigned C, unsigned P, F f) {
     size_t row = i / P;
     unsigned p = static_cast<unsigned>(i - row * P), c = static_cast<unsigned>(row % C);
     for (unsigned k = 0; k < kInChannelsPerLane && i < n; ++k, i += 32) {
-      f(i, c, p);
+      f(i, c, p, row);
       p += 32;
       if (p < P) continue;
       if (P >= 32) {  // at most one row boundary in 32 positions
         p -= P;
         c = c + 1 == C ? 0 : c + 1;
+        ++row;
       } else {
         row = (i + 32) / P;
         p = static_cast<unsigned>(i + 32 - row * P), c = static_cast<unsigned>(row % C);

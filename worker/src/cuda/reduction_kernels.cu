@@ -220,22 +220,24 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
     });
   });
   if (err != cudaSuccess) return err;
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
-    const float v =
-        formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
-    y[i] = relu ? formulas::Relu(v) : v;
-  });
+  return LaunchForEachInChannels(
+      B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
+        const float v =
+            formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
+        y[i] = relu ? formulas::Relu(v) : v;
+      });
 }
 
 cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
                           const float* beta, float eps, const float* running_mean,
                           const float* running_var, float* y, bool relu, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
-    const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
-    const float v = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
-    y[i] = relu ? formulas::Relu(v) : v;
-  });
+  return LaunchForEachInChannels(
+      B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
+        const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
+        const float v = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
+        y[i] = relu ? formulas::Relu(v) : v;
+      });
 }
 
 cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
@@ -264,11 +266,12 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   });
   if (err != cudaSuccess) return err;
   // dgamma and dbeta now hold the two sums the element pass needs.
-  return LaunchForEachInChannels(B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned) {
-    const float invstd = save_invstd[c];
-    dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
-                                         gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);
-  });
+  return LaunchForEachInChannels(
+      B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
+        const float invstd = save_invstd[c];
+        dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
+                                             gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);
+      });
 }
 
 namespace {

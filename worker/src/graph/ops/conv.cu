@@ -10,6 +10,7 @@
 #include "cuda/tiled_gemm.cuh"
 #include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/cuda_ops.h"
+#include "graph/ops/pool_formulas.h"
 #include "launch.cuh"
 
 namespace easyscale::graph::cuda_ops {
@@ -29,15 +30,24 @@ __device__ __forceinline__ size_t GroupStart(int b, int groups, int group, int c
   return (static_cast<size_t>(b) * groups + group) * channels * plane;
 }
 
+// The output row that kernel row ky reads input row iy from, or -1; the same
+// for columns.
+__device__ __forceinline__ int RowReads(const cpu::ConvGeometry& g, int iy, int ky) {
+  const int oy = StrideQuotient(iy + g.PT - ky * g.DH, g.SH);
+  return oy < g.OH ? oy : -1;
+}
+__device__ __forceinline__ int ColumnReads(const cpu::ConvGeometry& g, int ix, int kx) {
+  const int ox = StrideQuotient(ix + g.PL - kx * g.DW, g.SW);
+  return ox < g.OW ? ox : -1;
+}
+
 // Tap t = (ky, kx) of the input element (iy, ix) reads the output position
 // (oy, ox) when it exists.
 __device__ __forceinline__ bool TapReads(const cpu::ConvGeometry& g, int t, int iy, int ix, int& oy,
                                          int& ox) {
-  const int ty = iy + g.PT - (t / g.KW) * g.DH, tx = ix + g.PL - (t % g.KW) * g.DW;
-  if (ty < 0 || tx < 0 || ty % g.SH != 0 || tx % g.SW != 0) return false;
-  oy = ty / g.SH;
-  ox = tx / g.SW;
-  return oy < g.OH && ox < g.OW;
+  oy = RowReads(g, iy, t / g.KW);
+  ox = ColumnReads(g, ix, t % g.KW);
+  return oy >= 0 && ox >= 0;
 }
 
 // Whether the tap of a TapTable entry lands inside the image from the window
@@ -549,44 +559,56 @@ cudaError_t ConvWeightGrad(int B, int groups, int group, int M, const cpu::ConvG
       false, stream, k_block);
 }
 
+// The depthwise kernels take an element's channel, position and plane from
+// LaunchForEachInChannels (no 64-bit divisions) and walk the taps as (ky, kx)
+// loops, testing a kernel row once for all its columns.
 cudaError_t DepthwiseForward(int B, int groups, const cpu::ConvGeometry& g, const float* x,
                              const float* w, const float* bias, float* y, cudaStream_t stream) {
   const size_t P = static_cast<size_t>(g.OH) * g.OW, image = static_cast<size_t>(g.H) * g.W;
   const int taps = g.KH * g.KW;
-  return cuda::LaunchForEach(B * groups * P, stream, [=] __device__(size_t e) {
-    const size_t plane = e / P;
-    const int channel = static_cast<int>(plane % groups), p = static_cast<int>(e % P);
-    const int iy0 = p / g.OW * g.SH - g.PT, ix0 = p % g.OW * g.SW - g.PL;
-    const float* img = x + plane * image;
-    const float* wc = w + static_cast<size_t>(channel) * taps;
-    // Padding taps take fma(w, 0, acc) too, as the columns' product does.
-    float acc = bias != nullptr ? bias[channel] : 0.0f;
-    for (int t = 0; t < taps; ++t) {
-      const int iy = iy0 + t / g.KW * g.DH, ix = ix0 + t % g.KW * g.DW;
-      const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
-      acc = __fmaf_rn(wc[t], inside ? img[iy * g.W + ix] : 0.0f, acc);
-    }
-    y[e] = acc;
-  });
+  return cuda::LaunchForEachInChannels(
+      B, groups, P, stream, [=] __device__(size_t e, unsigned channel, unsigned p, size_t plane) {
+        const int oy = static_cast<int>(p) / g.OW, ox = static_cast<int>(p) - oy * g.OW;
+        const int iy0 = oy * g.SH - g.PT, ix0 = ox * g.SW - g.PL;
+        const float* img = x + plane * image;
+        const float* wc = w + static_cast<size_t>(channel) * taps;
+        // Padding taps take fma(w, 0, acc) too, as the columns' product does.
+        float acc = bias != nullptr ? bias[channel] : 0.0f;
+        for (int ky = 0; ky < g.KH; ++ky) {
+          const int iy = iy0 + ky * g.DH;
+          const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(g.H);
+          for (int kx = 0; kx < g.KW; ++kx) {
+            const int ix = ix0 + kx * g.DW;
+            const bool inside =
+                row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(g.W);
+            acc = __fmaf_rn(wc[ky * g.KW + kx], inside ? img[iy * g.W + ix] : 0.0f, acc);
+          }
+        }
+        y[e] = acc;
+      });
 }
 
 cudaError_t DepthwiseInputGrad(int B, int groups, const cpu::ConvGeometry& g, const float* w,
                                const float* dy, float* dx, cudaStream_t stream) {
   const size_t P = static_cast<size_t>(g.OH) * g.OW, image = static_cast<size_t>(g.H) * g.W;
   const int taps = g.KH * g.KW;
-  return cuda::LaunchForEach(B * groups * image, stream, [=] __device__(size_t e) {
-    const size_t plane = e / image;
-    const int channel = static_cast<int>(plane % groups), pix = static_cast<int>(e % image);
-    const float* wc = w + static_cast<size_t>(channel) * taps;
-    float sum = 0.0f;
-    for (int t = 0; t < taps; ++t) {
-      int oy, ox;
-      if (TapReads(g, t, pix / g.W, pix % g.W, oy, ox)) {
-        sum += __fmaf_rn(wc[t], dy[plane * P + static_cast<size_t>(oy) * g.OW + ox], 0.0f);
-      }
-    }
-    dx[e] = sum;
-  });
+  return cuda::LaunchForEachInChannels(
+      B, groups, image, stream,
+      [=] __device__(size_t e, unsigned channel, unsigned pix, size_t plane) {
+        const int iy = static_cast<int>(pix) / g.W, ix = static_cast<int>(pix) - iy * g.W;
+        const float* wc = w + static_cast<size_t>(channel) * taps;
+        const float* plane_dy = dy + plane * P;
+        float sum = 0.0f;
+        for (int ky = 0; ky < g.KH; ++ky) {
+          const int oy = RowReads(g, iy, ky);
+          if (oy < 0) continue;
+          for (int kx = 0; kx < g.KW; ++kx) {
+            const int ox = ColumnReads(g, ix, kx);
+            if (ox >= 0) sum += __fmaf_rn(wc[ky * g.KW + kx], plane_dy[oy * g.OW + ox], 0.0f);
+          }
+        }
+        dx[e] = sum;
+      });
 }
 
 cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, int k_block,
@@ -594,22 +616,37 @@ cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, i
   const int taps = g.KH * g.KW, P = g.OH * g.OW, K = B * P;
   const int blocks = cuda::tiled::KBlocks(K, k_block);
   const size_t chains = static_cast<size_t>(blocks) * groups * taps;
-  // One thread per (k block, channel, tap): the block's chain over its k.
+  // One thread per (k block, channel, tap): the block's chain over its k in
+  // k = (b, oy, ox) order, an output row at a time, so a row's inside test and
+  // pointers are computed once. (Three taps of a kernel row a thread, sharing
+  // dY's loads, ran slower: a third of the threads for chains of up to 4,096
+  // k; BENCHMARKS, issue 19 run 31.)
   auto chains_into = [&](float* parts) {
     return cuda::LaunchForEach(chains, stream, [=] __device__(size_t e) {
-      const int t = static_cast<int>(e % taps), channel = static_cast<int>(e / taps % groups);
-      const int block = static_cast<int>(e / (static_cast<size_t>(taps) * groups));
-      const int k0 = block * k_block, k1 = min(K, k0 + k_block);
-      const int dy_t = t / g.KW * g.DH, dx_t = t % g.KW * g.DW;
-      PositionOdometer at;
-      at.Start(g, k0);
+      const int t = static_cast<int>(e % taps);
+      const size_t chain_set = e / taps;  // block * groups + channel
+      const int channel = static_cast<int>(chain_set % groups);
+      const int block = static_cast<int>(chain_set / groups);
+      const int k1 = min(K, (block + 1) * k_block);
+      const int row_tap = t / g.KW * g.DH - g.PT, column_tap = t % g.KW * g.DW - g.PL;
+      int k = block * k_block, b = k / P, oy = k % P / g.OW, ox = k % g.OW;
       float acc = 0.0f;
-      for (int k = k0; k < k1; ++k, at.Advance(g, 1)) {
-        const size_t plane = static_cast<size_t>(at.b) * groups + channel;
-        const int iy = at.oy * g.SH - g.PT + dy_t, ix = at.ox * g.SW - g.PL + dx_t;
-        const bool inside = iy >= 0 && iy < g.H && ix >= 0 && ix < g.W;
-        const float v = inside ? x[(plane * g.H + iy) * g.W + ix] : 0.0f;
-        acc = __fmaf_rn(v, dy[plane * P + at.oy * g.OW + at.ox], acc);
+      while (k < k1) {
+        const int n = min(g.OW - ox, k1 - k);
+        const size_t plane = static_cast<size_t>(b) * groups + channel;
+        const int iy = oy * g.SH + row_tap;
+        const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(g.H);
+        const float* x_row = x + (plane * g.H + (row_inside ? iy : 0)) * g.W;
+        const float* dy_row = dy + plane * P + static_cast<size_t>(oy) * g.OW;
+        int ix = ox * g.SW + column_tap;
+#pragma unroll 4
+        for (int j = ox; j < ox + n; ++j, ix += g.SW) {
+          const bool inside = row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(g.W);
+          acc = __fmaf_rn(inside ? x_row[ix] : 0.0f, dy_row[j], acc);
+        }
+        k += n;
+        ox = 0;
+        if (++oy == g.OH) oy = 0, ++b;
       }
       parts[e] = acc;
     });

@@ -8,7 +8,7 @@ namespace easyscale::graph::cuda_ops {
 cudaError_t GemmEpilogue(int m, int n, float alpha, float beta, const float* c, size_t c_row_step,
                          size_t c_col_step, float* y, cudaStream_t stream) {
   return cuda::LaunchForEachInChannels(
-      1, m, n, stream, [=] __device__(size_t e, size_t i, size_t j) {
+      1, m, n, stream, [=] __device__(size_t e, size_t i, size_t j, size_t) {
         y[e] =
             c != nullptr ? alpha * y[e] + beta * c[i * c_row_step + j * c_col_step] : alpha * y[e];
       });

@@ -143,7 +143,7 @@ cudaError_t LayerNormForward(size_t rows, size_t n, float epsilon, const float* 
       });
   if (err != cudaSuccess) return err;
   return cuda::LaunchForEachInChannels(
-      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j) {
+      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j, size_t) {
         y[e] = LayerNormOutput(x[e], mean[r], invstd[r], scale, bias, static_cast<int64_t>(j));
       });
 }
@@ -195,7 +195,7 @@ cudaError_t LayerNormBackward(size_t rows, size_t n, const float* x, const float
       });
   if (err != cudaSuccess) return err;
   return cuda::LaunchForEachInChannels(
-      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j) {
+      1, rows, n, stream, [=] __device__(size_t e, size_t r, size_t j, size_t) {
         const float g = dy[e] * (scale ? scale[j] : 1.0f);
         const float k = invstd[r] / count;
         dx[e] = formulas::BatchNormInputGrad(x[e], g, mean[r], invstd[r], k, count, row_sums[2 * r],

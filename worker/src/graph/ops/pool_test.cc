@@ -59,7 +59,7 @@ std::string PoolError(const Node& n, Shape x) {
 // the element, row-major, against a scan of all outputs' taps.
 TEST(PoolFormulasTest, ForEachOutputReadingVisitsExactlyTheWindowsHoldingTheElement) {
   for (const int stride : {1, 2, 3}) {
-    for (const int dilation : {1, 2}) {
+    for (const int dilation : {1, 2, 3}) {
       for (const int pad : {0, 1, 2}) {
         // 3x2 taps over an 11x9 image.
         cpu::ConvGeometry g{1, 11, 9, 3, 2, stride, stride, pad, pad, dilation, dilation, 0, 0};
