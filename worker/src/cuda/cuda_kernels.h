@@ -108,23 +108,24 @@ cudaError_t TransposeBatch(int batch, int rows, int cols, const float* src, floa
                            cudaStream_t stream = nullptr);
 // The per-channel sums of [B, C, P] tensors: each sample's chain, then the
 // samples' results in order (cpu_kernels.h); ChannelSum takes B*C floats of
-// stream-ordered scratch, BatchNormTrain and BatchNormBackward 2*B*C. With
-// `relu`, BatchNormTrain and BatchNormEval write formulas::Relu of each
-// output (a BatchNormalization+Relu).
+// stream-ordered scratch, BatchNormTrain and BatchNormBackward 2*B*C.
+// BatchNormTrain and BatchNormEval write `activation`'s Apply of each output
+// (a BatchNormalization+Relu or +Clip); BatchNormBackward takes its gradient
+// in, from each output recomputed from x (beta is read only then).
 cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
                        cudaStream_t stream = nullptr);
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,
-                           bool relu = false, cudaStream_t stream = nullptr);
+                           formulas::Activation activation = {}, cudaStream_t stream = nullptr);
 cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
                           const float* beta, float eps, const float* running_mean,
-                          const float* running_var, float* y, bool relu = false,
+                          const float* running_var, float* y, formulas::Activation activation = {},
                           cudaStream_t stream = nullptr);
 cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
-                              const float* gamma, const float* save_mean, const float* save_invstd,
-                              float* dx, float* dgamma, float* dbeta,
-                              cudaStream_t stream = nullptr);
+                              const float* gamma, const float* beta, const float* save_mean,
+                              const float* save_invstd, float* dx, float* dgamma, float* dbeta,
+                              formulas::Activation activation = {}, cudaStream_t stream = nullptr);
 
 // One dropout's numbers (cpu::Dropout's scheme): drop probability p, the
 // EST's key, and the first block's Philox counter, *counter_slot +

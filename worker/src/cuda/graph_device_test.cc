@@ -247,17 +247,35 @@ TEST_F(GraphDeviceTest, Conv) {
       {RandomValue({2, 5, 9, 10}, 62), RandomValue({5, 1, 3, 3}, 63), RandomValue({5}, 64)});
 }
 
+Value Scalar(float f) {
+  Value v;
+  v.Reset(DType::kFloat32, {});
+  v.floats = {f};
+  return v;
+}
+
 TEST_F(GraphDeviceTest, BatchNormalization) {
-  // Plain, and with its Relu (graph/fusion.h's BatchNormalization+Relu).
-  for (const char* op : {"BatchNormalization", "BatchNormalization+Relu"}) {
-    const Node train = MakeNode(op, {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+  // Plain, and with its Relu or Clip (graph/fusion.h's BatchNormalization+Relu
+  // and +Clip: the Clip's bounds as constant inputs 5 and 6).
+  for (const char* op :
+       {"BatchNormalization", "BatchNormalization+Relu", "BatchNormalization+Clip"}) {
+    const bool clip = std::string(op) == "BatchNormalization+Clip";
+    std::vector<std::string> inputs = {"x", "s", "b", "m", "v"};
+    if (clip) inputs.insert(inputs.end(), {"lo", "hi"});
+    const Node train = MakeNode(op, inputs, {"y", "rm", "rv"},
                                 {{"training_mode", int64_t{1}}, {"momentum", 0.9f}});
     Value var = RandomValue({3}, 5);
     for (float& f : var.floats) f = f + 1.5f;
-    const std::vector<Value> in = {RandomValue({4, 3, 5, 5}, 1), RandomValue({3}, 2),
-                                   RandomValue({3}, 3), RandomValue({3}, 4), var};
-    ExpectSameBits(train, in);
-    ExpectSameBits(train, in, {}, /*training=*/false);  // evaluation uses the running statistics
+    std::vector<Value> in = {RandomValue({4, 3, 5, 5}, 1), RandomValue({3}, 2), RandomValue({3}, 3),
+                             RandomValue({3}, 4), var};
+    std::vector<size_t> constants;
+    if (clip) {
+      in.insert(in.end(), {Scalar(0.0f), Scalar(0.5f)});
+      constants = {5, 6};
+    }
+    ExpectSameBits(train, in, constants);
+    // Evaluation uses the running statistics.
+    ExpectSameBits(train, in, constants, /*training=*/false);
   }
 }
 
@@ -338,13 +356,6 @@ TEST_F(GraphDeviceTest, Dropout) {
 Value Shifted(Shape shape, uint32_t seed, float lo) {
   Value v = RandomValue(std::move(shape), seed);
   for (float& f : v.floats) f = f + 1.0f + lo;
-  return v;
-}
-
-Value Scalar(float f) {
-  Value v;
-  v.Reset(DType::kFloat32, {});
-  v.floats = {f};
   return v;
 }
 

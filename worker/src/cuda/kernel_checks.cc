@@ -389,9 +389,14 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
       Compare(&d, "sum", g, dg);
       return d;
     });
-    // Plain, and rectified (a BatchNormalization+Relu's forward).
-    for (const bool relu : {false, true}) {
-      Run(&out, (relu ? "BatchNormTrain+Eval+Relu" : "BatchNormTrain+Eval+Backward") + shape, [&] {
+    // Plain, rectified and clipped (a BatchNormalization+Relu's and +Clip's
+    // passes: the backward takes the activation's rule from y recomputed).
+    using formulas::Activation;
+    for (const Activation act :
+         {Activation{}, Activation{Activation::kRelu}, Activation{Activation::kClip, 0.0f, 0.5f}}) {
+      const char* kNames[] = {"BatchNormTrain+Eval+Backward", "BatchNormTrain+Eval+Backward+Relu",
+                              "BatchNormTrain+Eval+Backward+Clip"};
+      Run(&out, kNames[act.kind] + shape, [&] {
         auto x = Random(n, seed++);
         for (float& v : x) v = 3.0f * v + 0.5f;  // a mean and variance far from 0 and 1
         const auto gamma = Random(s.C, seed++), beta = Random(s.C, seed++);
@@ -401,27 +406,29 @@ std::vector<KernelCheck> CheckReductionKernels(uint64_t seed) {
         const float eps = 1e-5f, momentum = 0.1f;
         DeviceBuffer<float> dxin(x), dgamma(gamma), dbeta(beta), ddy(dy), drmean(rmean),
             drvar(rvar), dy_out(n), dsm(s.C), dsi(s.C), deval(n), ddx(n), ddg(s.C), ddb(s.C);
-        std::vector<float> y(n), sm(s.C), si(s.C), yeval(n), dx(n), dg(s.C), db(s.C);
+        std::vector<float> y(n), sm(s.C), si(s.C), yeval(n), dx(n), dg(s.C), db(s.C), dya(n);
         cpu::BatchNormTrain(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, momentum,
                             rmean.data(), rvar.data(), y.data(), sm.data(), si.data());
         cpu::BatchNormEval(s.B, s.C, s.P, x.data(), gamma.data(), beta.data(), eps, rmean.data(),
                            rvar.data(), yeval.data());
-        cpu::BatchNormBackward(s.B, s.C, s.P, x.data(), dy.data(), gamma.data(), sm.data(),
-                               si.data(), dx.data(), dg.data(), db.data());
-        if (relu) {
-          for (float& v : y) v = formulas::Relu(v);
-          for (float& v : yeval) v = formulas::Relu(v);
+        for (size_t i = 0; i < n; ++i) {
+          dya[i] = act.Grad(y[i], dy[i]);
+          y[i] = act.Apply(y[i]);
+          yeval[i] = act.Apply(yeval[i]);
         }
+        cpu::BatchNormBackward(s.B, s.C, s.P, x.data(), dya.data(), gamma.data(), sm.data(),
+                               si.data(), dx.data(), dg.data(), db.data());
         ThrowIfError(
             BatchNormTrain(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps, momentum,
-                           drmean.get(), drvar.get(), dy_out.get(), dsm.get(), dsi.get(), relu),
+                           drmean.get(), drvar.get(), dy_out.get(), dsm.get(), dsi.get(), act),
             "train launch");
         ThrowIfError(BatchNormEval(s.B, s.C, s.P, dxin.get(), dgamma.get(), dbeta.get(), eps,
-                                   drmean.get(), drvar.get(), deval.get(), relu),
+                                   drmean.get(), drvar.get(), deval.get(), act),
                      "eval launch");
-        ThrowIfError(BatchNormBackward(s.B, s.C, s.P, dxin.get(), ddy.get(), dgamma.get(),
-                                       dsm.get(), dsi.get(), ddx.get(), ddg.get(), ddb.get()),
-                     "backward launch");
+        ThrowIfError(
+            BatchNormBackward(s.B, s.C, s.P, dxin.get(), ddy.get(), dgamma.get(), dbeta.get(),
+                              dsm.get(), dsi.get(), ddx.get(), ddg.get(), ddb.get(), act),
+            "backward launch");
         std::string d;
         Compare(&d, "y", y, dy_out);
         Compare(&d, "save_mean", sm, dsm);

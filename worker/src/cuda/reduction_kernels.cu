@@ -34,6 +34,7 @@ constexpr int kRingFloats = 8 * kWarpRows * kSliceFloats;  // 32 KiB: 8 slices o
 // What a chain's fold needs of its channel (set up once per block).
 struct ChannelParams {
   float mean = 0.0f, invstd = 0.0f;
+  float scale = 0.0f, beta = 0.0f;  // a fused activation's: its input recomputed from x
 };
 
 // Slice t of rows [0, rows) from `src` (row r at src + r * row_stride) into
@@ -168,6 +169,23 @@ struct NoParams {
   __device__ ChannelParams operator()(int) const { return {}; }
 };
 
+// A channel's saved statistics for the backward pass, with what a fused
+// activation's recomputed input needs (beta null: no activation).
+struct SavedParams {
+  const float *save_mean, *save_invstd, *gamma, *beta;
+  __device__ ChannelParams operator()(int c) const {
+    return ChannelParams{save_mean[c], save_invstd[c], gamma[c] * save_invstd[c],
+                         beta != nullptr ? beta[c] : 0.0f};
+  }
+};
+
+// The gradient into a batch norm's output: the fused activation's, from the
+// output recomputed as the forward pass computed it (the same bits).
+__device__ __forceinline__ float OutputGrad(const formulas::Activation& activation, float x,
+                                            float dy, const ChannelParams& ch) {
+  return activation.Grad(formulas::BatchNormOutput(x, ch.mean, ch.scale, ch.beta), dy);
+}
+
 struct AddValue {
   __device__ void operator()(float v, float, const ChannelParams&, float (&part)[1]) const {
     part[0] += v;
@@ -192,7 +210,7 @@ cudaError_t ChannelSum(int B, int C, int P, const float* dy, float* bias_grad,
 cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gamma,
                            const float* beta, float eps, float momentum, float* running_mean,
                            float* running_var, float* y, float* save_mean, float* save_invstd,
-                           bool relu, cudaStream_t stream) {
+                           formulas::Activation activation, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
@@ -203,9 +221,7 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
     if (e != cudaSuccess) return e;
     e = SampleSums<1, 1>(
         B, C, P, x, nullptr,
-        [=] __device__(int c) {
-          return ChannelParams{SampleTotal(sums, B, c) / count, 0.0f};
-        },
+        [=] __device__(int c) { return ChannelParams{SampleTotal(sums, B, c) / count}; },
         [] __device__(float v, float, const ChannelParams& ch, float(&part)[1]) {
           formulas::FoldSquaredDeviation(v, ch.mean, &part[0]);
         },
@@ -222,40 +238,40 @@ cudaError_t BatchNormTrain(int B, int C, int P, const float* x, const float* gam
   if (err != cudaSuccess) return err;
   return LaunchForEachInChannels(
       B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
-        const float v =
-            formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]);
-        y[i] = relu ? formulas::Relu(v) : v;
+        y[i] = activation.Apply(
+            formulas::BatchNormOutput(x[i], save_mean[c], gamma[c] * save_invstd[c], beta[c]));
       });
 }
 
 cudaError_t BatchNormEval(int B, int C, int P, const float* x, const float* gamma,
                           const float* beta, float eps, const float* running_mean,
-                          const float* running_var, float* y, bool relu, cudaStream_t stream) {
+                          const float* running_var, float* y, formulas::Activation activation,
+                          cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   return LaunchForEachInChannels(
       B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
         const float scale = gamma[c] * formulas::InvStd(running_var[c], eps);
-        const float v = formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]);
-        y[i] = relu ? formulas::Relu(v) : v;
+        y[i] = activation.Apply(formulas::BatchNormOutput(x[i], running_mean[c], scale, beta[c]));
       });
 }
 
 cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* dy,
-                              const float* gamma, const float* save_mean, const float* save_invstd,
-                              float* dx, float* dgamma, float* dbeta, cudaStream_t stream) {
+                              const float* gamma, const float* beta, const float* save_mean,
+                              const float* save_invstd, float* dx, float* dgamma, float* dbeta,
+                              formulas::Activation activation, cudaStream_t stream) {
   if (!ChannelSizesOk(B, C, P)) return cudaErrorInvalidValue;
   if (C == 0) return cudaSuccess;
   const float count = static_cast<float>(B) * static_cast<float>(P);
   const size_t per_sum = static_cast<size_t>(C) * B;
+  const SavedParams params{save_mean, save_invstd, gamma,
+                           activation.kind != formulas::Activation::kNone ? beta : nullptr};
   cudaError_t err = WithStreamScratch(2 * per_sum, stream, [&](float* sums) {
     // sums: each sample's sum of dy, then of dy * xhat
     cudaError_t e = SampleSums<2, 2>(
-        B, C, P, x, dy,
-        [=] __device__(int c) {
-          return ChannelParams{save_mean[c], save_invstd[c]};
-        },
-        [] __device__(float xv, float dyv, const ChannelParams& ch, float(&part)[2]) {
-          formulas::FoldBatchNormGrads(xv, dyv, ch.mean, ch.invstd, &part[0], &part[1]);
+        B, C, P, x, dy, params,
+        [activation] __device__(float xv, float dyv, const ChannelParams& ch, float(&part)[2]) {
+          formulas::FoldBatchNormGrads(xv, OutputGrad(activation, xv, dyv, ch), ch.mean, ch.invstd,
+                                       &part[0], &part[1]);
         },
         sums, stream);
     if (e != cudaSuccess) return e;
@@ -268,9 +284,10 @@ cudaError_t BatchNormBackward(int B, int C, int P, const float* x, const float* 
   // dgamma and dbeta now hold the two sums the element pass needs.
   return LaunchForEachInChannels(
       B, C, P, stream, [=] __device__(size_t i, unsigned c, unsigned, size_t) {
-        const float invstd = save_invstd[c];
-        dx[i] = formulas::BatchNormInputGrad(x[i], dy[i], save_mean[c], invstd,
-                                             gamma[c] * invstd / count, count, dbeta[c], dgamma[c]);
+        const ChannelParams ch = params(static_cast<int>(c));
+        dx[i] =
+            formulas::BatchNormInputGrad(x[i], OutputGrad(activation, x[i], dy[i], ch), ch.mean,
+                                         ch.invstd, ch.scale / count, count, dbeta[c], dgamma[c]);
       });
 }
 

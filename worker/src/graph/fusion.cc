@@ -401,37 +401,60 @@ int FuseDropoutAdds(Graph& graph) {
 
 namespace {
 
-// The Relu reading the BatchNormalization at `batch_norm`, when
-// FuseBatchNormRelus may fuse them.
-struct RectifiedBatchNorm {
-  size_t relu;
+// The Relu or Clip reading the BatchNormalization at `batch_norm`, when
+// FuseBatchNormActivations may fuse them.
+struct ActivatedBatchNorm {
+  size_t activation;
 };
 
-std::optional<RectifiedBatchNorm> RectifiedBatchNormAt(const Graph& g, const Readers& r,
+std::optional<ActivatedBatchNorm> ActivatedBatchNormAt(const Graph& g, const Readers& r,
                                                        size_t batch_norm) {
   const Node& b = g.nodes[batch_norm];
   if (b.op != "BatchNormalization" || b.outputs.empty() || b.outputs[0].empty()) return {};
-  const std::optional<size_t> relu = r.OnlyReader(b.outputs[0], "Relu", 1);
-  if (!relu) return {};
-  const auto y = g.values.find(b.outputs[0]);
-  const auto z = g.values.find(g.nodes[*relu].outputs[0]);
-  if (y == g.values.end() || z == g.values.end() || y->second.dtype != DType::kFloat32 ||
-      z->second.shape != y->second.shape) {
+  const std::string& y = b.outputs[0];
+  const std::optional<size_t> reader = r.SoleReader(y);
+  if (!reader) return {};
+  const Node& a = g.nodes[*reader];
+  if (a.outputs.size() != 1 || a.outputs[0].empty() || a.inputs.empty() || a.inputs[0] != y)
+    return {};
+  if (a.op == "Clip") {
+    // Bounds the loader made (or absent): the fused op takes them at load time.
+    for (size_t k = 1; k < a.inputs.size(); ++k) {
+      if (!a.inputs[k].empty() && !r.ConstantScalar(a.inputs[k])) return {};
+    }
+  } else if (a.op != "Relu" || a.inputs.size() != 1) {
     return {};
   }
-  return RectifiedBatchNorm{*relu};
+  const auto yv = g.values.find(y);
+  const auto z = g.values.find(a.outputs[0]);
+  if (yv == g.values.end() || z == g.values.end() || yv->second.dtype != DType::kFloat32 ||
+      z->second.shape != yv->second.shape) {
+    return {};
+  }
+  return ActivatedBatchNorm{*reader};
 }
 
 }  // namespace
 
-int FuseBatchNormRelus(Graph& graph) {
-  return FusePairs(graph, RectifiedBatchNormAt, &RectifiedBatchNorm::relu,
-                   [](Node& batch_norm, const Node& relu, const RectifiedBatchNorm&,
+int FuseBatchNormActivations(Graph& graph) {
+  return FusePairs(graph, ActivatedBatchNormAt, &ActivatedBatchNorm::activation,
+                   [](Node& batch_norm, const Node& activation, const ActivatedBatchNorm&,
                       std::vector<std::string>& gone) {
                      gone.push_back(batch_norm.outputs[0]);
-                     batch_norm.name += "+Relu";
-                     batch_norm.op = "BatchNormalization+Relu";
-                     batch_norm.outputs[0] = relu.outputs[0];
+                     batch_norm.name += "+" + activation.op;
+                     batch_norm.op += "+" + activation.op;
+                     batch_norm.outputs[0] = activation.outputs[0];
+                     if (activation.op != "Clip") return;
+                     // The bounds as inputs 5 and 6, or attributes before opset 11.
+                     batch_norm.inputs.resize(5);
+                     batch_norm.inputs.insert(batch_norm.inputs.end(),
+                                              activation.inputs.begin() + 1,
+                                              activation.inputs.end());
+                     for (const char* bound : {"min", "max"}) {
+                       const auto it = activation.attributes.find(bound);
+                       if (it != activation.attributes.end())
+                         batch_norm.attributes[bound] = it->second;
+                     }
                    });
 }
 

@@ -74,13 +74,16 @@ int FuseTransposedOperands(Graph& graph);
 // the product. Returns how many it fused.
 int FuseScaledSoftmax(Graph& graph);
 
-// Replaces each BatchNormalization whose output Y a Relu alone reads (Y no
-// graph output), R = Relu(Y), by one "BatchNormalization+Relu" node with the
-// BatchNormalization's inputs, attributes and outputs but R for Y, at its
-// place (ops/batch_normalization.cc applies the Relu to each output element,
-// and its gradient's rule reads R, as the Relu's did). Drops Y. Returns how
-// many it fused.
-int FuseBatchNormRelus(Graph& graph);
+// Replaces each BatchNormalization whose output Y a Relu or a Clip alone
+// reads (Y no graph output), R = Relu(Y) or Clip(Y, min, max) with bounds the
+// loader's constants or absent, by one "BatchNormalization+Relu" or
+// "BatchNormalization+Clip" node with the BatchNormalization's inputs (and
+// the Clip's bounds as inputs 5 and 6, or its min and max attributes before
+// opset 11), attributes and outputs but R for Y, at its place
+// (ops/batch_normalization.cc applies the activation to each output element
+// as the Relu or Clip did, and its gradient's rule reads Y recomputed from X,
+// as the activation's rule read Y). Drops Y. Returns how many it fused.
+int FuseBatchNormActivations(Graph& graph);
 
 // Replaces each Softmax or Mul+Softmax (after FuseScaledSoftmax) whose output
 // Y a Dropout alone reads, D = Dropout(Y) (the attention's probabilities

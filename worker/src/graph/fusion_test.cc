@@ -148,6 +148,19 @@ std::vector<std::vector<uint32_t>> RunPass(Graph g, const Value& x, const Value&
   return bits;
 }
 
+// `graph` fused by `fuse` (once) trains to the bits of the same graph with
+// `kept` also a graph output, which leaves `fuse` nothing to fuse.
+void ExpectFusedBitsAsApart(const Graph& graph, int (*fuse)(Graph&), const std::string& kept,
+                            const Value& x, const Value& dy,
+                            const std::vector<std::string>& params) {
+  Graph apart = graph;
+  apart.outputs.push_back(kept);
+  Graph check = graph, check_apart = apart;
+  ASSERT_EQ(fuse(check), 1);
+  ASSERT_EQ(fuse(check_apart), 0);
+  EXPECT_EQ(RunPass(graph, x, dy, params), RunPass(apart, x, dy, params));
+}
+
 TEST(FuseGeluChains, TrainsToTheChainsBits) {
   constexpr int64_t kN = 4096;
   const float inf = std::numeric_limits<float>::infinity();
@@ -244,15 +257,10 @@ TEST(FuseMatMulBiases, TrainsToTheTwoNodesBits) {
   Value dz = RandomValue({2, 3, kN}, 25);
   x.floats[3] = -0.0f, x.floats[40] = 1e30f, dz.floats[7] = -0.0f, dz.floats[11] = inf;
   for (bool bias_first : {false, true}) {
-    Graph fused = LinearGraph(kK, kN, bias_first);
-    // The same graph with y also an output: the program runs the two nodes.
-    Graph apart = LinearGraph(kK, kN, bias_first);
-    apart.outputs.push_back("y");
-    Graph check = fused, check_apart = apart;
-    ASSERT_EQ(FuseMatMulBiases(check), 1);
-    ASSERT_EQ(FuseMatMulBiases(check_apart), 0);
-    EXPECT_EQ(RunPass(fused, x, dz, {"w", "b"}), RunPass(apart, x, dz, {"w", "b"}))
-        << "bias_first " << bias_first;
+    SCOPED_TRACE(bias_first ? "bias first" : "bias second");
+    // With y also an output, the program runs the two nodes.
+    ExpectFusedBitsAsApart(LinearGraph(kK, kN, bias_first), FuseMatMulBiases, "y", x, dz,
+                           {"w", "b"});
   }
 }
 
@@ -585,20 +593,15 @@ TEST(FuseScaledSoftmax, TrainsToTheTwoNodesBits) {
   Value x = RandomValue({2, 3, 8}, 62), dy = RandomValue({2, 3, 8}, 63);
   x.floats[3] = -0.0f, x.floats[9] = 1e30f, x.floats[17] = -inf, dy.floats[5] = -0.0f;
   for (bool scale_first : {false, true}) {
-    Graph fused = ScaledSoftmaxGraph(scale_first);
-    Graph apart = ScaledSoftmaxGraph(scale_first);
-    apart.outputs.push_back("m");
-    Graph check = fused, check_apart = apart;
-    ASSERT_EQ(FuseScaledSoftmax(check), 1);
-    ASSERT_EQ(FuseScaledSoftmax(check_apart), 0);
-    EXPECT_EQ(RunPass(fused, x, dy, {"p"}), RunPass(apart, x, dy, {"p"}))
-        << "scale_first " << scale_first;
+    SCOPED_TRACE(scale_first ? "scale first" : "scale second");
+    ExpectFusedBitsAsApart(ScaledSoftmaxGraph(scale_first), FuseScaledSoftmax, "m", x, dy, {"p"});
   }
 }
 
 // z = Relu(BatchNormalization(x)) * w over [2, 3, 4, 4], training (running
-// statistics as outputs), scale s and bias b trained.
-Graph RectifiedBatchNormGraph() {
+// statistics as outputs), scale s and bias b trained; with `clip`, Clip(y,
+// lo, hi) for the Relu, its bounds the loader's constants 0 and 0.5.
+Graph ActivatedBatchNormGraph(bool clip = false) {
   Graph g;
   g.opset = 17;
   g.initializers["s"] = testing::ToConstant(RandomValue({3}, 91));
@@ -615,47 +618,71 @@ Graph RectifiedBatchNormGraph() {
   g.outputs = {"z"};
   g.nodes = {MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
                       {{"training_mode", int64_t{1}}}),
-             MakeNode("Relu", {"y"}, {"r"}), MakeNode("Mul", {"r", "w"}, {"z"})};
+             clip ? MakeNode("Clip", {"y", "lo", "hi"}, {"r"}) : MakeNode("Relu", {"y"}, {"r"}),
+             MakeNode("Mul", {"r", "w"}, {"z"})};
   g.nodes[0].name = "/bn1/BatchNormalization";
+  if (clip) {
+    for (auto [name, bound] : {std::pair{"lo", 0.0f}, std::pair{"hi", 0.5f}}) {
+      ConstantTensor t;
+      t.floats = {bound};
+      g.initializers[name] = t;
+      g.constants.insert(name);
+      g.values[name] = {DType::kFloat32, {}};
+    }
+  }
   return g;
 }
 
-TEST(FuseBatchNormRelus, TheReluBecomesTheBatchNorms) {
-  Graph g = RectifiedBatchNormGraph();
-  EXPECT_EQ(FuseBatchNormRelus(g), 1);
-  EXPECT_EQ(Ops(g), (std::vector<std::string>{"BatchNormalization+Relu", "Mul"}));
-  const Node& fused = g.nodes[0];
-  EXPECT_EQ(fused.name, "/bn1/BatchNormalization+Relu");
-  EXPECT_EQ(fused.inputs, (std::vector<std::string>{"x", "s", "b", "m", "v"}));
-  EXPECT_EQ(fused.outputs, (std::vector<std::string>{"r", "rm", "rv"}));
-  EXPECT_EQ(*fused.Get<int64_t>("training_mode", 0), 1);
-  EXPECT_EQ(g.values.count("y"), 0u);
-  EXPECT_EQ(FuseBatchNormRelus(g), 0) << "nothing left to fuse";
+TEST(FuseBatchNormActivations, TheActivationBecomesTheBatchNorms) {
+  for (const bool clip : {false, true}) {
+    Graph g = ActivatedBatchNormGraph(clip);
+    EXPECT_EQ(FuseBatchNormActivations(g), 1);
+    const std::string op = clip ? "BatchNormalization+Clip" : "BatchNormalization+Relu";
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{op, "Mul"}));
+    const Node& fused = g.nodes[0];
+    EXPECT_EQ(fused.name, "/bn1/" + op);
+    EXPECT_EQ(fused.inputs, clip ? (std::vector<std::string>{"x", "s", "b", "m", "v", "lo", "hi"})
+                                 : (std::vector<std::string>{"x", "s", "b", "m", "v"}));
+    EXPECT_EQ(fused.outputs, (std::vector<std::string>{"r", "rm", "rv"}));
+    EXPECT_EQ(*fused.Get<int64_t>("training_mode", 0), 1);
+    EXPECT_EQ(g.values.count("y"), 0u);
+    EXPECT_EQ(FuseBatchNormActivations(g), 0) << "nothing left to fuse";
+  }
 }
 
-TEST(FuseBatchNormRelus, LeavesWhatWouldChangeABit) {
+TEST(FuseBatchNormActivations, LeavesWhatWouldChangeABit) {
   const Unfusable kVariants[] = {
       {"the normalised values as a graph output", [](Graph& g) { g.outputs.push_back("y"); }},
       {"the normalised values read elsewhere", [](Graph& g) { AddReader(g, "y"); }},
-      {"a Relu of another value",
+      {"an activation of another value",
        [](Graph& g) {
-         g.nodes[1].inputs = {"x"};
+         g.nodes[1].inputs[0] = "x";
          g.outputs.push_back("y");
        }},
   };
-  ExpectNoneFused(RectifiedBatchNormGraph, FuseBatchNormRelus, kVariants);
+  ExpectNoneFused([] { return ActivatedBatchNormGraph(); }, FuseBatchNormActivations, kVariants);
+  const Unfusable kClipVariants[] = {
+      {"a bound that trains", [](Graph& g) { g.constants.erase("hi"); }},
+      {"a bound computed in the pass",
+       [](Graph& g) {
+         g.initializers.erase("lo");
+         g.constants.erase("lo");
+         g.inputs.push_back("lo");
+       }},
+      {"the values clipped by themselves", [](Graph& g) { g.nodes[1].inputs[2] = "y"; }},
+  };
+  ExpectNoneFused([] { return ActivatedBatchNormGraph(true); }, FuseBatchNormActivations,
+                  kClipVariants);
 }
 
-TEST(FuseBatchNormRelus, TrainsToTheTwoNodesBits) {
+TEST(FuseBatchNormActivations, TrainsToTheTwoNodesBits) {
   Value x = RandomValue({2, 3, 4, 4}, 96), dy = RandomValue({2, 3, 4, 4}, 97);
   x.floats[3] = -0.0f, dy.floats[5] = -0.0f;
-  Graph fused = RectifiedBatchNormGraph();
-  Graph apart = RectifiedBatchNormGraph();
-  apart.outputs.push_back("y");
-  Graph check = fused, check_apart = apart;
-  ASSERT_EQ(FuseBatchNormRelus(check), 1);
-  ASSERT_EQ(FuseBatchNormRelus(check_apart), 0);
-  EXPECT_EQ(RunPass(fused, x, dy, {"s", "b", "w"}), RunPass(apart, x, dy, {"s", "b", "w"}));
+  for (const bool clip : {false, true}) {
+    SCOPED_TRACE(clip ? "Clip" : "Relu");
+    ExpectFusedBitsAsApart(ActivatedBatchNormGraph(clip), FuseBatchNormActivations, "y", x, dy,
+                           {"s", "b", "w"});
+  }
 }
 
 // z = Dropout(Dropout(Softmax(h [* c])) * w) over [2, 3, 8] rows, h = x + p,

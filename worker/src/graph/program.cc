@@ -88,7 +88,7 @@ bool Program::IsParameterCandidate(const std::string& name) const {
 
 Status Program::Compile() {
   FuseGeluChains(graph_);
-  FuseBatchNormRelus(graph_);
+  FuseBatchNormActivations(graph_);
   FuseMatMulBiases(graph_);
   FuseTransposedWeights(graph_);
   FuseTransposedOperands(graph_);

@@ -20,6 +20,7 @@ const std::vector<Entry>& Registry() {
       {"Add", MakeAdd},
       {"AveragePool", MakeAveragePool},
       {"BatchNormalization", MakeBatchNormalization},
+      {"BatchNormalization+Clip", MakeBatchNormalizationClip, true},
       {"BatchNormalization+Relu", MakeBatchNormalizationRelu, true},
       {"Cast", MakeCast},
       {"Clip", MakeClip},

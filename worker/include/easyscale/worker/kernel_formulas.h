@@ -119,6 +119,33 @@ ES_HD float BatchNormInputGrad(float x, float dy, float mean, float invstd, floa
 ES_HD float Relu(float x) { return x < 0.0f ? 0.0f : x; }
 ES_HD float ReluGrad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
 
+// Clip: min(max(x, lo), hi) with NaN kept; its gradient from its input x
+// (PyTorch's clamp rule: dy where lo <= x <= hi, else 0).
+ES_HD float Clip(float x, float lo, float hi) {
+  const float v = x < lo ? lo : x;
+  return v > hi ? hi : v;
+}
+ES_HD float ClipGrad(float x, float dy, float lo, float hi) {
+  return x >= lo && x <= hi ? dy : 0.0f;
+}
+
+// The activation a BatchNormalization+Relu or +Clip applies to each output y
+// (as the Relu or Clip op computes it), and its gradient from y and dy: the
+// backward pass recomputes y from x, so neither y nor the activation's output
+// need be kept, and the batch norm's passes take the activation's gradient in.
+struct Activation {
+  enum Kind : int { kNone, kRelu, kClip };
+  Kind kind = kNone;
+  float lo = 0.0f, hi = 0.0f;  // kClip's bounds
+
+  ES_HD float Apply(float y) const {
+    return kind == kRelu ? Relu(y) : kind == kClip ? Clip(y, lo, hi) : y;
+  }
+  ES_HD float Grad(float y, float dy) const {
+    return kind == kRelu ? ReluGrad(Relu(y), dy) : kind == kClip ? ClipGrad(y, dy, lo, hi) : dy;
+  }
+};
+
 // Whether dropout keeps an element, from one Philox word.
 ES_HD bool DropoutKeeps(uint32_t bits, float p) { return UniformFromBits(bits) >= p; }
 

@@ -22,9 +22,12 @@
 //   Backward (running statistics): the same sums; dx = dy * (scale * invstd).
 //   Gradients into outputs 1..4 are not propagated (they are statistics).
 //
-// BatchNormalization+Relu (graph/fusion.h's FuseBatchNormRelus): output 0 is
-// formulas::Relu of each y, as the Relu computed it; backward, dy is first
-// formulas::ReluGrad from that output and its gradient, as the Relu's rule.
+// BatchNormalization+Relu and BatchNormalization+Clip (graph/fusion.h's
+// FuseBatchNormActivations; the Clip's bounds as its inputs 5 and 6, or
+// attributes min and max before opset 11): output 0 is the activation of each
+// y (formulas::Activation, as the Relu or Clip computed it); backward, dy is
+// first the activation's rule, from y recomputed from x as the forward pass
+// computed it (so neither y nor the output is kept for it).
 #include <utility>
 #include <vector>
 
@@ -43,14 +46,14 @@ namespace {
 class BatchNormalization final : public Op {
  public:
   BatchNormalization(Shape x, size_t num_outputs, bool trains, bool saved_outputs, float epsilon,
-                     float momentum, bool relu)
+                     float momentum, formulas::Activation activation)
       : x_(std::move(x)),
         num_outputs_(num_outputs),
         trains_(trains),
         saved_outputs_(saved_outputs),
         epsilon_(epsilon),
         momentum_(momentum),
-        relu_(relu) {
+        activation_(activation) {
     batch_ = static_cast<int>(x_[0]);
     channels_ = static_cast<int>(x_[1]);
     positions_ = static_cast<int>(NumElements(x_) / (x_[0] * x_[1]));
@@ -75,7 +78,7 @@ class BatchNormalization final : public Op {
     if (!batch_stats_) {
       cpu::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_, mean_in.data(),
                          var_in.data(), y);
-      ApplyRelu(out[0]->floats);
+      ApplyActivation(out[0]->floats);
       // The running statistics pass through unchanged.
       for (size_t o = 1; o < out.size(); ++o) {
         if (out[o] != nullptr) out[o]->floats = o % 2 == 1 ? mean_in : var_in;
@@ -89,7 +92,7 @@ class BatchNormalization final : public Op {
     cpu::BatchNormTrain(batch_, channels_, positions_, x, scale, bias, epsilon_, 1.0f - momentum_,
                         running_mean_.data(), running_var_.data(), y, save_mean_.data(),
                         save_invstd_.data());
-    ApplyRelu(out[0]->floats);
+    ApplyActivation(out[0]->floats);
     if (Present(out, 1)) out[1]->floats = running_mean_;
     if (Present(out, 2)) out[2]->floats = running_var_;
     if (Present(out, 3)) out[3]->floats = save_mean_;
@@ -97,24 +100,25 @@ class BatchNormalization final : public Op {
   }
 
   bool HasGradient(size_t i) const override { return i <= 2; }
-  bool BackwardReadsInput(size_t i) const override { return i != 2; }
-  bool BackwardReadsOutput(size_t o) const override { return relu_ && o == 0; }
+  // B only for an activation's recomputed input.
+  bool BackwardReadsInput(size_t i) const override { return i != 2 || Fused(); }
+  bool BackwardReadsOutput(size_t) const override { return false; }
 
   void Backward(RunContext& ctx, const std::vector<const Value*>& in,
-                const std::vector<const Value*>& out, const std::vector<const Value*>& dout,
+                const std::vector<const Value*>&, const std::vector<const Value*>& dout,
                 const std::vector<Value*>& din) override {
     if (dout[0] == nullptr) return;
-    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *out[0], *dout[0], din));
+    ES_RUN_ON_DEVICE(ctx, BackwardOnDevice(ctx, in, *dout[0], din));
     const float* x = in[0]->floats.data();
     const float* dy = dout[0]->floats.data();
-    std::vector<float> relu_dy;  // the Relu's input gradient
-    if (relu_) {
-      const std::vector<float>& r = out[0]->floats;
-      relu_dy.resize(r.size());
-      for (size_t i = 0; i < r.size(); ++i) relu_dy[i] = formulas::ReluGrad(r[i], dy[i]);
-      dy = relu_dy.data();
-    }
     const float* scale = in[1]->floats.data();
+    std::vector<float> activation_dy;  // the activation's input gradient
+    if (Fused()) {
+      activation_dy.resize(in[0]->floats.size());
+      ActivationGrad(x, dy, scale, in[2]->floats.data(), in[3]->floats.data(), in[4]->floats.data(),
+                     activation_dy.data());
+      dy = activation_dy.data();
+    }
     auto target = [&](size_t i) { return din[i] != nullptr ? din[i]->floats.data() : nullptr; };
     if (!batch_stats_) {
       cpu::BatchNormEvalBackward(batch_, channels_, positions_, x, dy, scale, epsilon_,
@@ -159,7 +163,7 @@ class BatchNormalization final : public Op {
     const size_t stats = static_cast<size_t>(channels_) * sizeof(float);
     if (!batch_stats_) {
       CheckLaunch(cuda::BatchNormEval(batch_, channels_, positions_, x, scale, bias, epsilon_,
-                                      mean_in, var_in, y, relu_, st),
+                                      mean_in, var_in, y, activation_, st),
                   "BatchNormalization");
       for (size_t o = 1; o < 3 && o < out.size(); ++o) {
         if (out[o] != nullptr) d.Copy(stats, o == 1 ? mean_in : var_in, DeviceData(ctx, *out[o]));
@@ -173,41 +177,55 @@ class BatchNormalization final : public Op {
         Present(out, 2) ? DeviceData(ctx, *out[2]) : DeviceScratch(ctx, var_dev_, channels_);
     d.Copy(stats, mean_in, mean);
     d.Copy(stats, var_in, var);
-    CheckLaunch(cuda::BatchNormTrain(batch_, channels_, positions_, x, scale, bias, epsilon_,
-                                     1.0f - momentum_, mean, var, y,
-                                     DeviceScratch(ctx, save_mean_dev_, channels_),
-                                     DeviceScratch(ctx, save_invstd_dev_, channels_), relu_, st),
+    CheckLaunch(cuda::BatchNormTrain(
+                    batch_, channels_, positions_, x, scale, bias, epsilon_, 1.0f - momentum_, mean,
+                    var, y, DeviceScratch(ctx, save_mean_dev_, channels_),
+                    DeviceScratch(ctx, save_invstd_dev_, channels_), activation_, st),
                 "BatchNormalization");
   }
 
-  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& y,
-                        const Value& dy, const std::vector<Value*>& din) {
+  void BackwardOnDevice(RunContext& ctx, const std::vector<const Value*>& in, const Value& dy,
+                        const std::vector<Value*>& din) {
     ES_CHECK(batch_stats_) << "BatchNormalization: the running statistics' gradient is host-only";
     // BatchNormBackward writes all three; unwanted ones go to scratch.
     const auto target = [&](size_t i, DeviceMirror& scratch, size_t n) {
       return din[i] != nullptr ? DeviceData(ctx, *din[i]) : DeviceScratch(ctx, scratch, n);
     };
-    float* dx = target(0, dx_dev_, in[0]->size());
-    const float* batch_norm_dy = DeviceData(ctx, dy);
-    if (relu_) {  // the Relu's input gradient in dx, which the element pass reads before it writes
-      CheckLaunch(cuda_ops::UnaryBackward<ReluFormula>(y.size(), nullptr, DeviceData(ctx, y),
-                                                       batch_norm_dy, dx, StreamOf(ctx)),
-                  "BatchNormalization+Relu gradient");
-      batch_norm_dy = dx;
-    }
     CheckLaunch(cuda::BatchNormBackward(
-                    batch_, channels_, positions_, DeviceData(ctx, *in[0]), batch_norm_dy,
-                    DeviceData(ctx, *in[1]), DeviceScratch(ctx, save_mean_dev_, channels_),
-                    DeviceScratch(ctx, save_invstd_dev_, channels_), dx,
-                    target(1, mean_dev_, channels_), target(2, var_dev_, channels_), StreamOf(ctx)),
+                    batch_, channels_, positions_, DeviceData(ctx, *in[0]), DeviceData(ctx, dy),
+                    DeviceData(ctx, *in[1]), Fused() ? DeviceData(ctx, *in[2]) : nullptr,
+                    DeviceScratch(ctx, save_mean_dev_, channels_),
+                    DeviceScratch(ctx, save_invstd_dev_, channels_),
+                    target(0, dx_dev_, in[0]->size()), target(1, mean_dev_, channels_),
+                    target(2, var_dev_, channels_), activation_, StreamOf(ctx)),
                 "BatchNormalization gradient");
   }
 #endif
 
-  // A BatchNormalization+Relu's Relu, in place on the CPU.
-  void ApplyRelu(std::vector<float>& y) const {
-    if (!relu_) return;
-    for (float& v : y) v = formulas::Relu(v);
+  bool Fused() const { return activation_.kind != formulas::Activation::kNone; }
+
+  // A fused activation, in place on the CPU.
+  void ApplyActivation(std::vector<float>& y) const {
+    if (!Fused()) return;
+    for (float& v : y) v = activation_.Apply(v);
+  }
+
+  // The activation's input gradient from each output recomputed as the last
+  // Forward computed it (the batch's statistics or the running ones).
+  void ActivationGrad(const float* x, const float* dy, const float* gamma, const float* beta,
+                      const float* running_mean, const float* running_var, float* out) const {
+    for (int c = 0; c < channels_; ++c) {
+      const float mean = batch_stats_ ? save_mean_[c] : running_mean[c];
+      const float scale =
+          gamma[c] * (batch_stats_ ? save_invstd_[c] : formulas::InvStd(running_var[c], epsilon_));
+      for (int b = 0; b < batch_; ++b) {
+        const size_t off = (static_cast<size_t>(b) * channels_ + c) * positions_;
+        for (int p = 0; p < positions_; ++p) {
+          const float y = formulas::BatchNormOutput(x[off + p], mean, scale, beta[c]);
+          out[off + p] = activation_.Grad(y, dy[off + p]);
+        }
+      }
+    }
   }
 
   static bool Present(const std::vector<Value*>& out, size_t o) {
@@ -235,7 +253,7 @@ class BatchNormalization final : public Op {
   bool trains_;
   bool saved_outputs_;  // outputs 3 and 4 (saved_mean, saved_var) are read
   float epsilon_, momentum_;
-  bool relu_;  // a BatchNormalization+Relu
+  formulas::Activation activation_;  // a BatchNormalization+Relu's or +Clip's
   int batch_ = 0, channels_ = 0, positions_ = 0;
   bool batch_stats_ = false;  // the last Forward's choice, for Backward
   std::vector<float> running_mean_, running_var_, save_mean_, save_invstd_;
@@ -249,10 +267,18 @@ namespace {
 
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationOp(const Node& node, int64_t opset,
                                                        const std::vector<OpInput>& inputs,
-                                                       bool relu) {
+                                                       formulas::Activation::Kind activation) {
   const bool mode_attribute = opset >= 14;
   const size_t max_outputs = mode_attribute ? 3 : 5;
-  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 5, 5, max_outputs));
+  const bool clip = activation == formulas::Activation::kClip;
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 5, clip ? 7 : 5, max_outputs));
+  formulas::Activation fused{activation};
+  if (clip) {
+    ES_ASSIGN_OR_RETURN(const ClipBounds bounds, ResolveClipBounds(node, opset, inputs, 5));
+    if (!bounds.constant) return NodeError(node, "the fused Clip's bounds must be constants");
+    fused.lo = bounds.lo;
+    fused.hi = bounds.hi;
+  }
   const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
   for (size_t i = 0; i < 5; ++i)
     ES_RETURN_IF_ERROR(CheckDType(node, inputs, i, names[i], DType::kFloat32));
@@ -291,19 +317,24 @@ StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationOp(const Node& node, int64_t
   for (size_t o = 3; o < node.outputs.size(); ++o)
     saved_outputs = saved_outputs || !node.outputs[o].empty();
   return std::unique_ptr<Op>(new BatchNormalization(x, trains ? max_outputs : 1, trains,
-                                                    saved_outputs, epsilon, momentum, relu));
+                                                    saved_outputs, epsilon, momentum, fused));
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs) {
-  return MakeBatchNormalizationOp(node, opset, inputs, /*relu=*/false);
+  return MakeBatchNormalizationOp(node, opset, inputs, formulas::Activation::kNone);
 }
 
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationRelu(const Node& node, int64_t opset,
                                                          const std::vector<OpInput>& inputs) {
-  return MakeBatchNormalizationOp(node, opset, inputs, /*relu=*/true);
+  return MakeBatchNormalizationOp(node, opset, inputs, formulas::Activation::kRelu);
+}
+
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationClip(const Node& node, int64_t opset,
+                                                         const std::vector<OpInput>& inputs) {
+  return MakeBatchNormalizationOp(node, opset, inputs, formulas::Activation::kClip);
 }
 
 }  // namespace easyscale::graph

@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/ops/node_checks.h"
 #include "graph/ops/ops.h"
 #ifdef EASYSCALE_WITH_CUDA
@@ -37,10 +38,7 @@ class ClipOp final : public Op {
     if (in.size() > 2 && in[2] != nullptr) hi_ = in[2]->floats[0];
     const std::vector<float>& x = in[0]->floats;
     std::vector<float>& y = out[0]->floats;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float v = x[i] < lo_ ? lo_ : x[i];
-      y[i] = v > hi_ ? hi_ : v;
-    }
+    for (size_t i = 0; i < x.size(); ++i) y[i] = formulas::Clip(x[i], lo_, hi_);
   }
 
   bool HasGradient(size_t i) const override { return i == 0; }
@@ -63,7 +61,7 @@ class ClipOp final : public Op {
     float* __restrict d = dx.data();
     const float lo = lo_, hi = hi_;
     for (size_t i = 0, n = dx.size(); i < n; ++i) {
-      d[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.0f;
+      d[i] = formulas::ClipGrad(x[i], dy[i], lo, hi);
     }
   }
 
@@ -86,38 +84,45 @@ class ClipOp final : public Op {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
-                                       const std::vector<OpInput>& inputs) {
-  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, opset >= 11 ? 3 : 1, 1));
-  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "input", DType::kFloat32));
-  float bounds[2] = {-std::numeric_limits<float>::infinity(),
-                     std::numeric_limits<float>::infinity()};
+StatusOr<ClipBounds> ResolveClipBounds(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs, size_t first) {
+  ClipBounds b{-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
+               true};
+  float* bounds[2] = {&b.lo, &b.hi};
   const char* names[2] = {"min", "max"};
-  bool constant_bounds = true;
   for (size_t k = 0; k < 2; ++k) {
     if (opset < 11) {
-      ES_ASSIGN_OR_RETURN(bounds[k], node.Get<float>(names[k], bounds[k]));
+      ES_ASSIGN_OR_RETURN(*bounds[k], node.Get<float>(names[k], *bounds[k]));
       continue;
     }
     if (node.attributes.count(names[k]) != 0) {
       return NodeError(
-          node, absl::StrCat("attribute ", names[k], " is input ", k + 1, " from opset 11 on"));
+          node, absl::StrCat("attribute ", names[k], " is input ", first + k, " from opset 11 on"));
     }
-    const OpInput& bound = inputs.size() > k + 1 ? inputs[k + 1] : OpInput{};
+    const size_t at = first + k;
+    const OpInput& bound = inputs.size() > at ? inputs[at] : OpInput{};
     if (bound.info == nullptr) continue;
-    ES_RETURN_IF_ERROR(CheckDType(node, inputs, k + 1, names[k], DType::kFloat32));
+    ES_RETURN_IF_ERROR(CheckDType(node, inputs, at, names[k], DType::kFloat32));
     if (NumElements(bound.info->shape) != 1) {
       return NodeError(
-          node, absl::StrCat("input ", names[k], " (", node.inputs[k + 1], ") is not a scalar"));
+          node, absl::StrCat("input ", names[k], " (", node.inputs[at], ") is not a scalar"));
     }
     if (bound.constant == nullptr) {
-      constant_bounds = false;
+      b.constant = false;
     } else {
-      bounds[k] = bound.constant->floats[0];
+      *bounds[k] = bound.constant->floats[0];
     }
   }
+  return b;
+}
+
+StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs) {
+  ES_RETURN_IF_ERROR(CheckArity(node, inputs, 1, opset >= 11 ? 3 : 1, 1));
+  ES_RETURN_IF_ERROR(CheckDType(node, inputs, 0, "input", DType::kFloat32));
+  ES_ASSIGN_OR_RETURN(const ClipBounds bounds, ResolveClipBounds(node, opset, inputs, 1));
   return std::unique_ptr<Op>(
-      new ClipOp(inputs[0].info->shape, bounds[0], bounds[1], constant_bounds));
+      new ClipOp(inputs[0].info->shape, bounds.lo, bounds.hi, bounds.constant));
 }
 
 }  // namespace easyscale::graph

@@ -22,14 +22,25 @@ StatusOr<std::unique_ptr<Op>> MakeAveragePool(const Node& node, int64_t opset,
                                               const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalization(const Node& node, int64_t opset,
                                                      const std::vector<OpInput>& inputs);
-// "BatchNormalization+Relu": graph/fusion.h's FuseBatchNormRelus's node
-// (batch_normalization.cc).
+// "BatchNormalization+Relu" and "BatchNormalization+Clip": graph/fusion.h's
+// FuseBatchNormActivations's nodes (batch_normalization.cc).
 StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationRelu(const Node& node, int64_t opset,
+                                                         const std::vector<OpInput>& inputs);
+StatusOr<std::unique_ptr<Op>> MakeBatchNormalizationClip(const Node& node, int64_t opset,
                                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeCast(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeClip(const Node& node, int64_t opset,
                                        const std::vector<OpInput>& inputs);
+// A Clip's bounds (clip.cc): inputs `first` and `first` + 1 from opset 11 on
+// (absent: -inf and +inf), attributes min and max before; `constant` when
+// they are known now (attributes, constant inputs or absent).
+struct ClipBounds {
+  float lo, hi;
+  bool constant;
+};
+StatusOr<ClipBounds> ResolveClipBounds(const Node& node, int64_t opset,
+                                       const std::vector<OpInput>& inputs, size_t first);
 StatusOr<std::unique_ptr<Op>> MakeConcat(const Node& node, int64_t opset,
                                          const std::vector<OpInput>& inputs);
 StatusOr<std::unique_ptr<Op>> MakeConstantOfShape(const Node& node, int64_t opset,
