@@ -21,6 +21,7 @@ namespace {
 using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
+using testing::ScalarValue;
 
 class GraphDeviceTest : public ::testing::Test {
  protected:
@@ -247,13 +248,6 @@ TEST_F(GraphDeviceTest, Conv) {
       {RandomValue({2, 5, 9, 10}, 62), RandomValue({5, 1, 3, 3}, 63), RandomValue({5}, 64)});
 }
 
-Value Scalar(float f) {
-  Value v;
-  v.Reset(DType::kFloat32, {});
-  v.floats = {f};
-  return v;
-}
-
 TEST_F(GraphDeviceTest, BatchNormalization) {
   // Plain, and with its Relu or Clip (graph/fusion.h's BatchNormalization+Relu
   // and +Clip: the Clip's bounds as constant inputs 5 and 6).
@@ -270,7 +264,7 @@ TEST_F(GraphDeviceTest, BatchNormalization) {
                              RandomValue({3}, 4), var};
     std::vector<size_t> constants;
     if (clip) {
-      in.insert(in.end(), {Scalar(0.0f), Scalar(0.5f)});
+      in.insert(in.end(), {ScalarValue(0.0f), ScalarValue(0.5f)});
       constants = {5, 6};
     }
     ExpectSameBits(train, in, constants);
@@ -380,8 +374,9 @@ TEST_F(GraphDeviceTest, BinaryElementwise) {
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
                  {RandomValue({3, 1, 40, 7}, 17), RandomValue({7}, 18)});
   ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}),
-                 {RandomValue({3, 4, 16, 16}, 7), Scalar(0.35f)});
-  ExpectSameBits(MakeNode("Div", {"a", "b"}, {"y"}), {RandomValue({3, 16, 128}, 8), Scalar(1.41f)});
+                 {RandomValue({3, 4, 16, 16}, 7), ScalarValue(0.35f)});
+  ExpectSameBits(MakeNode("Div", {"a", "b"}, {"y"}),
+                 {RandomValue({3, 16, 128}, 8), ScalarValue(1.41f)});
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
     ExpectSameBits(MakeNode(op, {"a", "b"}, {"y"}),
                    {RandomValue({4, 1, 5}, 9), Shifted({3, 1}, 10, 0.5f)});
@@ -390,7 +385,7 @@ TEST_F(GraphDeviceTest, BinaryElementwise) {
   }
   ExpectSameBits(MakeNode("Pow", {"a", "b"}, {"y"}),
                  {Shifted({3, 7}, 13, 0.25f), RandomValue({7}, 14)});
-  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}), {Scalar(1.5f), Scalar(-2.25f)});
+  ExpectSameBits(MakeNode("Mul", {"a", "b"}, {"y"}), {ScalarValue(1.5f), ScalarValue(-2.25f)});
 }
 
 TEST_F(GraphDeviceTest, Reductions) {
@@ -412,9 +407,10 @@ TEST_F(GraphDeviceTest, Reductions) {
 TEST_F(GraphDeviceTest, Clip) {
   // MobileNetV2's ReLU6 (bounds as constant inputs), one bound, attributes.
   const Node both = MakeNode("Clip", {"x", "lo", "hi"}, {"y"});
-  ExpectSameBits(both, {Shifted({2, 32, 8, 8}, 1, -4.0f), Scalar(0.0f), Scalar(0.5f)}, {1, 2});
-  ExpectSameBits(MakeNode("Clip", {"x", "lo"}, {"y"}), {RandomValue({5, 7}, 2), Scalar(-0.25f)},
-                 {1});
+  ExpectSameBits(both, {Shifted({2, 32, 8, 8}, 1, -4.0f), ScalarValue(0.0f), ScalarValue(0.5f)},
+                 {1, 2});
+  ExpectSameBits(MakeNode("Clip", {"x", "lo"}, {"y"}),
+                 {RandomValue({5, 7}, 2), ScalarValue(-0.25f)}, {1});
   ExpectSameBits(MakeNode("Clip", {"x"}, {"y"}, {{"min", -0.5f}, {"max", 0.25f}}),
                  {RandomValue({5, 7}, 3)}, {}, true, /*opset=*/6);
 }
@@ -665,8 +661,9 @@ TEST(GraphDeviceRefusals, UnsupportedConfigurations) {
     return run.op != nullptr && run.op->RunsOnDevice();
   };
   const Node clip = MakeNode("Clip", {"x", "lo"}, {"y"});
-  EXPECT_TRUE(runs(clip, {RandomValue({3}, 1), Scalar(0.0f)}, {1}));
-  EXPECT_FALSE(runs(clip, {RandomValue({3}, 1), Scalar(0.0f)}, {}));  // a bound known at run time
+  EXPECT_TRUE(runs(clip, {RandomValue({3}, 1), ScalarValue(0.0f)}, {1}));
+  EXPECT_FALSE(
+      runs(clip, {RandomValue({3}, 1), ScalarValue(0.0f)}, {}));  // a bound known at run time
   EXPECT_FALSE(runs(MakeNode("Pow", {"a", "b"}, {"y"}),
                     {RandomValue({3}, 2), testing::IntValue({}, {2})}, {}));
   EXPECT_FALSE(runs(MakeNode("Gather", {"t", "i"}, {"y"}),

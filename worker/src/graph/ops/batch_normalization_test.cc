@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "easyscale/worker/kernel_formulas.h"
 #include "graph/program.h"
 #include "graph/testing/op_check.h"
 
@@ -13,6 +14,7 @@ using testing::ExpectGradientsMatch;
 using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
+using testing::ScalarValue;
 
 const std::vector<std::string> kInputs = {"x", "scale", "b", "mean", "var"};
 
@@ -145,6 +147,47 @@ TEST(BatchNormalizationTest, FactoryErrors) {
   EXPECT_NE(error(four, Inputs({2, 3})).find("outputs"), std::string::npos);
   Node eps = MakeNode("BatchNormalization", kInputs, {"y"}, {{"epsilon", int64_t{1}}});
   EXPECT_NE(error(eps, Inputs({2, 3})).find("epsilon"), std::string::npos);
+}
+
+// BatchNormalization+Clip (graph/fusion.h): the plain node's outputs, each
+// clipped; bounds as constant inputs 5 and 6, or attributes before opset 11.
+TEST(BatchNormalizationTest, FusedClipClipsThePlainOutputs) {
+  std::vector<Value> in = Inputs({2, 3, 4});
+  for (const int64_t opset : {int64_t{9}, int64_t{15}}) {
+    SCOPED_TRACE(opset);
+    // Training: from opset 14 by the attribute, before by the statistics' outputs.
+    Node plain_node = MakeNode("BatchNormalization", kInputs, {"y", "rm", "rv"});
+    if (opset >= 14) plain_node.attributes["training_mode"] = int64_t{1};
+    const testing::OpRun plain = RunOp(plain_node, in, {}, true, opset);
+    ASSERT_TRUE(plain.status.ok()) << plain.status;
+    Node fused = plain_node;
+    fused.op = "BatchNormalization+Clip";
+    std::vector<Value> fused_in = in;
+    std::vector<size_t> constants;
+    if (opset < 11) {
+      fused.attributes["min"] = -0.25f;
+      fused.attributes["max"] = 0.5f;
+    } else {
+      fused.inputs.insert(fused.inputs.end(), {"lo", "hi"});
+      fused_in.insert(fused_in.end(), {ScalarValue(-0.25f), ScalarValue(0.5f)});
+      constants = {5, 6};
+    }
+    const testing::OpRun run = RunOp(fused, fused_in, constants, true, opset);
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    std::vector<float> want = plain.outputs[0].floats;
+    for (float& v : want) v = formulas::Clip(v, -0.25f, 0.5f);
+    EXPECT_EQ(run.outputs[0].floats, want);
+    EXPECT_EQ(run.outputs[1].floats, plain.outputs[1].floats);
+    EXPECT_EQ(run.outputs[2].floats, plain.outputs[2].floats);
+  }
+  // Bounds computed in the pass cannot fuse: the op needs them at load time.
+  const Node fused = MakeNode("BatchNormalization+Clip", {"x", "scale", "b", "mean", "var", "lo"},
+                              {"y", "rm", "rv"}, {{"training_mode", int64_t{1}}});
+  std::vector<Value> with_bound = in;
+  with_bound.push_back(ScalarValue(0.0f));
+  const testing::OpRun run = RunOp(fused, with_bound, {}, true, 15);
+  EXPECT_FALSE(run.status.ok());
+  EXPECT_NE(run.status.message().find("bounds must be constants"), std::string::npos) << run.status;
 }
 
 TEST(BatchNormalizationTest, ProgramWritesRunningStatisticsBack) {

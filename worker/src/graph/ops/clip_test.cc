@@ -10,13 +10,7 @@ namespace {
 using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
-
-Value Scalar(float f) {
-  Value v;
-  v.Reset(DType::kFloat32, {});
-  v.floats[0] = f;
-  return v;
-}
+using testing::ScalarValue;
 
 TEST(Clip, BoundsFromConstantsRuntimeInputsOrAttributes) {
   const Value x = RandomValue({4, 5}, 1);
@@ -27,17 +21,18 @@ TEST(Clip, BoundsFromConstantsRuntimeInputsOrAttributes) {
     }
   };
   const Node both = MakeNode("Clip", {"x", "lo", "hi"}, {"y"});
-  check(RunOp(both, {x, Scalar(-0.3f), Scalar(0.4f)}, {1, 2}), -0.3f, 0.4f);
-  check(RunOp(both, {x, Scalar(-0.3f), Scalar(0.4f)}), -0.3f, 0.4f);  // read at run time
-  check(RunOp(MakeNode("Clip", {"x", "lo"}, {"y"}), {x, Scalar(0.1f)}, {1}), 0.1f, INFINITY);
-  check(RunOp(MakeNode("Clip", {"x", "", "hi"}, {"y"}), {x, Value(), Scalar(0.2f)}, {2}), -INFINITY,
-        0.2f);
+  check(RunOp(both, {x, ScalarValue(-0.3f), ScalarValue(0.4f)}, {1, 2}), -0.3f, 0.4f);
+  check(RunOp(both, {x, ScalarValue(-0.3f), ScalarValue(0.4f)}), -0.3f, 0.4f);  // read at run time
+  check(RunOp(MakeNode("Clip", {"x", "lo"}, {"y"}), {x, ScalarValue(0.1f)}, {1}), 0.1f, INFINITY);
+  check(RunOp(MakeNode("Clip", {"x", "", "hi"}, {"y"}), {x, Value(), ScalarValue(0.2f)}, {2}),
+        -INFINITY, 0.2f);
   check(RunOp(MakeNode("Clip", {"x"}, {"y"}), {x}), -INFINITY, INFINITY);
   const Node old = MakeNode("Clip", {"x"}, {"y"}, {{"min", -0.5f}, {"max", 0.25f}});
   check(RunOp(old, {x}, {}, true, 6), -0.5f, 0.25f);
   // min > max: ONNX applies max last.
-  check(RunOp(both, {x, Scalar(0.5f), Scalar(0.2f)}, {1, 2}), 0.5f, 0.2f);
-  testing::OpRun nan = RunOp(MakeNode("Clip", {"x", "lo"}, {"y"}), {Scalar(NAN), Scalar(0.0f)});
+  check(RunOp(both, {x, ScalarValue(0.5f), ScalarValue(0.2f)}, {1, 2}), 0.5f, 0.2f);
+  testing::OpRun nan =
+      RunOp(MakeNode("Clip", {"x", "lo"}, {"y"}), {ScalarValue(NAN), ScalarValue(0.0f)});
   EXPECT_TRUE(std::isnan(nan.outputs[0].floats[0]));
 }
 
@@ -47,8 +42,8 @@ TEST(Clip, GradientPassesInsideTheBounds) {
     if (std::fabs(f - 0.4f) < 0.05f || std::fabs(f + 0.3f) < 0.05f) f += 0.1f;
   }
   const Node n = MakeNode("Clip", {"x", "lo", "hi"}, {"y"});
-  testing::ExpectGradientsMatch(n, {x, Scalar(-0.3f), Scalar(0.4f)}, {0}, {1, 2});
-  testing::OpRun run = RunOp(n, {x, Scalar(-0.3f), Scalar(0.4f)}, {1, 2});
+  testing::ExpectGradientsMatch(n, {x, ScalarValue(-0.3f), ScalarValue(0.4f)}, {0}, {1, 2});
+  testing::OpRun run = RunOp(n, {x, ScalarValue(-0.3f), ScalarValue(0.4f)}, {1, 2});
   EXPECT_FALSE(run.op->HasGradient(1));
 }
 

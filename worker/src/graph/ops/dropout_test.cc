@@ -8,13 +8,7 @@ using testing::ExpectGradientsMatch;
 using testing::MakeNode;
 using testing::RandomValue;
 using testing::RunOp;
-
-Value Scalar(float f) {
-  Value v;
-  v.Reset(DType::kFloat32, {});
-  v.floats = {f};
-  return v;
-}
+using testing::ScalarValue;
 
 Value Bool(bool b) {
   Value v;
@@ -26,7 +20,7 @@ Value Bool(bool b) {
 Node DropoutNode() { return MakeNode("Dropout", {"x", "ratio", "training_mode"}, {"y", "mask"}); }
 
 TEST(DropoutTest, TrainingUsesTheEstStreamAndAdvancesItsCounter) {
-  const Value x = RandomValue({2, 5}, 1), ratio = Scalar(0.3f), on = Bool(true);
+  const Value x = RandomValue({2, 5}, 1), ratio = ScalarValue(0.3f), on = Bool(true);
   testing::OpRun run = RunOp(DropoutNode(), {x, ratio, on}, {1, 2});
   ASSERT_TRUE(run.status.ok()) << run.status;
   ASSERT_EQ(run.infos[1].dtype, DType::kBool);
@@ -57,7 +51,7 @@ TEST(DropoutTest, TrainingUsesTheEstStreamAndAdvancesItsCounter) {
 TEST(DropoutTest, IdentityOutsideTraining) {
   const Value x = RandomValue({7}, 2);
   for (const auto& [training, mode] : {std::pair{false, true}, {true, false}}) {
-    testing::OpRun run = RunOp(DropoutNode(), {x, Scalar(0.5f), Bool(mode)}, {1, 2}, training);
+    testing::OpRun run = RunOp(DropoutNode(), {x, ScalarValue(0.5f), Bool(mode)}, {1, 2}, training);
     ASSERT_TRUE(run.status.ok()) << run.status;
     EXPECT_EQ(run.outputs[0].floats, x.floats);
     EXPECT_EQ(run.outputs[1].ints, std::vector<int64_t>(7, 1));
@@ -73,7 +67,7 @@ TEST(DropoutTest, IdentityOutsideTraining) {
 }
 
 TEST(DropoutTest, Gradient) {
-  ExpectGradientsMatch(DropoutNode(), {RandomValue({3, 4}, 3), Scalar(0.4f), Bool(true)}, {0},
+  ExpectGradientsMatch(DropoutNode(), {RandomValue({3, 4}, 3), ScalarValue(0.4f), Bool(true)}, {0},
                        {1, 2});
 }
 
@@ -87,12 +81,14 @@ TEST(DropoutTest, Errors) {
     EXPECT_NE(run.status.message().find("Dropout_0"), std::string::npos) << run.status;
     return std::string(run.status.message());
   };
-  EXPECT_NE(message({Scalar(0.5f), Bool(true)}, {2}).find("ratio input is not known"),
+  EXPECT_NE(message({ScalarValue(0.5f), Bool(true)}, {2}).find("ratio input is not known"),
             std::string::npos);
-  EXPECT_NE(message({Scalar(0.5f), Bool(true)}, {1}).find("training_mode input is not known"),
+  EXPECT_NE(message({ScalarValue(0.5f), Bool(true)}, {1}).find("training_mode input is not known"),
             std::string::npos);
-  EXPECT_NE(message({Scalar(1.0f), Bool(true)}, {1, 2}).find("not in [0, 1)"), std::string::npos);
-  EXPECT_NE(message({Scalar(0.5f), Scalar(1.0f)}, {1, 2}).find("one bool"), std::string::npos);
+  EXPECT_NE(message({ScalarValue(1.0f), Bool(true)}, {1, 2}).find("not in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(message({ScalarValue(0.5f), ScalarValue(1.0f)}, {1, 2}).find("one bool"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -46,6 +46,14 @@ inline Value RandomValue(Shape shape, uint32_t seed) {
   return v;
 }
 
+// A float32 scalar (an op's scalar input: a bound, a ratio).
+inline Value ScalarValue(float f) {
+  Value v;
+  v.Reset(DType::kFloat32, {});
+  v.floats = {f};
+  return v;
+}
+
 inline Value IntValue(Shape shape, std::vector<int64_t> ints) {
   Value v;
   v.Reset(DType::kInt64, std::move(shape));
