@@ -7,6 +7,7 @@
 #include "launch.cuh"
 
 namespace easyscale::graph::cuda_ops {
+
 cudaError_t ClipForward(size_t n, float lo, float hi, const float* x, float* y,
                         cudaStream_t stream) {
   if (n % 4 == 0 && cuda::Aligned16(x) && cuda::Aligned16(y)) {

@@ -629,24 +629,24 @@ cudaError_t DepthwiseWeightGrad(int B, int groups, const cpu::ConvGeometry& g, i
       const int block = static_cast<int>(chain_set / groups);
       const int k1 = min(K, (block + 1) * k_block);
       const int row_tap = t / g.KW * g.DH - g.PT, column_tap = t % g.KW * g.DW - g.PL;
-      int k = block * k_block, b = k / P, oy = k % P / g.OW, ox = k % g.OW;
+      PositionOdometer at;
+      at.Start(g, block * k_block);
       float acc = 0.0f;
-      while (k < k1) {
-        const int n = min(g.OW - ox, k1 - k);
-        const size_t plane = static_cast<size_t>(b) * groups + channel;
-        const int iy = oy * g.SH + row_tap;
+      for (int k = block * k_block; k < k1;) {
+        const int n = min(g.OW - at.ox, k1 - k);
+        const size_t plane = static_cast<size_t>(at.b) * groups + channel;
+        const int iy = at.oy * g.SH + row_tap;
         const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(g.H);
         const float* x_row = x + (plane * g.H + (row_inside ? iy : 0)) * g.W;
-        const float* dy_row = dy + plane * P + static_cast<size_t>(oy) * g.OW;
-        int ix = ox * g.SW + column_tap;
+        const float* dy_row = dy + plane * P + static_cast<size_t>(at.oy) * g.OW;
+        int ix = at.ox * g.SW + column_tap;
 #pragma unroll 4
-        for (int j = ox; j < ox + n; ++j, ix += g.SW) {
+        for (int j = at.ox; j < at.ox + n; ++j, ix += g.SW) {
           const bool inside = row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(g.W);
           acc = __fmaf_rn(inside ? x_row[ix] : 0.0f, dy_row[j], acc);
         }
         k += n;
-        ox = 0;
-        if (++oy == g.OH) oy = 0, ++b;
+        at.Advance(g, n);
       }
       parts[e] = acc;
     });
